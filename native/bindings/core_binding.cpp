@@ -1,0 +1,365 @@
+// @dtorch/core's slice: the engine. Op calls pass their arguments through a shared
+// Float64Array (`args`) and get output metadata back through another (`out`), so a record
+// costs one N-API call with three small integers. Reads resolve promises through one
+// thread-safe function, never by polling.
+#include <napi.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <unordered_map>
+
+#include "bindings/binding_util.h"
+#include "common/error.h"
+#include "common/format.h"
+#include "core/operators/registry.h"
+#include "core/runner/completion.h"
+#include "core/runner/engine.h"
+
+namespace dtorch::bindings {
+namespace {
+
+using core::Completion;
+using core::FetchResult;
+
+constexpr size_t kArgCapacity = 1 << 16;
+constexpr size_t kOutCapacity = 1 << 12;
+
+struct Delivery {
+  uint64_t readId;
+  FetchResult result;
+};
+
+struct CoreState;
+void onDelivery(Napi::Env env, Napi::Function, CoreState* state, Delivery* delivery);
+using DeliveryFn = Napi::TypedThreadSafeFunction<CoreState, Delivery, onDelivery>;
+
+struct CoreState {
+  std::unique_ptr<core::Engine> engine = std::make_unique<core::Engine>();
+  std::vector<double> args = std::vector<double>(kArgCapacity);
+  std::vector<double> out = std::vector<double>(kOutCapacity);
+  DeliveryFn deliveries;
+  std::unordered_map<uint64_t, Napi::Promise::Deferred> pending;  // JS thread only
+  uint64_t nextReadId = 1;
+  bool closed = false;
+};
+
+CoreState& state(Napi::Env env) { return *static_cast<CoreState*>(addonData(env).core.get()); }
+
+core::Engine& engine(Napi::Env env) {
+  CoreState& s = state(env);
+  if (s.closed) common::fail(common::code::kShutdown, "the engine has shut down (the Node environment is exiting)");
+  return *s.engine;
+}
+
+// ---- values crossing to JS ---------------------------------------------------------------
+
+Napi::Value fetchedToJs(Napi::Env env, FetchResult& r) {
+  Napi::Object obj = Napi::Object::New(env);
+  obj.Set("dtype", static_cast<int>(r.dtype));
+  if (!r.host.defined() || r.host.nbytes() == 0) {
+    obj.Set("buffer", Napi::ArrayBuffer::New(env, 0));
+    return obj;
+  }
+  // zero copy: the ArrayBuffer keeps the host tensor alive until JS lets go of it
+  auto* holder = new at::Tensor(std::move(r.host));
+  obj.Set("buffer", Napi::ArrayBuffer::New(
+                        env, holder->data_ptr(), holder->nbytes(),
+                        [](Napi::Env, void*, at::Tensor* h) { delete h; }, holder));
+  return obj;
+}
+
+Napi::Error failureToJs(Napi::Env env, const FetchResult& r) {
+  std::string message = r.op.empty() ? r.message : r.op + " failed: " + r.message;
+  Napi::Error err = makeError(env, r.code, message);
+  if (!r.op.empty()) err.Set("op", r.op);
+  if (r.seq) err.Set("seq", static_cast<double>(r.seq));
+  return err;
+}
+
+void onDelivery(Napi::Env env, Napi::Function, CoreState* s, Delivery* delivery) {
+  std::unique_ptr<Delivery> owned(delivery);
+  if (env == nullptr || s == nullptr) return;  // environment tearing down
+  auto it = s->pending.find(owned->readId);
+  if (it == s->pending.end()) return;
+  Napi::Promise::Deferred deferred = it->second;
+  s->pending.erase(it);
+  if (s->pending.empty()) s->deliveries.Unref(env);
+  Napi::HandleScope scope(env);
+  if (owned->result.ok) deferred.Resolve(fetchedToJs(env, owned->result));
+  else deferred.Reject(failureToJs(env, owned->result).Value());
+}
+
+// A completion whose result resolves a promise on the JS thread.
+Napi::Promise promiseCompletion(Napi::Env env, std::shared_ptr<Completion>& completion) {
+  CoreState& s = state(env);
+  const uint64_t readId = s.nextReadId++;
+  auto deferred = Napi::Promise::Deferred::New(env);
+  if (s.pending.empty()) s.deliveries.Ref(env);  // keep Node alive while a read is out
+  s.pending.emplace(readId, deferred);
+  DeliveryFn fn = s.deliveries;
+  completion = std::make_shared<Completion>();
+  completion->deliver = [fn, readId](FetchResult&& result) mutable {
+    fn.BlockingCall(new Delivery{readId, std::move(result)});
+  };
+  return deferred.Promise();
+}
+
+// ---- op recording --------------------------------------------------------------------------
+
+// Writes [seq, nOut, per output: id, dtype, ndim, shape..., nPlacements, placements...].
+void writeRecorded(CoreState& s, const core::Recorder::Recorded& rec) {
+  double* out = s.out.data();
+  size_t i = 0;
+  out[i++] = static_cast<double>(rec.seq);
+  out[i++] = static_cast<double>(rec.outputs.size());
+  for (int64_t id : rec.outputs) {
+    const core::TensorMeta& m = s.engine->recorder().meta(id);
+    if (i + 4 + m.shape.size() + m.placements.size() > kOutCapacity) {
+      common::fail(common::code::kInternal, "op outputs exceed the binding's out buffer");
+    }
+    out[i++] = static_cast<double>(id);
+    out[i++] = static_cast<double>(static_cast<int>(m.dtype));
+    out[i++] = static_cast<double>(m.shape.size());
+    for (int64_t d : m.shape) out[i++] = static_cast<double>(d);
+    out[i++] = static_cast<double>(m.placements.size());
+    for (const core::Placement& p : m.placements) out[i++] = p.encode();
+  }
+}
+
+void checkArgCounts(size_t nInputs, size_t nAttrs) {
+  if (nInputs + nAttrs > kArgCapacity) {
+    common::fail(common::code::kInvalidArgument, "too many op arguments (" + std::to_string(nInputs + nAttrs) + ")");
+  }
+}
+
+Napi::Value record(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    CoreState& s = state(info.Env());
+    const int code = info[0].As<Napi::Number>().Int32Value();
+    const size_t nInputs = info[1].As<Napi::Number>().Uint32Value();
+    const size_t nAttrs = info[2].As<Napi::Number>().Uint32Value();
+    checkArgCounts(nInputs, nAttrs);
+    c10::SmallVector<int64_t, 4> inputs;
+    for (size_t i = 0; i < nInputs; ++i) inputs.push_back(static_cast<int64_t>(s.args[i]));
+    const auto& op = core::OpRegistry::instance().byCode(code);
+    writeRecorded(s, e.recorder().record(op, inputs, c10::ArrayRef<double>(s.args.data() + nInputs, nAttrs)));
+    return info.Env().Undefined();
+  });
+}
+
+// recordData(opCode, nAttrs, typedArray, sourceDtype): like record for "from_data"; the
+// typed array's elements (of sourceDtype) are copied now and converted to the target dtype.
+Napi::Value recordData(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    CoreState& s = state(info.Env());
+    const int code = info[0].As<Napi::Number>().Int32Value();
+    const size_t nAttrs = info[1].As<Napi::Number>().Uint32Value();
+    checkArgCounts(0, nAttrs);
+    Napi::TypedArray array = info[2].As<Napi::TypedArray>();
+    const core::DType source = core::dtypeFromCode(info[3].As<Napi::Number>().Int32Value());
+    // layout: meshId, nPlacements, placements..., dtype, ndim, shape...
+    const size_t dtypeAt = 2 + static_cast<size_t>(s.args[1]);
+    const core::DType target = core::dtypeFromCode(static_cast<int>(s.args[dtypeAt]));
+    const size_t ndim = static_cast<size_t>(s.args[dtypeAt + 1]);
+    std::vector<int64_t> shape;
+    for (size_t i = 0; i < ndim; ++i) shape.push_back(static_cast<int64_t>(s.args[dtypeAt + 2 + i]));
+    at::Tensor host = at::empty(shape, at::TensorOptions().dtype(source));
+    if (static_cast<size_t>(host.nbytes()) != array.ByteLength()) {
+      common::fail(common::code::kShapeMismatch, "tensor: data has " + std::to_string(array.ElementLength()) +
+                                                     " elements but shape " + common::formatList(shape) + " needs " +
+                                                     std::to_string(host.numel()));
+    }
+    if (host.nbytes() > 0) {
+      auto* bytes = static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+      std::memcpy(host.data_ptr(), bytes, host.nbytes());
+    }
+    if (target != source) host = host.to(target);
+    const auto& op = core::OpRegistry::instance().byCode(code);
+    writeRecorded(s, e.recorder().record(op, {}, c10::ArrayRef<double>(s.args.data(), nAttrs), std::move(host)));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value release(const Napi::CallbackInfo& info) {
+  CoreState& s = state(info.Env());
+  if (!s.closed) s.engine->recorder().release(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
+  return info.Env().Undefined();
+}
+
+Napi::Value flush(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().flush();
+    return info.Env().Undefined();
+  });
+}
+
+// ---- reads ----------------------------------------------------------------------------------
+
+Napi::Value fetch(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
+    e.recorder().meta(id);  // a disposed tensor throws here, at the caller's line
+    std::shared_ptr<Completion> completion;
+    Napi::Promise promise = promiseCompletion(info.Env(), completion);
+    e.recorder().fetch(id, completion);
+    return promise;
+  });
+}
+
+// fetchSync(id, timeoutMs): blocks the JS thread until the value arrives or the time is up.
+Napi::Value fetchSync(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
+    const double timeoutMs = info[1].As<Napi::Number>().DoubleValue();
+    struct Waiter {
+      std::mutex mutex;
+      std::condition_variable cv;
+      bool done = false;
+      FetchResult result;
+    };
+    auto waiter = std::make_shared<Waiter>();
+    auto completion = std::make_shared<Completion>();
+    completion->deliver = [waiter](FetchResult&& result) {
+      {
+        std::lock_guard<std::mutex> lock(waiter->mutex);
+        waiter->result = std::move(result);
+        waiter->done = true;
+      }
+      waiter->cv.notify_one();
+    };
+    e.recorder().fetch(id, completion);
+    std::unique_lock<std::mutex> lock(waiter->mutex);
+    if (!waiter->cv.wait_for(lock, std::chrono::duration<double, std::milli>(timeoutMs), [&] { return waiter->done; })) {
+      common::fail(common::code::kTimeout, "dataSync: the value did not arrive within " + std::to_string(timeoutMs) +
+                                               " ms; use await data() for long work, or raise DTORCH_READ_TIMEOUT_MS");
+    }
+    if (!waiter->result.ok) throw failureToJs(info.Env(), waiter->result);
+    return fetchedToJs(info.Env(), waiter->result);
+  });
+}
+
+Napi::Value sync(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    std::shared_ptr<Completion> completion;
+    Napi::Promise promise = promiseCompletion(info.Env(), completion);
+    e.recorder().sync(completion);
+    return promise;
+  });
+}
+
+// ---- meshes, ops, memory --------------------------------------------------------------------
+
+// createMesh(kind, devices: number[], shape: number[]) -> mesh id
+Napi::Value createMesh(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    const int kind = info[0].As<Napi::Number>().Int32Value();
+    Napi::Array devices = info[1].As<Napi::Array>(), shape = info[2].As<Napi::Array>();
+    std::vector<int> devs;
+    std::vector<int64_t> dims;
+    for (uint32_t i = 0; i < devices.Length(); ++i) devs.push_back(devices.Get(i).As<Napi::Number>().Int32Value());
+    for (uint32_t i = 0; i < shape.Length(); ++i) dims.push_back(shape.Get(i).As<Napi::Number>().Int64Value());
+    const auto& mesh = engine(info.Env()).createMesh(static_cast<core::DeviceKind>(kind), std::move(devs), std::move(dims));
+    return Napi::Number::New(info.Env(), mesh.id);
+  });
+}
+
+// The op table, by name: { add: { code, numInputs, attrs }, ... }
+Napi::Value ops(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const auto& registry = core::OpRegistry::instance();
+  Napi::Object table = Napi::Object::New(env);
+  for (const core::OpDef& op : registry.ops()) {
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("code", registry.codeOf(op));
+    entry.Set("numInputs", op.numInputs);
+    entry.Set("attrs", std::string(op.attrs));
+    table.Set(std::string(op.name), entry);
+  }
+  return table;
+}
+
+// The dtype table, by name: { float32: code, ... }
+Napi::Value dtypes(const Napi::CallbackInfo& info) {
+  Napi::Object table = Napi::Object::New(info.Env());
+  for (core::DType d : core::kSupportedDtypes) table.Set(std::string(core::dtypeName(d)), static_cast<int>(d));
+  return table;
+}
+
+Napi::Value memory(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    core::Engine& e = engine(env);
+    const core::MemoryStats stats = e.recorder().memory();
+    const auto workers = e.workerMemory();
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("numTensors", static_cast<double>(stats.numTensors));
+    out.Set("numBytes", static_cast<double>(stats.numBytes));
+    Napi::Array perDevice = Napi::Array::New(env);
+    uint32_t i = 0;
+    for (const core::WorkerMemory& w : workers) {
+      Napi::Object entry = Napi::Object::New(env);
+      entry.Set("device", w.device.name());
+      int64_t tensors = 0, bytes = 0;
+      for (const core::DeviceMemory& d : stats.perDevice) {
+        if (d.device == w.device) tensors = d.numTensors, bytes = d.numBytes;
+      }
+      entry.Set("numTensors", static_cast<double>(tensors));
+      entry.Set("numBytes", static_cast<double>(bytes));
+      entry.Set("allocatedBytes", static_cast<double>(w.allocatedBytes));
+      perDevice.Set(i++, entry);
+    }
+    out.Set("perDevice", perDevice);
+    return out;
+  });
+}
+
+Napi::Value setFlushThreshold(const Napi::CallbackInfo& info) {
+  engine(info.Env()).recorder().setFlushThreshold(info[0].As<Napi::Number>().Uint32Value());
+  return info.Env().Undefined();
+}
+
+void shutdownEnv(void* arg) {
+  auto* s = static_cast<CoreState*>(arg);
+  s->closed = true;
+  s->engine->shutdown();
+  s->deliveries.Release();
+}
+
+}  // namespace
+
+Napi::Object initCore(Napi::Env env) {
+  auto s = std::make_shared<CoreState>();
+  addonData(env).core = s;
+  s->deliveries = DeliveryFn::New(env, "dtorch-deliveries", 0, 1, s.get());
+  s->deliveries.Unref(env);
+  napi_add_env_cleanup_hook(env, shutdownEnv, s.get());
+
+  Napi::Object slice = Napi::Object::New(env);
+  slice.Set("args", Napi::Float64Array::New(env, kArgCapacity,
+                                            Napi::ArrayBuffer::New(env, s->args.data(), kArgCapacity * sizeof(double)), 0));
+  slice.Set("out", Napi::Float64Array::New(env, kOutCapacity,
+                                           Napi::ArrayBuffer::New(env, s->out.data(), kOutCapacity * sizeof(double)), 0));
+  slice.Set("record", Napi::Function::New(env, record));
+  slice.Set("recordData", Napi::Function::New(env, recordData));
+  slice.Set("release", Napi::Function::New(env, release));
+  slice.Set("flush", Napi::Function::New(env, flush));
+  slice.Set("fetch", Napi::Function::New(env, fetch));
+  slice.Set("fetchSync", Napi::Function::New(env, fetchSync));
+  slice.Set("sync", Napi::Function::New(env, sync));
+  slice.Set("createMesh", Napi::Function::New(env, createMesh));
+  slice.Set("ops", Napi::Function::New(env, ops));
+  slice.Set("dtypes", Napi::Function::New(env, dtypes));
+  slice.Set("memory", Napi::Function::New(env, memory));
+  slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
+  return slice;
+}
+
+}  // namespace dtorch::bindings

@@ -1,0 +1,71 @@
+// Recorder: the client side of the engine, used only from the JS thread. It knows every live
+// tensor's meta, infers the outputs of each recorded op, appends nodes to the open segment,
+// and hands the segment to the controller when it is long enough or when asked.
+#pragma once
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/graph/segment.h"
+#include "core/operand/mesh_table.h"
+#include "core/operators/op.h"
+
+namespace dtorch::core {
+
+class Controller;
+struct Completion;
+
+struct DeviceMemory {
+  Device device;
+  int64_t numTensors = 0;  // live tensors with a part on this device
+  int64_t numBytes = 0;    // their local bytes on this device
+};
+
+struct MemoryStats {
+  int64_t numTensors = 0;  // live tensors
+  int64_t numBytes = 0;    // their logical (full) bytes
+  std::vector<DeviceMemory> perDevice;
+};
+
+class Recorder {
+ public:
+  Recorder(const MeshTable& meshes, Controller& controller);
+
+  // Infers and appends one op; output metas are then readable through meta(id).
+  struct Recorded {
+    uint64_t seq;
+    c10::SmallVector<int64_t, 2> outputs;
+  };
+  Recorded record(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs,
+                     at::Tensor hostData = {});
+  void release(int64_t id);
+  void fetch(int64_t id, std::shared_ptr<Completion> completion);
+  void sync(std::shared_ptr<Completion> completion);
+  void flush();
+
+  // Throws TENSOR_DISPOSED for an id that is not live.
+  const TensorMeta& meta(int64_t id) const;
+  MemoryStats memory() const;
+  void setFlushThreshold(size_t nodes) { flushThreshold_ = nodes == 0 ? 1 : nodes; }
+  size_t pendingNodes() const { return open_->nodes.size(); }
+
+ private:
+  Node& append(NodeKind kind);
+  void track(const TensorMeta& meta, int sign);
+
+  const MeshTable& meshes_;
+  Controller& controller_;
+  std::shared_ptr<Segment> open_;
+  std::unordered_map<int64_t, TensorMeta> live_;
+  std::unordered_map<int64_t, DeviceMemory> perDevice_;  // key: kind * 2^32 + index
+  int64_t liveBytes_ = 0;
+  int64_t nextId_ = 1;
+  uint64_t nextSeq_ = 1;
+  size_t flushThreshold_ = 256;
+};
+
+}  // namespace dtorch::core

@@ -1,0 +1,119 @@
+#include "core/kernel/kernel.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "core/blob/blob_table.h"
+#include "core/operators/op.h"
+#include "core/runner/completion.h"
+
+namespace dtorch::core {
+namespace {
+
+c10::Device torchDevice(const Device& d) {
+  return d.kind == DeviceKind::kCpu ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d.index));
+}
+
+std::string describe(const std::exception& e) {
+  if (auto* c10err = dynamic_cast<const c10::Error*>(&e)) return c10err->what_without_backtrace();
+  return e.what();
+}
+
+void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const KernelError> error) {
+  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error});
+}
+
+// The kernel must produce exactly what meta inference promised; a mismatch is an engine bug
+// and is reported as a kernel failure rather than silently corrupting later shapes.
+void checkOutputs(const KernelContext& ctx) {
+  const Node& node = ctx.node;
+  if (ctx.outputs.size() != node.outputs.size()) {
+    common::fail(common::code::kInternal, "kernel produced " + std::to_string(ctx.outputs.size()) + " outputs, expected " +
+                                              std::to_string(node.outputs.size()));
+  }
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    const TensorMeta& meta = node.outputMetas[i];
+    const at::Tensor& t = ctx.outputs[i];
+    if (t.scalar_type() != meta.dtype || t.sizes() != at::IntArrayRef(meta.shape)) {
+      common::fail(common::code::kInternal,
+                   "kernel output " + std::to_string(i) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
+                       " and shape " + c10::str(t.sizes()) + ", but meta inference promised " +
+                       std::string(dtypeName(meta.dtype)) + " " + formatShape(meta.shape));
+    }
+  }
+}
+
+void runCompute(const Kernel& k, BlobTable& blobs) {
+  const Node& node = *k.node;
+  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}};
+  for (int64_t id : node.inputs) {
+    const Blob* blob = blobs.find(id);
+    if (!blob) {
+      poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{
+          std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq}));
+      return;
+    }
+    if (blob->error) {  // an upstream failure flows through without running this op
+      poisonOutputs(node, blobs, blob->error);
+      return;
+    }
+    ctx.inputs.push_back(&blob->tensor);
+  }
+  try {
+    node.op->kernel(ctx);
+    checkOutputs(ctx);
+  } catch (const std::exception& e) {
+    DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << describe(e));
+    poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), describe(e), node.seq}));
+    return;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr});
+}
+
+void runFetch(const Kernel& k, BlobTable& blobs) {
+  const Node& node = *k.node;
+  FetchResult result;
+  const Blob* blob = blobs.find(node.inputs[0]);
+  if (!blob) {
+    result.ok = false;
+    result.code = common::code::kInternal;
+    result.message = "tensor " + std::to_string(node.inputs[0]) + " is missing on its worker";
+  } else if (blob->error) {
+    result.ok = false;
+    result.code = common::code::kKernelFailed;
+    result.op = blob->error->op;
+    result.seq = blob->error->seq;
+    result.message = blob->error->message;
+  } else {
+    try {
+      at::Tensor t = blob->tensor;
+      result.dtype = t.scalar_type();
+      if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) t = t.to(at::kFloat);
+      result.host = t.to(at::kCPU).contiguous();
+    } catch (const std::exception& e) {
+      result.ok = false;
+      result.code = common::code::kKernelFailed;
+      result.op = "fetch";
+      result.message = describe(e);
+      result.seq = node.seq;
+    }
+  }
+  node.completion->deliver(std::move(result));
+}
+
+}  // namespace
+
+void executeKernel(const Kernel& k, BlobTable& blobs) {
+  switch (k.kind) {
+    case Kernel::Kind::kRun: runCompute(k, blobs); break;
+    case Kernel::Kind::kFree: blobs.erase(k.id); break;
+    case Kernel::Kind::kFetch: runFetch(k, blobs); break;
+    case Kernel::Kind::kSync:
+      if (k.node->completion->remaining.fetch_sub(1) == 1) k.node->completion->deliver(FetchResult{});
+      break;
+  }
+}
+
+}  // namespace dtorch::core

@@ -1,0 +1,33 @@
+// Kernel: one rank's share of one node, as the controller queues it on a worker.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/graph/segment.h"
+#include "core/operand/mesh.h"
+
+namespace dtorch::core {
+
+class BlobTable;
+
+struct Kernel {
+  enum class Kind : uint8_t { kRun, kFree, kFetch, kSync };
+  Kind kind = Kind::kRun;
+  int rank = 0;
+  const Node* node = nullptr;          // kRun, kFetch, kSync
+  const DeviceMesh* mesh = nullptr;    // kRun, kFetch
+  int64_t id = 0;                      // kFree: the tensor to drop
+};
+
+// Kernels for one worker from one segment; holding the segment keeps the nodes alive.
+struct KernelBatch {
+  std::shared_ptr<const Segment> segment;
+  std::vector<Kernel> kernels;
+};
+
+// Runs one kernel against a worker's blobs. Never throws: a failing op poisons its outputs,
+// and a failing read delivers the error to its completion.
+void executeKernel(const Kernel& kernel, BlobTable& blobs);
+
+}  // namespace dtorch::core

@@ -1,0 +1,58 @@
+#include "core/kernel_stream/worker.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include "common/log.h"
+
+namespace dtorch::core {
+
+Worker::Worker(Device device) : device_(device), thread_([this] { loop(); }) {}
+
+Worker::~Worker() { stop(); }
+
+void Worker::push(KernelBatch batch) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(batch));
+  }
+  wake_.notify_one();
+}
+
+void Worker::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::loop() {
+  c10::InferenceMode inferenceMode;
+  BlobTable blobs(allocatedBytes_);
+  int appliedThreads = 0;
+  std::deque<KernelBatch> batches;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping and drained
+      batches.swap(queue_);
+    }
+    const int threads = intraOpThreads_.load();
+    if (threads != appliedThreads) {
+      at::set_num_threads(threads);  // per-thread under OpenMP: this worker's parallel regions
+      appliedThreads = threads;
+      DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
+    }
+    for (const KernelBatch& batch : batches) {
+      for (const Kernel& kernel : batch.kernels) executeKernel(kernel, blobs);
+    }
+    batches.clear();
+  }
+  blobs.clear();
+}
+
+}  // namespace dtorch::core

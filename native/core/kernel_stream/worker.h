@@ -1,0 +1,43 @@
+// Worker: the thread that owns one device. It runs the kernels the controller queues, in
+// queue order, under InferenceMode, with its own intra-op thread count, against its blobs.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/blob/blob_table.h"
+#include "core/kernel/kernel.h"
+#include "core/operand/mesh.h"
+
+namespace dtorch::core {
+
+class Worker {
+ public:
+  explicit Worker(Device device);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const Device& device() const { return device_; }
+  void push(KernelBatch batch);
+  // Intra-op threads for this worker's LibTorch calls; applied before its next batch.
+  void setIntraOpThreads(int threads) { intraOpThreads_.store(threads); }
+  int64_t allocatedBytes() const { return allocatedBytes_.load(std::memory_order_relaxed); }
+  void stop();
+
+ private:
+  void loop();
+
+  Device device_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<KernelBatch> queue_;
+  bool stopping_ = false;
+  std::atomic<int> intraOpThreads_{1};
+  std::atomic<int64_t> allocatedBytes_{0};
+  std::thread thread_;
+};
+
+}  // namespace dtorch::core

@@ -1,0 +1,35 @@
+// TensorMeta: what the client knows about a tensor without its data (shape, dtype, mesh,
+// one placement per mesh dim). Inferred synchronously when an op is recorded.
+#pragma once
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/operand/dtype.h"
+#include "core/operand/placement.h"
+
+namespace dtorch::core {
+
+using Shape = c10::SmallVector<int64_t, 6>;
+using Placements = c10::SmallVector<Placement, 2>;
+
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::Float;
+  int meshId = 0;
+  Placements placements;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+  int64_t nbytes() const { return numel() * dtypeSize(dtype); }
+  int ndim() const { return static_cast<int>(shape.size()); }
+};
+
+std::string formatShape(const Shape& shape);
+std::string formatPlacements(const Placements& placements);
+
+}  // namespace dtorch::core

@@ -1,0 +1,119 @@
+// Elementwise ops: unary ops from one table, and binary ops with PyTorch broadcasting and
+// type promotion, in tensor-tensor and tensor-scalar forms.
+#include <ATen/ATen.h>
+
+#include "common/error.h"
+#include "core/operators/infer_util.h"
+#include "core/operators/registry.h"
+
+namespace dtorch::core {
+namespace {
+
+// ---- unary ------------------------------------------------------------------------------
+// `floatResult`: integer inputs give the default float dtype, as torch.exp(int_tensor) does.
+struct UnaryEntry {
+  std::string_view name;
+  bool floatResult;
+  KernelFn kernel;
+};
+
+#define DTORCH_UNARY(fn) [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); }
+const UnaryEntry kUnary[] = {
+    {"neg", false, DTORCH_UNARY(neg)},         {"abs", false, DTORCH_UNARY(abs)},
+    {"relu", false, DTORCH_UNARY(relu)},       {"exp", true, DTORCH_UNARY(exp)},
+    {"log", true, DTORCH_UNARY(log)},          {"sqrt", true, DTORCH_UNARY(sqrt)},
+    {"sigmoid", true, DTORCH_UNARY(sigmoid)},  {"tanh", true, DTORCH_UNARY(tanh)},
+};
+#undef DTORCH_UNARY
+
+void inferUnarySameType(const InferContext& ctx, Outputs& out) {
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, ctx.inputs[0]->dtype));
+}
+void inferUnaryFloat(const InferContext& ctx, Outputs& out) {
+  const DType in = ctx.inputs[0]->dtype;
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, c10::isIntegralType(in, /*includeBool=*/true) ? DType::Float : in));
+}
+
+// ---- binary -----------------------------------------------------------------------------
+// Tensor-tensor form: inputs a, b; attribute alpha (add/sub only, else ignored).
+// Tensor-scalar form (`*_scalar`): input a; attributes value, kind (0 int, 1 float, 2 bool), alpha.
+enum class Binary { kAdd, kSub, kMul, kDiv };
+
+ScalarKind scalarKindOf(const InferContext& ctx, size_t index) {
+  const int64_t kind = ctx.intAttr(index);
+  if (kind < 0 || kind > 2) ctx.fail(common::code::kInvalidArgument, "unknown scalar kind " + std::to_string(kind));
+  return static_cast<ScalarKind>(kind);
+}
+
+at::Scalar scalarOf(const KernelContext& ctx, size_t valueIndex) {
+  const double value = ctx.attr(valueIndex);
+  switch (static_cast<ScalarKind>(ctx.intAttr(valueIndex + 1))) {
+    case ScalarKind::kInt: return at::Scalar(static_cast<int64_t>(value));
+    case ScalarKind::kBool: return at::Scalar(value != 0);
+    default: return at::Scalar(value);
+  }
+}
+
+DType binaryResult(Binary kind, DType promoted) {
+  // true division: integer operands give the default float dtype
+  if (kind == Binary::kDiv && c10::isIntegralType(promoted, /*includeBool=*/true)) return DType::Float;
+  return promoted;
+}
+
+template <Binary kind>
+void inferBinary(const InferContext& ctx, Outputs& out) {
+  const Shape shape = broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape);
+  const DType dtype = binaryResult(kind, resultType(ctx.inputs, {}));
+  if ((kind == Binary::kSub) && dtype == DType::Bool) {
+    ctx.fail(common::code::kDtypeMismatch, "subtracting bool tensors is not supported; use logicalXor or cast with to('int32')");
+  }
+  out.push_back(outputLike(ctx, shape, dtype));
+}
+
+template <Binary kind>
+void inferBinaryScalar(const InferContext& ctx, Outputs& out) {
+  const ScalarKind scalar = scalarKindOf(ctx, 1);
+  const DType dtype = binaryResult(kind, resultType(ctx.inputs, {scalar}));
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, dtype));
+}
+
+template <Binary kind>
+void runBinary(KernelContext& ctx) {
+  const at::Tensor &a = ctx.input(0), &b = ctx.input(1);
+  switch (kind) {
+    case Binary::kAdd: ctx.outputs.push_back(at::add(a, b, ctx.attr(0))); break;
+    case Binary::kSub: ctx.outputs.push_back(at::sub(a, b, ctx.attr(0))); break;
+    case Binary::kMul: ctx.outputs.push_back(at::mul(a, b)); break;
+    case Binary::kDiv: ctx.outputs.push_back(at::div(a, b)); break;
+  }
+}
+
+template <Binary kind>
+void runBinaryScalar(KernelContext& ctx) {
+  const at::Tensor& a = ctx.input(0);
+  const at::Scalar s = scalarOf(ctx, 0);
+  switch (kind) {
+    case Binary::kAdd: ctx.outputs.push_back(at::add(a, s, ctx.attr(2))); break;
+    case Binary::kSub: ctx.outputs.push_back(at::sub(a, s, ctx.attr(2))); break;
+    case Binary::kMul: ctx.outputs.push_back(at::mul(a, s)); break;
+    case Binary::kDiv: ctx.outputs.push_back(at::div(a, s)); break;
+  }
+}
+
+}  // namespace
+
+void registerElementwiseOps(OpRegistry& registry) {
+  for (const UnaryEntry& u : kUnary) {
+    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel});
+  }
+  registry.add({"add", 2, "alpha", inferBinary<Binary::kAdd>, runBinary<Binary::kAdd>});
+  registry.add({"sub", 2, "alpha", inferBinary<Binary::kSub>, runBinary<Binary::kSub>});
+  registry.add({"mul", 2, "", inferBinary<Binary::kMul>, runBinary<Binary::kMul>});
+  registry.add({"div", 2, "", inferBinary<Binary::kDiv>, runBinary<Binary::kDiv>});
+  registry.add({"add_scalar", 1, "value, kind, alpha", inferBinaryScalar<Binary::kAdd>, runBinaryScalar<Binary::kAdd>});
+  registry.add({"sub_scalar", 1, "value, kind, alpha", inferBinaryScalar<Binary::kSub>, runBinaryScalar<Binary::kSub>});
+  registry.add({"mul_scalar", 1, "value, kind", inferBinaryScalar<Binary::kMul>, runBinaryScalar<Binary::kMul>});
+  registry.add({"div_scalar", 1, "value, kind", inferBinaryScalar<Binary::kDiv>, runBinaryScalar<Binary::kDiv>});
+}
+
+}  // namespace dtorch::core

@@ -1,0 +1,120 @@
+#include "core/operators/infer_util.h"
+
+#include "common/error.h"
+#include "core/operand/mesh_table.h"
+
+namespace dtorch::core {
+
+using common::code::kMeshMismatch;
+using common::code::kPlacementMismatch;
+using common::code::kShapeMismatch;
+
+double InferContext::attr(size_t i) const {
+  if (i >= attrs.size()) {
+    fail(common::code::kInvalidArgument,
+         "expected attribute #" + std::to_string(i) + " (" + std::string(op.attrs) + "), got " +
+             std::to_string(attrs.size()) + " attributes");
+  }
+  return attrs[i];
+}
+
+void InferContext::fail(const char* code, const std::string& message) const {
+  common::fail(code, std::string(op.name) + ": " + message);
+}
+
+Shape broadcastShapes(const InferContext& ctx, const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) {
+      ctx.fail(kShapeMismatch, "shapes " + formatShape(a) + " and " + formatShape(b) +
+                                   " cannot be broadcast: dim " + std::to_string(-static_cast<int64_t>(i) - 1) +
+                                   " has sizes " + std::to_string(da) + " and " + std::to_string(db) +
+                                   " (sizes must match or one of them be 1)");
+    }
+    out[n - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {
+// Mirrors at::native's combine_categories.
+DType combineCategories(DType higher, DType lower) {
+  if (higher == DType::Undefined) return lower;
+  if (c10::isFloatingType(higher)) return higher;
+  if (higher == DType::Bool || c10::isFloatingType(lower)) {
+    return lower == DType::Undefined ? higher : c10::promoteTypes(higher, lower);
+  }
+  return higher;
+}
+DType promoteSkipUndefined(DType a, DType b) {
+  if (a == DType::Undefined) return b;
+  if (b == DType::Undefined) return a;
+  return c10::promoteTypes(a, b);
+}
+}  // namespace
+
+DType resultType(c10::ArrayRef<const TensorMeta*> tensors, c10::ArrayRef<ScalarKind> scalars) {
+  DType dimResult = DType::Undefined, zeroResult = DType::Undefined, wrappedResult = DType::Undefined;
+  for (const TensorMeta* t : tensors) {
+    if (t->ndim() > 0) dimResult = promoteSkipUndefined(dimResult, t->dtype);
+    else zeroResult = promoteSkipUndefined(zeroResult, t->dtype);
+  }
+  for (ScalarKind s : scalars) {
+    const DType d = s == ScalarKind::kFloat ? DType::Float : s == ScalarKind::kInt ? DType::Long : DType::Bool;
+    wrappedResult = promoteSkipUndefined(wrappedResult, d);
+  }
+  return combineCategories(dimResult, combineCategories(zeroResult, wrappedResult));
+}
+
+int64_t normalizeDim(const InferContext& ctx, int64_t dim, int64_t ndim) {
+  const int64_t bound = std::max<int64_t>(ndim, 1);
+  if (dim < -bound || dim >= bound) {
+    ctx.fail(common::code::kInvalidArgument, "dim " + std::to_string(dim) + " is out of range for a " +
+                                                 std::to_string(ndim) + "-d tensor (expected a dim in [" +
+                                                 std::to_string(-bound) + ", " + std::to_string(bound - 1) + "])");
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
+int commonMesh(const InferContext& ctx) {
+  if (ctx.inputs.empty()) return 0;
+  const int mesh = ctx.inputs[0]->meshId;
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    if (ctx.inputs[i]->meshId != mesh) {
+      ctx.fail(kMeshMismatch, "input #0 lives on mesh " + std::to_string(mesh) + " but input #" + std::to_string(i) +
+                                  " lives on mesh " + std::to_string(ctx.inputs[i]->meshId) +
+                                  "; move one with redistribute(mesh, placements) first");
+    }
+  }
+  return mesh;
+}
+
+Placements replicateOnly(const InferContext& ctx) {
+  const DeviceMesh& mesh = ctx.meshes.get(commonMesh(ctx));
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    for (const Placement& p : ctx.inputs[i]->placements) {
+      if (!p.isReplicate()) {
+        std::string got;
+        for (size_t j = 0; j < ctx.inputs.size(); ++j) got += (j ? ", " : "") + formatPlacements(ctx.inputs[j]->placements);
+        ctx.fail(kPlacementMismatch, "inputs have placements " + got + ", which match no signature row; legal row: "
+                                     "all inputs R -> R. Fix: call .redistribute(mesh, [Replicate()]) on input #" +
+                                     std::to_string(i));
+      }
+    }
+  }
+  return Placements(mesh.ndim(), Placement::replicate());
+}
+
+TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype) {
+  TensorMeta out;
+  out.shape = std::move(shape);
+  out.dtype = dtype;
+  out.meshId = commonMesh(ctx);
+  out.placements = replicateOnly(ctx);
+  return out;
+}
+
+}  // namespace dtorch::core

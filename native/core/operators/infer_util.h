@@ -1,0 +1,35 @@
+// Helpers shared by the op families' meta inference: broadcasting, type promotion, dims,
+// and the placement rule every op of this slice follows.
+#pragma once
+#include <c10/util/ArrayRef.h>
+
+#include <optional>
+
+#include "core/operators/op.h"
+
+namespace dtorch::core {
+
+// PyTorch's broadcasting; on failure names both shapes and the clashing dim.
+Shape broadcastShapes(const InferContext& ctx, const Shape& a, const Shape& b);
+
+// A JS number operand: integral values act as Python ints, others as floats.
+enum class ScalarKind { kInt, kFloat, kBool };
+
+// PyTorch's result_type: dim tensors outrank 0-d tensors, which outrank scalars,
+// except that a higher category (bool < int < float) always wins.
+DType resultType(c10::ArrayRef<const TensorMeta*> tensors, c10::ArrayRef<ScalarKind> scalars);
+
+// Normalises a possibly negative dim against ndim, failing with the legal range.
+int64_t normalizeDim(const InferContext& ctx, int64_t dim, int64_t ndim);
+
+// All inputs on one mesh; returns that mesh id.
+int commonMesh(const InferContext& ctx);
+
+// The placement rule of this engine slice: every input Replicate on every mesh dim gives a
+// Replicate output. Anything else lists the legal row and the redistribute that fixes it.
+Placements replicateOnly(const InferContext& ctx);
+
+// Output meta on the inputs' mesh with the placements of the rule above.
+TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype);
+
+}  // namespace dtorch::core

@@ -1,0 +1,63 @@
+// OpDef: everything the engine knows about one operator, kept together: its name, arity,
+// attribute layout, meta inference (record time, JS thread) and kernel (worker thread).
+// Each op family registers its OpDefs from one file (elementwise.cpp, matmul.cpp, ...).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+#include <string_view>
+
+#include "core/graph/node.h"
+#include "core/operand/mesh.h"
+#include "core/operand/meta.h"
+
+namespace dtorch::core {
+
+class MeshTable;
+
+// Inputs of meta inference: metas of the input tensors and the numeric attributes.
+struct InferContext {
+  const struct OpDef& op;
+  c10::ArrayRef<const TensorMeta*> inputs;
+  c10::ArrayRef<double> attrs;
+  const MeshTable& meshes;
+
+  double attr(size_t i) const;
+  int64_t intAttr(size_t i) const { return static_cast<int64_t>(attr(i)); }
+  // Throws a DTorchError whose message starts with the op name.
+  [[noreturn]] void fail(const char* code, const std::string& message) const;
+};
+
+using Outputs = c10::SmallVector<TensorMeta, 1>;
+
+// What a kernel sees on a worker: the node, its rank, local input blobs, outputs to set.
+struct KernelContext {
+  const Node& node;
+  int rank;
+  const DeviceMesh& mesh;
+  c10::Device device;
+  c10::SmallVector<const at::Tensor*, 4> inputs;
+  c10::SmallVector<at::Tensor, 2> outputs;
+
+  const at::Tensor& input(size_t i) const { return *inputs[i]; }
+  double attr(size_t i) const { return node.attrs[i]; }
+  int64_t intAttr(size_t i) const { return static_cast<int64_t>(node.attrs[i]); }
+  const TensorMeta& outputMeta(size_t i = 0) const { return node.outputMetas[i]; }
+};
+
+using InferFn = void (*)(const InferContext&, Outputs&);
+using KernelFn = void (*)(KernelContext&);
+
+struct OpDef {
+  std::string_view name;
+  int numInputs;          // -1: any number (>= 1)
+  std::string_view attrs; // attribute layout, for readers and error messages
+  InferFn infer;
+  KernelFn kernel;
+  bool createsOnMesh = false;  // creation op: mesh and placements come from attrs
+};
+
+}  // namespace dtorch::core

@@ -1,0 +1,33 @@
+// The one operator table. Families add their OpDefs at startup; ids are table positions and
+// are handed to TypeScript by name, so the native table is the single source of truth.
+#pragma once
+#include <string_view>
+#include <vector>
+
+#include "core/operators/op.h"
+
+namespace dtorch::core {
+
+class OpRegistry {
+ public:
+  static const OpRegistry& instance();
+  const std::vector<OpDef>& ops() const { return ops_; }
+  const OpDef& byCode(int code) const;
+  const OpDef* find(std::string_view name) const;
+  int codeOf(const OpDef& op) const { return static_cast<int>(&op - ops_.data()); }
+
+  void add(const OpDef& op) { ops_.push_back(op); }
+
+ private:
+  OpRegistry();
+  std::vector<OpDef> ops_;
+};
+
+// Registration entry points, one per op family file.
+void registerCreationOps(OpRegistry& registry);
+void registerElementwiseOps(OpRegistry& registry);
+void registerMatmulOps(OpRegistry& registry);
+void registerReductionOps(OpRegistry& registry);
+void registerCastOps(OpRegistry& registry);
+
+}  // namespace dtorch::core

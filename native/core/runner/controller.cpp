@@ -1,0 +1,158 @@
+#include "core/runner/controller.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "core/runner/completion.h"
+
+namespace dtorch::core {
+
+Controller::Controller(const MeshTable& meshes, WorkerPool& workers)
+    : meshes_(meshes), workers_(workers), thread_([this] { loop(); }) {}
+
+Controller::~Controller() { stop(); }
+
+void Controller::submit(std::shared_ptr<Segment> segment) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(segment));
+  }
+  wake_.notify_one();
+}
+
+void Controller::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Controller::loop() {
+  for (;;) {
+    std::shared_ptr<Segment> segment;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      segment = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    lower(segment);
+  }
+}
+
+namespace {
+
+// The rewrite plan of one segment: which compute nodes are dead, and after which node each
+// released tensor can be freed (slot 0: before the first node; slot i+1: after node i).
+struct SegmentPlan {
+  std::vector<bool> dead;
+  std::vector<std::vector<const Node*>> freeAfter;  // release nodes, by slot
+};
+
+SegmentPlan plan(const Segment& segment) {
+  const auto& nodes = segment.nodes;
+  const int n = static_cast<int>(nodes.size());
+  SegmentPlan result{std::vector<bool>(n, false), std::vector<std::vector<const Node*>>(n + 1)};
+
+  std::unordered_set<int64_t> released;
+  for (const Node& node : nodes) {
+    if (node.kind == NodeKind::kRelease) released.insert(node.outputs[0]);
+  }
+  // Backwards: a compute node whose outputs are all released here and never read is dead.
+  // Ids are written once, so every read seen so far comes after the node being visited.
+  std::unordered_set<int64_t> readLater, neverAllocated;
+  std::unordered_map<int64_t, int> lastTouch;  // last node index that writes or reads the id
+  for (int i = n - 1; i >= 0; --i) {
+    const Node& node = nodes[i];
+    if (node.kind == NodeKind::kCompute) {
+      bool dead = true;
+      for (int64_t id : node.outputs) dead = dead && released.count(id) && !readLater.count(id);
+      if (dead) {
+        result.dead[i] = true;
+        neverAllocated.insert(node.outputs.begin(), node.outputs.end());
+        continue;
+      }
+      for (int64_t id : node.outputs) lastTouch.try_emplace(id, i);
+    }
+    if (node.kind == NodeKind::kCompute || node.kind == NodeKind::kFetch) {
+      for (int64_t id : node.inputs) {
+        readLater.insert(id);
+        lastTouch.try_emplace(id, i);
+      }
+    }
+  }
+  for (const Node& node : nodes) {
+    if (node.kind != NodeKind::kRelease) continue;
+    const int64_t id = node.outputs[0];
+    if (neverAllocated.count(id)) continue;
+    auto touch = lastTouch.find(id);
+    // untouched here: its last use was in an earlier segment, so it can go first
+    result.freeAfter[touch == lastTouch.end() ? 0 : touch->second + 1].push_back(&node);
+  }
+  return result;
+}
+
+}  // namespace
+
+void Controller::lower(const std::shared_ptr<const Segment>& segment) {
+  const SegmentPlan rewrite = plan(*segment);
+  std::unordered_map<Worker*, KernelBatch> batches;
+  auto batchOf = [&](Worker* worker) -> std::vector<Kernel>& {
+    auto& batch = batches[worker];
+    if (!batch.segment) {
+      batch.segment = segment;
+      batch.kernels.reserve(segment->nodes.size() + 8);
+    }
+    return batch.kernels;
+  };
+  // A free goes to every rank of the tensor's mesh, which the client recorded on the node.
+  auto emitFrees = [&](const std::vector<const Node*>& releases) {
+    for (const Node* rel : releases) {
+      const auto& ranks = workers_.workersOf(rel->meshId);
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kFree, static_cast<int>(r), nullptr, nullptr, rel->outputs[0]});
+      }
+    }
+  };
+
+  emitFrees(rewrite.freeAfter[0]);
+  const auto& nodes = segment->nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
+    switch (node.kind) {
+      case NodeKind::kCompute: {
+        if (rewrite.dead[i]) break;
+        const DeviceMesh& mesh = meshes_.get(node.meshId);
+        const auto& ranks = workers_.workersOf(node.meshId);
+        for (int r = 0; r < mesh.size(); ++r) {
+          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0});
+        }
+        break;
+      }
+      case NodeKind::kFetch: {
+        // Replicate: every rank holds the full value; rank 0 answers.
+        const DeviceMesh& mesh = meshes_.get(node.meshId);
+        batchOf(workers_.workersOf(node.meshId)[0]).push_back(Kernel{Kernel::Kind::kFetch, 0, &node, &mesh, 0});
+        break;
+      }
+      case NodeKind::kSync: {
+        const auto all = workers_.all();
+        node.completion->remaining.store(static_cast<int>(all.size()));
+        if (all.empty()) node.completion->deliver(FetchResult{});
+        for (Worker* w : all) batchOf(w).push_back(Kernel{Kernel::Kind::kSync, 0, &node, nullptr, 0});
+        break;
+      }
+      case NodeKind::kRelease: break;  // placed by the plan
+    }
+    emitFrees(rewrite.freeAfter[i + 1]);
+  }
+  for (auto& [worker, batch] : batches) worker->push(std::move(batch));
+  DTORCH_LOG(common::LogLevel::kDebug, "controller lowered a segment of " << nodes.size() << " nodes to "
+                                                                          << batches.size() << " workers");
+}
+
+}  // namespace dtorch::core

@@ -1,0 +1,38 @@
+// Controller: the native thread between the client and the workers. It takes recorded
+// segments in order, rewrites them (drops dead nodes, frees each released tensor right after
+// its last use), lowers every node to one kernel per rank, and queues the kernels on the
+// ranks' workers, one batch per worker per segment.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/graph/segment.h"
+#include "core/kernel_stream/worker_pool.h"
+#include "core/operand/mesh_table.h"
+
+namespace dtorch::core {
+
+class Controller {
+ public:
+  Controller(const MeshTable& meshes, WorkerPool& workers);
+  ~Controller();
+  void submit(std::shared_ptr<Segment> segment);
+  void stop();
+
+ private:
+  void loop();
+  void lower(const std::shared_ptr<const Segment>& segment);
+
+  const MeshTable& meshes_;
+  WorkerPool& workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Segment>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dtorch::core

@@ -1,0 +1,65 @@
+#include "core/runner/engine.h"
+
+#include <set>
+
+#include "common/error.h"
+#include "common/format.h"
+#include "external/torch/torch_info.h"
+
+namespace dtorch::core {
+
+Engine::Engine() : controller_(meshes_, workers_), recorder_(meshes_, controller_) {}
+
+Engine::~Engine() { shutdown(); }
+
+const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape) {
+  using common::code::kInvalidMesh;
+  if (devices.empty()) common::fail(kInvalidMesh, "a device mesh needs at least one device");
+  int64_t product = 1;
+  for (int64_t s : shape) product *= s;
+  if (product != static_cast<int64_t>(devices.size())) {
+    common::fail(kInvalidMesh, "mesh shape " + common::formatList(shape) + " holds " + std::to_string(product) +
+                                   " devices but " + std::to_string(devices.size()) + " were given");
+  }
+  std::set<int> seen;
+  for (int d : devices) {
+    if (d < 0) common::fail(kInvalidMesh, "device index " + std::to_string(d) + " is negative");
+    if (!seen.insert(d).second) {
+      common::fail(kInvalidMesh, "device " + std::to_string(d) + " appears more than once in " + common::formatList(devices) +
+                                     "; each device may hold one rank of a mesh");
+    }
+  }
+  if (kind == DeviceKind::kCuda) {
+    const int available = external::torch::cudaDeviceCount();
+    for (int d : devices) {
+      if (d >= available) {
+        common::fail(kInvalidMesh, "cuda device " + std::to_string(d) + " does not exist: this process sees " +
+                                       std::to_string(available) + " CUDA device(s)" +
+                                       (available == 0 ? " (LibTorch was built without CUDA or no GPU is present); use 'cpu'" : ""));
+      }
+    }
+  }
+  DeviceMesh mesh;
+  mesh.kind = kind;
+  mesh.devices = std::move(devices);
+  mesh.shape = std::move(shape);
+  const DeviceMesh& added = meshes_.add(std::move(mesh));
+  workers_.registerMesh(added);
+  return added;
+}
+
+std::vector<WorkerMemory> Engine::workerMemory() const {
+  std::vector<WorkerMemory> out;
+  for (Worker* w : workers_.all()) out.push_back({w->device(), w->allocatedBytes()});
+  return out;
+}
+
+void Engine::shutdown() {
+  if (shutDown_) return;
+  shutDown_ = true;
+  recorder_.flush();
+  controller_.stop();
+  workers_.stopAll();
+}
+
+}  // namespace dtorch::core

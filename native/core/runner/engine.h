@@ -1,0 +1,40 @@
+// Engine: the client, the controller and the workers of one process, wired together.
+// The bindings hold one Engine; everything else reaches the engine through it.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/graph/recorder.h"
+#include "core/kernel_stream/worker_pool.h"
+#include "core/operand/mesh_table.h"
+#include "core/runner/controller.h"
+
+namespace dtorch::core {
+
+struct WorkerMemory {
+  Device device;
+  int64_t allocatedBytes;  // bytes of the blobs the worker holds right now
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+
+  // Validates the devices (kind available, no repeats, shape product) and starts workers.
+  const DeviceMesh& createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape);
+  const MeshTable& meshes() const { return meshes_; }
+  Recorder& recorder() { return recorder_; }
+  std::vector<WorkerMemory> workerMemory() const;
+  // Drains queued work and joins every thread; later calls are no-ops.
+  void shutdown();
+
+ private:
+  MeshTable meshes_;
+  WorkerPool workers_;
+  Controller controller_;
+  Recorder recorder_;
+  bool shutDown_ = false;
+};
+
+}  // namespace dtorch::core

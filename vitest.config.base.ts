@@ -1,0 +1,13 @@
+// Shared vitest settings; each package's vitest.config.ts re-exports this in one line.
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts', '*.test.ts'],
+    // one forked process per file: each file gets its own engine and worker threads
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    reporters: ['default'],
+  },
+});
