@@ -1,0 +1,108 @@
+// DeviceMesh: an N-D arrangement of devices of one kind, from a flat or nested array
+// (`new DeviceMesh('cpu', [[0, 1], [2, 3]], ['dp', 'tp'])`). Creating one starts a worker
+// thread for each device not yet in use.
+import { DTorchError, ErrorCode, describeValue, isInteger } from '@dtorch/common';
+import { engine, type DeviceKind } from '@dtorch/core';
+
+type Nested = number | readonly Nested[];
+
+function flatten(devices: Nested, where: string, shape: number[], depth: number, out: number[]): void {
+  if (typeof devices === 'number') {
+    if (!isInteger(devices) || devices < 0) {
+      throw new DTorchError(ErrorCode.InvalidMesh, `device ${where} is ${describeValue(devices)}; device indices are non-negative integers`);
+    }
+    if (depth !== shape.length) {
+      throw new DTorchError(ErrorCode.InvalidMesh, `ragged device nesting: ${where} is a device at depth ${depth}, but the mesh has ${shape.length} dims`);
+    }
+    out.push(devices);
+    return;
+  }
+  if (!Array.isArray(devices)) {
+    throw new DTorchError(ErrorCode.InvalidMesh, `Expected a device index or an array of them at ${where} but received ${describeValue(devices)}`);
+  }
+  if (depth === shape.length) shape.push(devices.length);
+  else if (shape[depth] !== devices.length) {
+    throw new DTorchError(
+      ErrorCode.InvalidMesh,
+      `ragged device nesting: ${where} has ${devices.length} entries but its siblings have ${shape[depth]}; every row of a mesh has the same length`,
+    );
+  }
+  devices.forEach((d: Nested, i: number) => flatten(d, `${where}[${i}]`, shape, depth + 1, out));
+}
+
+export class DeviceMesh {
+  readonly deviceType: DeviceKind;
+  /** Device index of each rank, row-major. */
+  readonly devices: readonly number[];
+  readonly shape: readonly number[];
+  readonly dimNames: readonly string[] | undefined;
+  /** Engine id of this mesh. */
+  readonly id: number;
+
+  constructor(deviceType: DeviceKind, devices: Nested, dimNames?: readonly string[]) {
+    if (deviceType !== 'cpu' && deviceType !== 'cuda') {
+      throw new DTorchError(ErrorCode.InvalidMesh, `Expected 'cpu' or 'cuda' for device type but received ${describeValue(deviceType)}`);
+    }
+    const shape: number[] = [];
+    const flat: number[] = [];
+    flatten(devices, 'devices', shape, 0, flat);
+    if (flat.length === 0) throw new DTorchError(ErrorCode.InvalidMesh, 'a device mesh needs at least one device');
+    if (shape.length === 0) shape.push(1); // a single device index: a 1-device mesh
+    const seen = new Set<number>();
+    for (const d of flat) {
+      if (seen.has(d)) {
+        throw new DTorchError(ErrorCode.InvalidMesh, `device ${d} appears more than once in ${describeValue(flat)}; each device holds one rank`);
+      }
+      seen.add(d);
+    }
+    if (dimNames !== undefined) {
+      if (!Array.isArray(dimNames) || dimNames.length !== shape.length || !dimNames.every((n) => typeof n === 'string' && n.length > 0)) {
+        throw new DTorchError(
+          ErrorCode.InvalidMesh,
+          `Expected ${shape.length} dim name(s) (one per mesh dim of shape [${shape.join(', ')}]) but received ${describeValue(dimNames)}`,
+        );
+      }
+      if (new Set(dimNames).size !== dimNames.length) {
+        throw new DTorchError(ErrorCode.InvalidMesh, `mesh dim names must be distinct, got ${describeValue(dimNames)}`);
+      }
+    }
+    this.deviceType = deviceType;
+    this.devices = Object.freeze(flat);
+    this.shape = Object.freeze(shape);
+    this.dimNames = dimNames ? Object.freeze([...dimNames]) : undefined;
+    this.id = engine().createMesh(deviceType, flat, shape);
+    Object.freeze(this);
+  }
+
+  get ndim(): number {
+    return this.shape.length;
+  }
+
+  get size(): number {
+    return this.devices.length;
+  }
+
+  equals(other: DeviceMesh): boolean {
+    return (
+      this === other ||
+      (this.deviceType === other.deviceType &&
+        this.devices.join() === other.devices.join() &&
+        this.shape.join() === other.shape.join() &&
+        (this.dimNames ?? []).join() === (other.dimNames ?? []).join())
+    );
+  }
+
+  toString(): string {
+    const names = this.dimNames ? `, [${this.dimNames.map((n) => `'${n}'`).join(', ')}]` : '';
+    const shape = this.ndim > 1 ? ` shape=[${this.shape.join(', ')}]` : '';
+    return `DeviceMesh('${this.deviceType}', [${this.devices.join(', ')}]${names})${shape}`;
+  }
+}
+
+let defaultMeshInstance: DeviceMesh | undefined;
+
+/** The mesh used when none is given: one CPU device. */
+export function defaultMesh(): DeviceMesh {
+  defaultMeshInstance ??= new DeviceMesh('cpu', [0]);
+  return defaultMeshInstance;
+}

@@ -1,0 +1,35 @@
+// DType names of the API and their checks.
+import { DTorchError, ErrorCode, describeValue } from '@dtorch/common';
+import { dtypeNames, type DTypeName } from '@dtorch/core';
+
+export type DType = DTypeName;
+export { dtypeNames };
+
+export function checkDtype(value: unknown, name = 'dtype'): DType {
+  if (typeof value === 'string' && (dtypeNames as readonly string[]).includes(value)) return value as DType;
+  throw new DTorchError(
+    ErrorCode.UnknownDtype,
+    `Expected one of ${dtypeNames.join(', ')} for ${name} but received ${describeValue(value)}`,
+  );
+}
+
+export function isFloatingDtype(dtype: DType): boolean {
+  return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16' || dtype === 'float64';
+}
+
+export function bytesPerElement(dtype: DType): number {
+  switch (dtype) {
+    case 'float64':
+    case 'int64':
+      return 8;
+    case 'float32':
+    case 'int32':
+      return 4;
+    case 'float16':
+    case 'bfloat16':
+    case 'int16':
+      return 2;
+    default:
+      return 1;
+  }
+}

@@ -1,0 +1,229 @@
+// Creation functions: tensors from JS data, from a shape and a value, ranges and random
+// numbers, on any mesh (default: one CPU device) with one placement per mesh dim.
+// Random numbers: every call gets a seed at record time (the given one, or the next from
+// manualSeed's sequence); each rank draws the full tensor from that seed on a CPU generator,
+// so the same seed gives the same full tensor on one device and on any mesh.
+import { DTorchError, ErrorCode, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
+import { dtypeOfHostArray, engine, type HostArray } from '@dtorch/core';
+import { DeviceMesh, defaultMesh } from '../device_mesh.js';
+import { checkDtype, isFloatingDtype, type DType } from '../dtype.js';
+import { Placement, Replicate } from '../placement.js';
+import { output, writeCreationHeader, writeShape } from '../record.js';
+import type { NestedArray, Tensor } from '../tensor.js';
+
+export interface CreationOptions {
+  dtype?: DType;
+  mesh?: DeviceMesh;
+  /** One per mesh dim; default Replicate on every dim. */
+  placements?: readonly Placement[];
+}
+
+export interface RandomOptions extends CreationOptions {
+  seed?: number;
+}
+
+interface Resolved {
+  mesh: DeviceMesh;
+  placements: readonly Placement[];
+  dtype: DType;
+}
+
+function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: string): Resolved {
+  if (options !== undefined && (options === null || typeof options !== 'object')) {
+    throw invalidParameter(`${fn} options`, 'object', options);
+  }
+  const mesh = options?.mesh ?? defaultMesh();
+  if (!(mesh instanceof DeviceMesh)) throw invalidParameter(`${fn} mesh`, 'DeviceMesh', mesh);
+  const placements = options?.placements ?? mesh.shape.map(() => Replicate());
+  if (!Array.isArray(placements) || !placements.every((p) => p instanceof Placement)) {
+    throw invalidParameter(`${fn} placements`, 'array of placements (Shard(dim), Replicate(), Partial())', placements);
+  }
+  if (placements.length !== mesh.ndim) {
+    throw new DTorchError(
+      ErrorCode.PlacementMismatch,
+      `${fn}: got ${placements.length} placement(s) for a ${mesh.ndim}-d mesh; give one placement per mesh dim`,
+    );
+  }
+  const dtype = options?.dtype === undefined ? defaultDtype : checkDtype(options.dtype, `${fn} dtype`);
+  return { mesh, placements, dtype };
+}
+
+function fromShape(op: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
+  checkShape(`${op} shape`, shape);
+  const e = engine();
+  let i = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
+  for (const v of extra) e.args[i++] = v;
+  e.record(e.ops[op]!.code, 0, i);
+  return output(r.mesh);
+}
+
+export function full(shape: readonly number[], value: number | boolean, options?: CreationOptions): Tensor {
+  if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('full value', 'number or boolean', value);
+  const defaultDtype: DType = typeof value === 'boolean' ? 'bool' : 'float32';
+  return fromShape('full', shape, resolve(options, defaultDtype, 'full'), [Number(value)]);
+}
+
+export function zeros(shape: readonly number[], options?: CreationOptions): Tensor {
+  return fromShape('full', shape, resolve(options, 'float32', 'zeros'), [0]);
+}
+
+export function ones(shape: readonly number[], options?: CreationOptions): Tensor {
+  return fromShape('full', shape, resolve(options, 'float32', 'ones'), [1]);
+}
+
+/** Uninitialised memory, as torch.empty. */
+export function empty(shape: readonly number[], options?: CreationOptions): Tensor {
+  return fromShape('empty', shape, resolve(options, 'float32', 'empty'), []);
+}
+
+/** arange(end) or arange(start, end, step?): int64 when every bound is an integer, else float32. */
+export function arange(start: number, end?: number, step = 1, options?: CreationOptions): Tensor {
+  checkNumber('arange start', start);
+  if (end === undefined) [start, end] = [0, start];
+  checkNumber('arange end', end);
+  checkNumber('arange step', step);
+  const integral = isInteger(start) && isInteger(end) && isInteger(step);
+  const r = resolve(options, integral ? 'int64' : 'float32', 'arange');
+  const e = engine();
+  let i = writeCreationHeader(r.mesh, r.placements, r.dtype);
+  e.args[i++] = start;
+  e.args[i++] = end;
+  e.args[i++] = step;
+  e.record(e.ops['arange']!.code, 0, i);
+  return output(r.mesh);
+}
+
+// ---- random -----------------------------------------------------------------------------
+
+const SEED_LIMIT = 2 ** 48; // seeds travel as doubles; stay well inside exact integers
+let seedBase = Math.floor(Math.random() * SEED_LIMIT);
+let seedCounter = 0;
+
+/** Makes unseeded random ops reproducible from here on, as torch.manual_seed. */
+export function manualSeed(seed: number): void {
+  if (!isInteger(seed) || seed < 0) throw invalidParameter('manualSeed seed', 'non-negative integer', seed);
+  seedBase = seed % SEED_LIMIT;
+  seedCounter = 0;
+}
+
+function nextSeed(): number {
+  // a different, deterministic seed for every unseeded call after manualSeed()
+  return (seedBase + ++seedCounter * 0x9e3779b1) % SEED_LIMIT;
+}
+
+function random(op: 'rand' | 'randn', shape: readonly number[], options?: RandomOptions): Tensor {
+  const r = resolve(options, 'float32', op);
+  if (!isFloatingDtype(r.dtype)) {
+    throw new DTorchError(ErrorCode.DtypeMismatch, `${op}: random values need a floating dtype, got ${r.dtype}; use float32 (the default)`);
+  }
+  const seed = options?.seed;
+  if (seed !== undefined && (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT)) {
+    throw invalidParameter(`${op} seed`, `integer in [0, 2^48)`, seed);
+  }
+  return fromShape(op, shape, r, [seed ?? nextSeed()]);
+}
+
+/** Uniform [0, 1). */
+export function rand(shape: readonly number[], options?: RandomOptions): Tensor {
+  return random('rand', shape, options);
+}
+
+/** Standard normal. */
+export function randn(shape: readonly number[], options?: RandomOptions): Tensor {
+  return random('randn', shape, options);
+}
+
+// ---- from data --------------------------------------------------------------------------
+
+export interface TensorOptions extends CreationOptions {
+  /** Shape for flat data (a typed array or a flat list); inferred from nesting otherwise. */
+  shape?: readonly number[];
+}
+
+type Leaf = number | boolean | bigint;
+
+function inferShape(data: NestedArray): number[] {
+  const shape: number[] = [];
+  let level: NestedArray = data;
+  while (Array.isArray(level)) {
+    shape.push(level.length);
+    if (level.length === 0) break;
+    level = level[0]!;
+  }
+  return shape;
+}
+
+function flattenInto(data: NestedArray, shape: readonly number[], dim: number, path: string, out: Leaf[]): void {
+  if (dim === shape.length) {
+    if (Array.isArray(data)) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `tensor: ragged data: ${path} is an array where a value was expected`);
+    }
+    if (typeof data !== 'number' && typeof data !== 'boolean' && typeof data !== 'bigint') {
+      throw invalidParameter(`tensor data ${path}`, 'number, boolean or bigint', data);
+    }
+    out.push(data);
+    return;
+  }
+  if (!Array.isArray(data) || data.length !== shape[dim]) {
+    const got = Array.isArray(data) ? `${data.length} entries` : describeValue(data);
+    throw new DTorchError(ErrorCode.ShapeMismatch, `tensor: ragged data: ${path} has ${got} but ${shape[dim]} were expected (its siblings' length)`);
+  }
+  data.forEach((d, i) => flattenInto(d, shape, dim + 1, `${path}[${i}]`, out));
+}
+
+function hostArrayOf(leaves: Leaf[]): { host: HostArray; source: DType; natural: DType } {
+  const kinds = new Set(leaves.map((v) => typeof v));
+  if (kinds.size > 1) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `tensor: data mixes ${[...kinds].join(' and ')} values; use one kind`);
+  }
+  const kind = kinds.values().next().value ?? 'number';
+  if (kind === 'bigint') return { host: BigInt64Array.from(leaves as bigint[]), source: 'int64', natural: 'int64' };
+  if (kind === 'boolean') return { host: Uint8Array.from(leaves as boolean[], (b) => (b ? 1 : 0)), source: 'uint8', natural: 'bool' };
+  return { host: Float64Array.from(leaves as number[]), source: 'float64', natural: 'float32' };
+}
+
+const isHostArray = (v: unknown): v is HostArray => ArrayBuffer.isView(v) && !(v instanceof DataView);
+
+/**
+ * A tensor from JS data: a number, boolean or bigint, nested arrays of them, or a typed array.
+ * Default dtype: float32 for numbers (JS has no int literals), bool for booleans, int64 for
+ * bigints, and the typed array's own dtype.
+ */
+export function tensor(data: NestedArray | HostArray, options?: TensorOptions): Tensor {
+  let host: HostArray;
+  let source: DType;
+  let natural: DType;
+  let shape: readonly number[];
+  if (isHostArray(data)) {
+    host = data;
+    source = dtypeOfHostArray(data);
+    natural = source;
+    shape = options?.shape ? checkShape('tensor shape', options.shape) : [data.length];
+  } else {
+    const nestedShape = inferShape(data);
+    const leaves: Leaf[] = [];
+    flattenInto(data, nestedShape, 0, 'data', leaves);
+    ({ host, source, natural } = hostArrayOf(leaves));
+    shape = options?.shape ? checkShape('tensor shape', options.shape) : nestedShape;
+  }
+  const numel = shape.reduce((a, b) => a * b, 1);
+  if (numel !== host.length) {
+    throw new DTorchError(ErrorCode.ShapeMismatch, `tensor: data has ${host.length} elements but shape [${shape.join(', ')}] needs ${numel}`);
+  }
+  const r = resolve(options, natural, 'tensor');
+  const e = engine();
+  const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
+  e.recordData(e.ops['from_data']!.code, n, host, source);
+  return output(r.mesh);
+}
+
+// ---- *Like --------------------------------------------------------------------------------
+
+function likeOptions(t: Tensor, options?: CreationOptions): CreationOptions {
+  return { dtype: t.dtype, mesh: t.mesh, placements: t.placements, ...options };
+}
+export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => zeros(t.shape, likeOptions(t, options));
+export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => ones(t.shape, likeOptions(t, options));
+export const fullLike = (t: Tensor, value: number | boolean, options?: CreationOptions): Tensor =>
+  full(t.shape, value, likeOptions(t, options));
+export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => randn(t.shape, likeOptions(t, options));

@@ -1,0 +1,68 @@
+// Turning what the engine recorded (its `out` buffer) into Tensors, and writing the common
+// attribute layouts into its `args` buffer.
+import { engine } from '@dtorch/core';
+import type { DeviceMesh } from './device_mesh.js';
+import type { DType } from './dtype.js';
+import { placementFromCode, type Placement } from './placement.js';
+import { Tensor } from './tensor.js';
+
+// 1-D meshes are the common case: reuse one frozen placements array per code.
+const singlePlacements = new Map<number, readonly Placement[]>();
+
+function placementsAt(out: Float64Array, at: number, count: number): readonly Placement[] {
+  if (count === 1) {
+    const code = out[at]!;
+    let cached = singlePlacements.get(code);
+    if (!cached) singlePlacements.set(code, (cached = Object.freeze([placementFromCode(code)])));
+    return cached;
+  }
+  const list: Placement[] = [];
+  for (let i = 0; i < count; i++) list.push(placementFromCode(out[at + i]!));
+  return Object.freeze(list);
+}
+
+/** Reads output `index` of the last recorded op as a Tensor on `mesh`. */
+export function outputs(mesh: DeviceMesh): Tensor[] {
+  const e = engine();
+  const out = e.out;
+  const count = out[1]!;
+  const result: Tensor[] = [];
+  let at = 2;
+  for (let k = 0; k < count; k++) {
+    const id = out[at]!;
+    const dtype = e.dtypeName(out[at + 1]!);
+    const ndim = out[at + 2]!;
+    const shape = new Array<number>(ndim);
+    for (let d = 0; d < ndim; d++) shape[d] = out[at + 3 + d]!;
+    const nPlacements = out[at + 3 + ndim]!;
+    const placements = placementsAt(out, at + 4 + ndim, nPlacements);
+    result.push(new Tensor(id, shape, dtype, mesh, placements));
+    at += 4 + ndim + nPlacements;
+  }
+  return result;
+}
+
+/** The single output of the last recorded op. */
+export function output(mesh: DeviceMesh): Tensor {
+  return outputs(mesh)[0]!;
+}
+
+/** Writes `meshId, nPlacements, placements..., dtype` at args[0..]; returns the next index. */
+export function writeCreationHeader(mesh: DeviceMesh, placements: readonly Placement[], dtype: DType): number {
+  const e = engine();
+  const args = e.args;
+  let i = 0;
+  args[i++] = mesh.id;
+  args[i++] = placements.length;
+  for (const p of placements) args[i++] = p.code();
+  args[i++] = e.dtypeCode(dtype);
+  return i;
+}
+
+/** Writes `ndim, shape...` at args[at..]; returns the next index. */
+export function writeShape(at: number, shape: readonly number[]): number {
+  const args = engine().args;
+  args[at++] = shape.length;
+  for (const s of shape) args[at++] = s;
+  return at;
+}

@@ -1,0 +1,92 @@
+// Memory scopes, as TF.js has them: tidy() frees the tensors created inside it except those
+// it returns or that were kept; dispose() frees now; memory() counts what is live.
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import { engine, type MemoryInfo } from '@dtorch/core';
+import type { Tensor } from './tensor.js';
+
+const scopes: Tensor[][] = [];
+
+/** Called for every new tensor: the innermost open tidy() owns it. */
+export function trackTensor(t: Tensor): void {
+  scopes[scopes.length - 1]?.push(t);
+}
+
+type Container = Tensor | readonly Container[] | { readonly [key: string]: Container } | unknown;
+
+function collectTensors(value: Container, out: Set<Tensor>, isTensor: (v: unknown) => v is Tensor, depth = 0): void {
+  if (depth > 32 || value === null || typeof value !== 'object') return;
+  if (isTensor(value)) {
+    out.add(value);
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (const v of value) collectTensors(v, out, isTensor, depth + 1);
+    return;
+  }
+  if (Object.getPrototypeOf(value) === Object.prototype || value instanceof Map) {
+    const values = value instanceof Map ? [...value.values()] : Object.values(value);
+    for (const v of values) collectTensors(v, out, isTensor, depth + 1);
+  }
+}
+
+let isTensorFn: ((v: unknown) => v is Tensor) | undefined;
+/** Set once by tensor.ts (avoids an import cycle at module load). */
+export function setTensorCheck(fn: (v: unknown) => v is Tensor): void {
+  isTensorFn = fn;
+}
+
+/**
+ * Runs `fn` and frees every tensor created inside it, except the tensors it returns (in an
+ * array, an object or a Map) and kept tensors. Returned tensors move to the enclosing scope.
+ */
+export function tidy<T>(fn: () => T): T {
+  if (typeof fn !== 'function') {
+    throw new DTorchError(ErrorCode.InvalidArgument, 'tidy(fn) expects a function');
+  }
+  const scope: Tensor[] = [];
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } catch (err) {
+    scopes.pop();
+    for (const t of scope) if (!t.kept) t.dispose();
+    throw err;
+  }
+  scopes.pop();
+  if (result instanceof Promise) {
+    for (const t of scope) if (!t.kept) t.dispose();
+    throw new DTorchError(ErrorCode.InvalidArgument, 'tidy(fn): fn must be synchronous; await the values after tidy() returns');
+  }
+  const returned = new Set<Tensor>();
+  collectTensors(result, returned, isTensorFn!);
+  const parent = scopes[scopes.length - 1];
+  for (const t of scope) {
+    if (returned.has(t)) parent?.push(t);
+    else if (!t.kept) t.dispose();
+  }
+  return result;
+}
+
+/** Exempts `t` from every enclosing tidy(); it lives until disposed. */
+export function keep<T extends Tensor>(t: T): T {
+  t.kept = true;
+  return t;
+}
+
+/** Disposes every tensor in `value` (a tensor, or arrays/objects of them). */
+export function dispose(value: Container): void {
+  const found = new Set<Tensor>();
+  collectTensors(value, found, isTensorFn!);
+  for (const t of found) t.dispose();
+}
+
+/** Live tensors and bytes, overall and per device (allocatedBytes: what workers hold now). */
+export function memory(): MemoryInfo {
+  return engine().memory();
+}
+
+/** Resolves when every device has finished the work recorded so far. */
+export function sync(): Promise<void> {
+  return engine().sync();
+}

@@ -1,0 +1,206 @@
+// Tensor: the client-side symbol of a distributed tensor. It holds metadata (shape, dtype,
+// mesh, one placement per mesh dim) and an engine id, never data; values are read with
+// data()/array()/item() (async) or dataSync(). Methods delegate to the op functions.
+import { DTorchError, ErrorCode, formatShape } from '@dtorch/common';
+import { engine, type HostArray } from '@dtorch/core';
+import type { DeviceMesh } from './device_mesh.js';
+import { bytesPerElement, type DType } from './dtype.js';
+import { formatPlacements, type Placement } from './placement.js';
+import { setTensorCheck, trackTensor } from './scope.js';
+import * as cast from './ops/cast.js';
+import * as elementwise from './ops/elementwise.js';
+import * as linalg from './ops/matmul.js';
+import * as reduction from './ops/reduction.js';
+
+// Safety net: a tensor the program dropped without dispose() is released when collected.
+const collected = new FinalizationRegistry<number>((id) => engine().release(id));
+
+export type Scalar = number | boolean;
+export type NestedArray = number | boolean | bigint | NestedArray[];
+
+export class Tensor {
+  readonly #id: number;
+  #disposed = false;
+  /** Set by keep(): no tidy() frees this tensor. */
+  kept = false;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  readonly mesh: DeviceMesh;
+  readonly placements: readonly Placement[];
+
+  /** @internal Tensors are made by ops and creation functions, not by users. */
+  constructor(id: number, shape: readonly number[], dtype: DType, mesh: DeviceMesh, placements: readonly Placement[]) {
+    this.#id = id;
+    this.shape = shape;
+    this.dtype = dtype;
+    this.mesh = mesh;
+    this.placements = placements;
+    collected.register(this, id, this);
+    trackTensor(this);
+  }
+
+  /** Engine id; throws TENSOR_DISPOSED once the tensor is disposed. */
+  get id(): number {
+    if (this.#disposed) {
+      throw new DTorchError(
+        ErrorCode.Disposed,
+        `${this.describe()} was disposed and cannot be used; keep() it or return it from tidy() to use it later`,
+      );
+    }
+    return this.#id;
+  }
+
+  get isDisposed(): boolean {
+    return this.#disposed;
+  }
+
+  get ndim(): number {
+    return this.shape.length;
+  }
+
+  get numel(): number {
+    let n = 1;
+    for (const s of this.shape) n *= s;
+    return n;
+  }
+
+  /** Bytes of the full (logical) tensor. */
+  get nbytes(): number {
+    return this.numel * bytesPerElement(this.dtype);
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    collected.unregister(this);
+    engine().release(this.#id);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  // ---- reads -------------------------------------------------------------------------------
+
+  /** The full tensor, row-major (float16/bfloat16 as Float32Array, int64 as BigInt64Array, bool as Uint8Array). */
+  data(): Promise<HostArray> {
+    return engine().fetch(this.id);
+  }
+
+  /** Like data(), blocking the JS thread until the value is there (DTORCH_READ_TIMEOUT_MS). */
+  dataSync(): HostArray {
+    return engine().fetchSync(this.id);
+  }
+
+  /** Nested JS arrays (int64 as numbers, bool as booleans). */
+  async array(): Promise<NestedArray> {
+    return toNested(await this.data(), this.shape, this.dtype);
+  }
+
+  arraySync(): NestedArray {
+    return toNested(this.dataSync(), this.shape, this.dtype);
+  }
+
+  /** The value of a one-element tensor. */
+  async item(): Promise<number | boolean> {
+    this.checkOneElement();
+    return scalarOf(await this.data(), this.dtype);
+  }
+
+  itemSync(): number | boolean {
+    this.checkOneElement();
+    return scalarOf(this.dataSync(), this.dtype);
+  }
+
+  private checkOneElement(): void {
+    if (this.numel !== 1) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `item(): ${this.describe()} has ${this.numel} elements; item() needs exactly one`);
+    }
+  }
+
+  // ---- ops ---------------------------------------------------------------------------------
+
+  add(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
+    return elementwise.add(this, other, options);
+  }
+  sub(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
+    return elementwise.sub(this, other, options);
+  }
+  mul(other: Tensor | Scalar): Tensor {
+    return elementwise.mul(this, other);
+  }
+  div(other: Tensor | Scalar): Tensor {
+    return elementwise.div(this, other);
+  }
+  neg(): Tensor {
+    return elementwise.neg(this);
+  }
+  abs(): Tensor {
+    return elementwise.abs(this);
+  }
+  relu(): Tensor {
+    return elementwise.relu(this);
+  }
+  exp(): Tensor {
+    return elementwise.exp(this);
+  }
+  log(): Tensor {
+    return elementwise.log(this);
+  }
+  sqrt(): Tensor {
+    return elementwise.sqrt(this);
+  }
+  sigmoid(): Tensor {
+    return elementwise.sigmoid(this);
+  }
+  tanh(): Tensor {
+    return elementwise.tanh(this);
+  }
+  matmul(other: Tensor): Tensor {
+    return linalg.matmul(this, other);
+  }
+  sum(dim?: number | readonly number[], keepdim = false): Tensor {
+    return reduction.sum(this, dim, keepdim);
+  }
+  to(dtype: DType): Tensor {
+    return cast.to(this, dtype);
+  }
+
+  // ---- printing ----------------------------------------------------------------------------
+
+  describe(): string {
+    return `Tensor(shape=${formatShape(this.shape)}, dtype=${this.dtype}, placements=${formatPlacements(this.placements)})`;
+  }
+
+  toString(): string {
+    return `${this.describe().slice(0, -1)}, mesh=${this.mesh}${this.#disposed ? ', disposed' : ''})`;
+  }
+}
+
+export function isTensor(value: unknown): value is Tensor {
+  return value instanceof Tensor;
+}
+setTensorCheck(isTensor);
+
+function scalarOf(data: HostArray, dtype: DType): number | boolean {
+  const v = data[0]!;
+  if (dtype === 'bool') return v !== 0;
+  return typeof v === 'bigint' ? Number(v) : v;
+}
+
+function toNested(data: HostArray, shape: readonly number[], dtype: DType): NestedArray {
+  const at = (i: number): number | boolean => {
+    const v = data[i]!;
+    if (dtype === 'bool') return v !== 0;
+    return typeof v === 'bigint' ? Number(v) : v;
+  };
+  if (shape.length === 0) return at(0);
+  let offset = 0;
+  const build = (dim: number): NestedArray[] => {
+    const size = shape[dim]!;
+    const row: NestedArray[] = new Array(size);
+    for (let i = 0; i < size; i++) row[i] = dim === shape.length - 1 ? at(offset++) : build(dim + 1);
+    return row;
+  };
+  return build(0);
+}

@@ -1,0 +1,53 @@
+// Argument checks with one message format (as sharp's is.mjs): "Expected <what> for <name>
+// but received <value> of type <type>". Public functions validate here; native code then
+// receives already-checked plain values.
+import { DTorchError, ErrorCode } from './errors.js';
+
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'object') return (value as object).constructor?.name ?? 'object';
+  return String(value);
+}
+
+export function invalidParameter(name: string, expected: string, value: unknown): DTorchError {
+  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  return new DTorchError(
+    ErrorCode.InvalidArgument,
+    `Expected ${expected} for ${name} but received ${describeValue(value)} of type ${type}`,
+  );
+}
+
+export function isInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value);
+}
+
+export function checkInteger(name: string, value: unknown, min = -Infinity): number {
+  if (!isInteger(value) || value < min) {
+    throw invalidParameter(name, min === 0 ? 'non-negative integer' : min === 1 ? 'positive integer' : 'integer', value);
+  }
+  return value;
+}
+
+export function checkNumber(name: string, value: unknown): number {
+  if (typeof value !== 'number' || Number.isNaN(value)) throw invalidParameter(name, 'number', value);
+  return value;
+}
+
+export function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw invalidParameter(name, 'boolean', value);
+  return value;
+}
+
+/** A shape: an array of non-negative integers. */
+export function checkShape(name: string, value: unknown): number[] {
+  if (!Array.isArray(value) || !value.every((d) => isInteger(d) && d >= 0)) {
+    throw invalidParameter(name, 'shape (array of non-negative integers)', value);
+  }
+  return value as number[];
+}
+
+export function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}

@@ -1,0 +1,14 @@
+export { DTorchError, ErrorCode, isDTorchError } from './errors.js';
+export { config, readConfig, type DTorchConfig } from './env.js';
+export { log, setLogLevel, logLevelEnabled, type LogLevel } from './log.js';
+export {
+  checkBoolean,
+  checkInteger,
+  checkNumber,
+  checkShape,
+  describeValue,
+  formatShape,
+  invalidParameter,
+  isInteger,
+} from './check.js';
+export { native, loadNative, defaultCandidates, formatLoadFailure, type NativeAddon, type LoadAttempt } from './loader.js';

@@ -1,0 +1,146 @@
+// The client of the native engine, used from the one JS thread: it records ops (one N-API
+// call each, arguments through the shared `args` buffer), flushes the open segment at the
+// end of the current JS task, and turns reads into typed arrays. Tensors here are plain
+// ids; @dtorch/api builds the user-facing Tensor on top.
+import { config, DTorchError, ErrorCode, native } from '@dtorch/common';
+import { CallSites } from './call_sites.js';
+import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
+import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo } from './native_slice.js';
+
+export type DeviceKind = 'cpu' | 'cuda';
+
+export class Engine {
+  readonly args: Float64Array;
+  readonly out: Float64Array;
+  readonly ops: Readonly<Record<string, OpInfo>>;
+  private readonly slice: CoreSlice;
+  private readonly dtypeCodes: Record<string, number>;
+  private readonly dtypeByCode = new Map<number, DTypeName>();
+  private readonly sites = new CallSites(config.captureStacks);
+  private flushQueued = false;
+  private readonly flushNow = () => {
+    this.flushQueued = false;
+    this.slice.flush();
+  };
+
+  constructor(slice: CoreSlice) {
+    this.slice = slice;
+    this.args = slice.args;
+    this.out = slice.out;
+    this.ops = Object.freeze(slice.ops());
+    this.dtypeCodes = slice.dtypes();
+    for (const name of dtypeNames) {
+      const code = this.dtypeCodes[name];
+      if (code === undefined) throw new DTorchError(ErrorCode.Internal, `the addon does not know dtype ${name}`);
+      this.dtypeByCode.set(code, name);
+    }
+    slice.setFlushThreshold(config.segmentNodes);
+  }
+
+  /** The op's code; throws UNKNOWN_OP naming the ops this build has. */
+  opCode(name: string): number {
+    const info = this.ops[name];
+    if (!info) {
+      throw new DTorchError(ErrorCode.UnknownOp, `unknown op "${name}"; this build has: ${Object.keys(this.ops).join(', ')}`);
+    }
+    return info.code;
+  }
+
+  dtypeCode(name: DTypeName): number {
+    return this.dtypeCodes[name]!;
+  }
+
+  dtypeName(code: number): DTypeName {
+    const name = this.dtypeByCode.get(code);
+    if (!name) throw new DTorchError(ErrorCode.UnknownDtype, `unknown native dtype code ${code}`);
+    return name;
+  }
+
+  /**
+   * Records op `code` with `numInputs` ids then `numAttrs` attributes already written to
+   * `args`. Output metadata is then in `out`. Bad input throws here, at the caller's line.
+   */
+  record(code: number, numInputs: number, numAttrs: number): void {
+    this.slice.record(code, numInputs, numAttrs);
+    this.recorded();
+  }
+
+  /** Like record, for an op whose full value comes from host data (copied now). */
+  recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: DTypeName): void {
+    this.slice.recordData(code, numAttrs, data, this.dtypeCode(sourceDtype));
+    this.recorded();
+  }
+
+  private recorded(): void {
+    this.sites.capture(this.out[0]!);
+    if (!this.flushQueued) {
+      // end of the current JS task: hand the open segment to the controller
+      this.flushQueued = true;
+      queueMicrotask(this.flushNow);
+    }
+  }
+
+  release(id: number): void {
+    this.slice.release(id);
+  }
+
+  flush(): void {
+    this.slice.flush();
+  }
+
+  createMesh(kind: DeviceKind, devices: number[], shape: number[]): number {
+    return this.slice.createMesh(kind === 'cpu' ? 0 : 1, devices, shape);
+  }
+
+  /** Reads the full value of tensor `id`; rejects with the failing op and its call site. */
+  async fetch(id: number): Promise<HostArray> {
+    try {
+      return this.toHost(await this.slice.fetch(id));
+    } catch (err) {
+      throw this.withCallSite(err);
+    }
+  }
+
+  fetchSync(id: number): HostArray {
+    try {
+      return this.toHost(this.slice.fetchSync(id, config.readTimeoutMs));
+    } catch (err) {
+      throw this.withCallSite(err);
+    }
+  }
+
+  /** Resolves when every worker has run everything recorded so far. */
+  async sync(): Promise<void> {
+    await this.slice.sync();
+  }
+
+  memory(): MemoryInfo {
+    return this.slice.memory();
+  }
+
+  /** Turns call-site capture on or off (see DTORCH_CAPTURE_STACKS). */
+  setCaptureStacks(on: boolean): void {
+    this.sites.setEnabled(on);
+  }
+
+  private toHost(fetched: Fetched): HostArray {
+    return hostArrayFor(this.dtypeName(fetched.dtype), fetched.buffer);
+  }
+
+  private withCallSite(err: unknown): unknown {
+    if (err instanceof DTorchError && err.code === ErrorCode.KernelFailed && err.seq !== undefined) {
+      const where = this.sites.describe(err.seq);
+      err.message = `${err.message}\n  recorded at:\n${where}`;
+      err.stack = `${err.name}: ${err.message}`;
+    }
+    return err;
+  }
+}
+
+let instance: Engine | undefined;
+
+/** The process-wide engine (loads the addon on first use). */
+export function engine(): Engine {
+  instance ??= new Engine(native()['core'] as CoreSlice);
+  return instance;
+}

@@ -1,0 +1,60 @@
+// The typed contract of the addon's core slice (native/bindings/core_binding.cpp).
+
+export interface OpInfo {
+  code: number;
+  /** Tensor inputs; -1 for any number. */
+  numInputs: number;
+  /** Attribute layout, as the native op documents it. */
+  attrs: string;
+}
+
+export interface Fetched {
+  /** Native dtype code of the tensor read. */
+  dtype: number;
+  /** Row-major bytes; float16/bfloat16 arrive as float32. */
+  buffer: ArrayBuffer;
+}
+
+export interface DeviceMemoryInfo {
+  device: string;
+  /** Live tensors with a part on this device. */
+  numTensors: number;
+  /** Their bytes on this device. */
+  numBytes: number;
+  /** Bytes the device's worker holds right now (frees run after queued work). */
+  allocatedBytes: number;
+}
+
+export interface MemoryInfo {
+  numTensors: number;
+  numBytes: number;
+  perDevice: DeviceMemoryInfo[];
+}
+
+export type HostArray =
+  | Float32Array
+  | Float64Array
+  | Int32Array
+  | Int16Array
+  | Int8Array
+  | Uint8Array
+  | BigInt64Array;
+
+export interface CoreSlice {
+  /** Shared argument buffer: input ids, then attributes. */
+  args: Float64Array;
+  /** Shared result buffer: [seq, nOut, per output: id, dtype, ndim, shape..., nPlacements, placements...]. */
+  out: Float64Array;
+  record(code: number, numInputs: number, numAttrs: number): void;
+  recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): void;
+  release(id: number): void;
+  flush(): void;
+  fetch(id: number): Promise<Fetched>;
+  fetchSync(id: number, timeoutMs: number): Fetched;
+  sync(): Promise<unknown>;
+  createMesh(kind: number, devices: number[], shape: number[]): number;
+  ops(): Record<string, OpInfo>;
+  dtypes(): Record<string, number>;
+  memory(): MemoryInfo;
+  setFlushThreshold(nodes: number): void;
+}

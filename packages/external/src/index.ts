@@ -1,0 +1,1 @@
+export { torchInfo, describeRuntime, type TorchInfo } from './torch.js';
