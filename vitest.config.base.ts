@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts', '*.test.ts'],
+    include: ['**/*.test.ts'],
+    exclude: ['**/node_modules/**', '**/dist/**'],
     // one forked process per file: each file gets its own engine and worker threads
     pool: 'forks',
     testTimeout: 60_000,

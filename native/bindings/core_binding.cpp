@@ -298,13 +298,13 @@ Napi::Value memory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     core::Engine& e = engine(env);
     const core::MemoryStats stats = e.recorder().memory();
-    const auto workers = e.workerMemory();
+    const auto workers = e.workers();
     Napi::Object out = Napi::Object::New(env);
     out.Set("numTensors", static_cast<double>(stats.numTensors));
     out.Set("numBytes", static_cast<double>(stats.numBytes));
     Napi::Array perDevice = Napi::Array::New(env);
     uint32_t i = 0;
-    for (const core::WorkerMemory& w : workers) {
+    for (const core::WorkerInfo& w : workers) {
       Napi::Object entry = Napi::Object::New(env);
       entry.Set("device", w.device.name());
       int64_t tensors = 0, bytes = 0;
@@ -318,6 +318,22 @@ Napi::Value memory(const Napi::CallbackInfo& info) {
     }
     out.Set("perDevice", perDevice);
     return out;
+  });
+}
+
+// workers() -> [{ device, intraOpThreads }]
+Napi::Value workers(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    Napi::Array list = Napi::Array::New(env);
+    uint32_t i = 0;
+    for (const core::WorkerInfo& w : engine(env).workers()) {
+      Napi::Object entry = Napi::Object::New(env);
+      entry.Set("device", w.device.name());
+      entry.Set("intraOpThreads", w.intraOpThreads);
+      list.Set(i++, entry);
+    }
+    return list;
   });
 }
 
@@ -358,6 +374,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("ops", Napi::Function::New(env, ops));
   slice.Set("dtypes", Napi::Function::New(env, dtypes));
   slice.Set("memory", Napi::Function::New(env, memory));
+  slice.Set("workers", Napi::Function::New(env, workers));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   return slice;
 }

@@ -45,6 +45,7 @@ void Worker::loop() {
     if (threads != appliedThreads) {
       at::set_num_threads(threads);  // per-thread under OpenMP: this worker's parallel regions
       appliedThreads = threads;
+      threadsInUse_.store(at::get_num_threads());
       DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
     }
     for (const KernelBatch& batch : batches) {

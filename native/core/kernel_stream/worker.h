@@ -25,6 +25,8 @@ class Worker {
   // Intra-op threads for this worker's LibTorch calls; applied before its next batch.
   void setIntraOpThreads(int threads) { intraOpThreads_.store(threads); }
   int64_t allocatedBytes() const { return allocatedBytes_.load(std::memory_order_relaxed); }
+  // Intra-op threads LibTorch reports on this worker's thread (0 before its first batch).
+  int intraOpThreadsInUse() const { return threadsInUse_.load(std::memory_order_relaxed); }
   void stop();
 
  private:
@@ -37,6 +39,7 @@ class Worker {
   bool stopping_ = false;
   std::atomic<int> intraOpThreads_{1};
   std::atomic<int64_t> allocatedBytes_{0};
+  std::atomic<int> threadsInUse_{0};
   std::thread thread_;
 };
 

@@ -54,6 +54,11 @@ at::Scalar scalarOf(const KernelContext& ctx, size_t valueIndex) {
   }
 }
 
+// alpha as PyTorch receives it from Python: an int when integral (integer tensors refuse a float alpha).
+at::Scalar alphaScalar(double alpha) {
+  return alpha == static_cast<double>(static_cast<int64_t>(alpha)) ? at::Scalar(static_cast<int64_t>(alpha)) : at::Scalar(alpha);
+}
+
 DType binaryResult(Binary kind, DType promoted) {
   // true division: integer operands give the default float dtype
   if (kind == Binary::kDiv && c10::isIntegralType(promoted, /*includeBool=*/true)) return DType::Float;
@@ -81,8 +86,8 @@ template <Binary kind>
 void runBinary(KernelContext& ctx) {
   const at::Tensor &a = ctx.input(0), &b = ctx.input(1);
   switch (kind) {
-    case Binary::kAdd: ctx.outputs.push_back(at::add(a, b, ctx.attr(0))); break;
-    case Binary::kSub: ctx.outputs.push_back(at::sub(a, b, ctx.attr(0))); break;
+    case Binary::kAdd: ctx.outputs.push_back(at::add(a, b, alphaScalar(ctx.attr(0)))); break;
+    case Binary::kSub: ctx.outputs.push_back(at::sub(a, b, alphaScalar(ctx.attr(0)))); break;
     case Binary::kMul: ctx.outputs.push_back(at::mul(a, b)); break;
     case Binary::kDiv: ctx.outputs.push_back(at::div(a, b)); break;
   }
@@ -93,8 +98,8 @@ void runBinaryScalar(KernelContext& ctx) {
   const at::Tensor& a = ctx.input(0);
   const at::Scalar s = scalarOf(ctx, 0);
   switch (kind) {
-    case Binary::kAdd: ctx.outputs.push_back(at::add(a, s, ctx.attr(2))); break;
-    case Binary::kSub: ctx.outputs.push_back(at::sub(a, s, ctx.attr(2))); break;
+    case Binary::kAdd: ctx.outputs.push_back(at::add(a, s, alphaScalar(ctx.attr(2)))); break;
+    case Binary::kSub: ctx.outputs.push_back(at::sub(a, s, alphaScalar(ctx.attr(2)))); break;
     case Binary::kMul: ctx.outputs.push_back(at::mul(a, s)); break;
     case Binary::kDiv: ctx.outputs.push_back(at::div(a, s)); break;
   }

@@ -48,9 +48,9 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
   return added;
 }
 
-std::vector<WorkerMemory> Engine::workerMemory() const {
-  std::vector<WorkerMemory> out;
-  for (Worker* w : workers_.all()) out.push_back({w->device(), w->allocatedBytes()});
+std::vector<WorkerInfo> Engine::workers() const {
+  std::vector<WorkerInfo> out;
+  for (Worker* w : workers_.all()) out.push_back({w->device(), w->allocatedBytes(), w->intraOpThreadsInUse()});
   return out;
 }
 

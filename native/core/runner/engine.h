@@ -11,9 +11,10 @@
 
 namespace dtorch::core {
 
-struct WorkerMemory {
+struct WorkerInfo {
   Device device;
   int64_t allocatedBytes;  // bytes of the blobs the worker holds right now
+  int intraOpThreads;      // as LibTorch reports it on the worker's thread
 };
 
 class Engine {
@@ -25,7 +26,7 @@ class Engine {
   const DeviceMesh& createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape);
   const MeshTable& meshes() const { return meshes_; }
   Recorder& recorder() { return recorder_; }
-  std::vector<WorkerMemory> workerMemory() const;
+  std::vector<WorkerInfo> workers() const;
   // Drains queued work and joins every thread; later calls are no-ops.
   void shutdown();
 

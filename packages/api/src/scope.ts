@@ -1,7 +1,7 @@
 // Memory scopes, as TF.js has them: tidy() frees the tensors created inside it except those
 // it returns or that were kept; dispose() frees now; memory() counts what is live.
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { engine, type MemoryInfo } from '@dtorch/core';
+import { engine, type MemoryInfo, type WorkerInfo } from '@dtorch/core';
 import type { Tensor } from './tensor.js';
 
 const scopes: Tensor[][] = [];
@@ -84,6 +84,11 @@ export function dispose(value: Container): void {
 /** Live tensors and bytes, overall and per device (allocatedBytes: what workers hold now). */
 export function memory(): MemoryInfo {
   return engine().memory();
+}
+
+/** The worker thread of each device in use, with its intra-op thread count. */
+export function workers(): WorkerInfo[] {
+  return engine().workers();
 }
 
 /** Resolves when every device has finished the work recorded so far. */

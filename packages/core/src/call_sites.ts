@@ -16,6 +16,7 @@ export class CallSites {
   constructor(
     private enabled: boolean,
     private readonly capacity = 4096,
+    private readonly isInternal: RegExp = internalFrame,
   ) {
     this.seqs = new Float64Array(capacity);
     this.sites = new Array<Site | undefined>(capacity);
@@ -43,7 +44,7 @@ export class CallSites {
       return `    (op #${seq} was recorded too long ago for its call site to be kept)`;
     }
     const frames = site.stack.split('\n').slice(1);
-    const user = frames.filter((f) => !internalFrame.test(f));
+    const user = frames.filter((f) => !this.isInternal.test(f));
     return (user.length > 0 ? user : frames).join('\n');
   }
 }

@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, native } from '@dtorch/common';
 import { CallSites } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo } from './native_slice.js';
+import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, WorkerInfo } from './native_slice.js';
 
 export type DeviceKind = 'cpu' | 'cuda';
 
@@ -116,6 +116,10 @@ export class Engine {
 
   memory(): MemoryInfo {
     return this.slice.memory();
+  }
+
+  workers(): WorkerInfo[] {
+    return this.slice.workers();
   }
 
   /** Turns call-site capture on or off (see DTORCH_CAPTURE_STACKS). */

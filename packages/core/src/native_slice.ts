@@ -25,6 +25,12 @@ export interface DeviceMemoryInfo {
   allocatedBytes: number;
 }
 
+export interface WorkerInfo {
+  device: string;
+  /** Intra-op threads LibTorch uses on this worker's thread (0 before it ran anything). */
+  intraOpThreads: number;
+}
+
 export interface MemoryInfo {
   numTensors: number;
   numBytes: number;
@@ -56,5 +62,6 @@ export interface CoreSlice {
   ops(): Record<string, OpInfo>;
   dtypes(): Record<string, number>;
   memory(): MemoryInfo;
+  workers(): WorkerInfo[];
   setFlushThreshold(nodes: number): void;
 }

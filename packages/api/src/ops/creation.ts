@@ -48,8 +48,8 @@ function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: 
   return { mesh, placements, dtype };
 }
 
-function fromShape(op: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
-  checkShape(`${op} shape`, shape);
+function fromShape(op: string, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
+  checkShape(`${fn} shape`, shape);
   const e = engine();
   let i = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   for (const v of extra) e.args[i++] = v;
@@ -60,20 +60,20 @@ function fromShape(op: string, shape: readonly number[], r: Resolved, extra: rea
 export function full(shape: readonly number[], value: number | boolean, options?: CreationOptions): Tensor {
   if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('full value', 'number or boolean', value);
   const defaultDtype: DType = typeof value === 'boolean' ? 'bool' : 'float32';
-  return fromShape('full', shape, resolve(options, defaultDtype, 'full'), [Number(value)]);
+  return fromShape('full', 'full', shape, resolve(options, defaultDtype, 'full'), [Number(value)]);
 }
 
 export function zeros(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('full', shape, resolve(options, 'float32', 'zeros'), [0]);
+  return fromShape('full', 'zeros', shape, resolve(options, 'float32', 'zeros'), [0]);
 }
 
 export function ones(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('full', shape, resolve(options, 'float32', 'ones'), [1]);
+  return fromShape('full', 'ones', shape, resolve(options, 'float32', 'ones'), [1]);
 }
 
 /** Uninitialised memory, as torch.empty. */
 export function empty(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('empty', shape, resolve(options, 'float32', 'empty'), []);
+  return fromShape('empty', 'empty', shape, resolve(options, 'float32', 'empty'), []);
 }
 
 /** arange(end) or arange(start, end, step?): int64 when every bound is an integer, else float32. */
@@ -120,7 +120,7 @@ function random(op: 'rand' | 'randn', shape: readonly number[], options?: Random
   if (seed !== undefined && (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT)) {
     throw invalidParameter(`${op} seed`, `integer in [0, 2^48)`, seed);
   }
-  return fromShape(op, shape, r, [seed ?? nextSeed()]);
+  return fromShape(op, op, shape, r, [seed ?? nextSeed()]);
 }
 
 /** Uniform [0, 1). */

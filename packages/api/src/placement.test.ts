@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { Partial, Replicate, Shard, formatPlacements, placementFromCode } from './placement.js';
+
+describe('placements', () => {
+  it('are frozen values that compare by value', () => {
+    expect(Shard(0).equals(Shard(0))).toBe(true);
+    expect(Shard(0).equals(Shard(1))).toBe(false);
+    expect(Replicate().equals(Replicate())).toBe(true);
+    expect(Partial().equals(Partial('sum'))).toBe(true);
+    expect(Partial('max').equals(Partial('sum'))).toBe(false);
+    expect(Object.isFrozen(Shard(2))).toBe(true);
+    expect(() => {
+      (Shard(0) as { dim: number }).dim = 3;
+    }).toThrow();
+  });
+
+  it('print short and long', () => {
+    expect(formatPlacements([Shard(0), Replicate(), Partial()])).toBe('[S(0), R, P(sum)]');
+    expect(Shard(1).describe()).toBe('Shard(dim=1)');
+    expect(Replicate().describe()).toBe('Replicate()');
+    expect(Partial('avg').describe()).toBe('Partial(reduce=avg)');
+  });
+
+  it('round-trip through their wire codes', () => {
+    for (const p of [Shard(0), Shard(3), Replicate(), Partial('sum'), Partial('avg'), Partial('max'), Partial('min')]) {
+      expect(placementFromCode(p.code()).equals(p)).toBe(true);
+    }
+  });
+
+  it('reject bad arguments', () => {
+    expect(() => Shard(0.5)).toThrow('Expected integer for Shard dim but received 0.5');
+    expect(() => Partial('prod' as never)).toThrow('Expected one of sum, avg, max, min for Partial reduce');
+  });
+});

@@ -1,0 +1,55 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultCandidates, formatLoadFailure, loadNative, native } from './loader.js';
+import { DTorchError } from './errors.js';
+
+describe('addon loader', () => {
+  it('lists every candidate and says how to build when the addon is missing', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
+    const candidates = [join(dir, 'a', 'dtorch.node'), join(dir, 'b', 'dtorch.node')];
+    let caught: unknown;
+    try {
+      loadNative(candidates);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(DTorchError);
+    const err = caught as DTorchError;
+    expect(err.code).toBe('NATIVE_ADDON_MISSING');
+    expect(err.message).toContain('Could not load the DTorch native addon (dtorch.node). Tried:');
+    expect(err.message).toContain(`${candidates[0]}: not found`);
+    expect(err.message).toContain(`${candidates[1]}: not found`);
+    expect(err.message).toContain('Run `npm install` at the repository root');
+  });
+
+  it('keeps the error of a file that exists but does not load', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
+    const broken = join(dir, 'dtorch.node');
+    writeFileSync(broken, 'not an ELF file');
+    expect(() => loadNative([broken])).toThrow(/dtorch\.node: .*(invalid ELF header|file too short)/);
+  });
+
+  it('maps typical native failures to remedies', () => {
+    const text = formatLoadFailure([
+      { path: '/x/dtorch.node', error: 'libtorch_cpu.so: cannot open shared object file: No such file or directory' },
+    ]);
+    expect(text).toContain('LibTorch is not where the addon was built against');
+    expect(formatLoadFailure([{ path: '/y', error: "/usr/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found" }])).toContain(
+      'C++ runtime is older',
+    );
+    expect(formatLoadFailure([{ path: '/z', error: 'undefined symbol: _ZN2at4_ops' }])).toContain('do not match');
+  });
+
+  it('tries DTORCH_NATIVE_PATH first, then the repo build, then a package-local build', () => {
+    const candidates = defaultCandidates();
+    expect(candidates.at(-2)).toMatch(/build[\\/]Release[\\/]dtorch\.node$/);
+    expect(candidates.at(-1)).toMatch(/packages[\\/]common[\\/]build[\\/]Release[\\/]dtorch\.node$/);
+  });
+
+  it('loads the built addon and registers DTorchError with it', () => {
+    const addon = native();
+    expect(addon.common.napiVersion).toBeGreaterThanOrEqual(8);
+  });
+});

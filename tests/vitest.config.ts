@@ -1,0 +1,1 @@
+export { default } from '../vitest.config.base.ts';

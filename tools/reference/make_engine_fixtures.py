@@ -1,0 +1,81 @@
+"""Reference values for the engine slice's op tests, computed with PyTorch.
+
+Run from the repository root with the setup's Python (`.venv/bin/python`):
+    .venv/bin/python tools/reference/make_engine_fixtures.py
+Writes tests/fixtures/engine_ops.json (committed; tests never need Python).
+Each case: the op, its inputs (values, dtype), attributes, and PyTorch's output values and dtype.
+"""
+import json
+import pathlib
+
+import torch
+
+DTYPE_NAMES = {
+    torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
+    torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
+    torch.bool: "bool",
+}
+
+
+def enc(t):
+    values = t.detach().to(torch.float64 if t.dtype.is_floating_point else torch.int64).flatten().tolist()
+    if t.dtype == torch.bool:
+        values = [bool(v) for v in values]
+    return {"shape": list(t.shape), "dtype": DTYPE_NAMES[t.dtype], "values": values}
+
+
+def case(name, op, inputs, out, **attrs):
+    return {"name": name, "op": op, "inputs": [enc(i) if isinstance(i, torch.Tensor) else {"scalar": i} for i in inputs],
+            "attrs": attrs, "expected": enc(out)}
+
+
+def main():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 4, generator=g)
+    b = torch.randn(4, 5, generator=g)
+    row = torch.randn(4, generator=g)
+    batch = torch.randn(2, 3, 4, generator=g)
+    ints = torch.tensor([[1, -2, 3], [4, 5, -6]], dtype=torch.int32)
+    cases = [
+        case("add broadcast row", "add", [a, row], a + row),
+        case("add alpha", "add", [a, a], torch.add(a, a, alpha=2.5), alpha=2.5),
+        case("sub alpha", "sub", [a, row], torch.sub(a, row, alpha=0.5), alpha=0.5),
+        case("mul", "mul", [a, row], a * row),
+        case("div", "div", [a, row], a / row),
+        case("add scalar int to int32", "add", [ints, 3], ints + 3),
+        case("add scalar float to int32", "add", [ints, 0.5], ints + 0.5),
+        case("mul scalar float", "mul", [a, -1.5], a * -1.5),
+        case("div int by int", "div", [ints, torch.tensor([2, 4, 8], dtype=torch.int32)], ints / torch.tensor([2, 4, 8], dtype=torch.int32)),
+        case("sub scalar from tensor", "sub", [a, 2], a - 2),
+        case("neg", "neg", [a], -a),
+        case("relu", "relu", [a], torch.relu(a)),
+        case("abs int", "abs", [ints], ints.abs()),
+        case("exp of int", "exp", [ints], torch.exp(ints)),
+        case("sigmoid", "sigmoid", [a], torch.sigmoid(a)),
+        case("tanh", "tanh", [a], torch.tanh(a)),
+        case("matmul 2d", "matmul", [a, b], a @ b),
+        case("matmul batched broadcast", "matmul", [batch, b], batch @ b),
+        case("matmul vector", "matmul", [a, row], a @ row),
+        case("matmul vector-matrix", "matmul", [row, b], row @ b),
+        case("sum all", "sum", [a], a.sum()),
+        case("sum dim keepdim", "sum", [batch], batch.sum(dim=1, keepdim=True), dim=[1], keepdim=True),
+        case("sum negative dims", "sum", [batch], batch.sum(dim=(-1, 0)), dim=[-1, 0], keepdim=False),
+        case("sum int32 gives int64", "sum", [ints], ints.sum()),
+        case("to int32 truncates", "to", [a * 3], (a * 3).to(torch.int32), dtype="int32"),
+        case("to bfloat16", "to", [a], a.to(torch.bfloat16), dtype="bfloat16"),
+        case("to float16", "to", [a], a.to(torch.float16), dtype="float16"),
+    ]
+    random = []
+    for fn in ("rand", "randn"):
+        for seed in (0, 7, 123456789):
+            gen = torch.Generator().manual_seed(seed)
+            t = getattr(torch, fn)(3, 5, generator=gen)
+            random.append({"op": fn, "seed": seed, "expected": enc(t)})
+    out = {"torch": torch.__version__, "cases": cases, "random": random}
+    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "engine_ops.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {path} ({len(cases)} cases, {len(random)} random)")
+
+
+if __name__ == "__main__":
+    main()
