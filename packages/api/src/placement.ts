@@ -14,7 +14,7 @@ export abstract class Placement {
   equals(other: Placement): boolean {
     return this.code() === other.code();
   }
-  isShard(dim?: number): this is ShardPlacement {
+  isShard(_dim?: number): this is ShardPlacement {
     return false;
   }
   isReplicate(): this is ReplicatePlacement {

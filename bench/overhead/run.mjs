@@ -1,0 +1,53 @@
+#!/usr/bin/env node
+// bench/overhead: per-op cost of `x = x.add(1)` on shape [1], CPU, 1 device, with DTorch,
+// LibTorch direct (C++ loop, built with the addon) and PyTorch eager (the setup's torch),
+// side by side in one run. Prints one JSON line per side and one line of ratios.
+// Usage: npm run bench -w @dtorch/bench   (ITERS, REPEATS env to change the size)
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runDTorchSide } from './dtorch_side.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const iters = Number(process.env.ITERS ?? 200_000);
+const repeats = Number(process.env.REPEATS ?? 5);
+
+function runJsonLine(cmd, args, side) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) {
+    console.log(JSON.stringify({ bench: 'overhead', side, error: (r.stderr || r.error?.message || 'failed').trim().split('\n').pop() }));
+    return undefined;
+  }
+  const line = r.stdout.trim().split('\n').pop();
+  console.log(line);
+  return JSON.parse(line);
+}
+
+const libtorchBin = join(root, 'build', 'dtorch_bench_overhead');
+const libtorch = existsSync(libtorchBin)
+  ? runJsonLine(libtorchBin, [String(iters), String(repeats)], 'libtorch_direct')
+  : console.log(JSON.stringify({ bench: 'overhead', side: 'libtorch_direct', error: 'not built: run npm run build:native' }));
+const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
+const pytorch = runJsonLine(python, ['-W', 'ignore', join(here, 'pytorch_eager.py'), String(iters), String(repeats)], 'pytorch_eager');
+const ours = await runDTorchSide(iters, repeats);
+for (const row of ours) console.log(JSON.stringify(row));
+
+const ratio = (a, b) => (a && b ? +(a / b).toFixed(3) : null);
+for (const row of ours) {
+  console.log(
+    JSON.stringify({
+      bench: 'overhead',
+      summary: true,
+      capture_stacks: row.capture_stacks,
+      record_ns: row.record_ns,
+      record_target_ns: 1000,
+      record_met: row.record_ns <= 1000,
+      completion_vs_libtorch: ratio(row.completion_ns, libtorch?.ns_per_op),
+      completion_target_ratio: 1.1,
+      completion_met: libtorch ? row.completion_ns <= 1.1 * libtorch.ns_per_op : null,
+      completion_vs_pytorch: ratio(row.completion_ns, pytorch?.ns_per_op),
+    }),
+  );
+}
