@@ -7,7 +7,8 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <unordered_map>
+
+#include "common/id_map.h"
 
 namespace dtorch::core {
 
@@ -24,27 +25,24 @@ struct Blob {
 
 class BlobTable {
  public:
-  explicit BlobTable(std::atomic<int64_t>& allocatedBytes) : allocatedBytes_(allocatedBytes) { blobs_.reserve(1024); }
+  explicit BlobTable(std::atomic<int64_t>& allocatedBytes) : blobs_(1024), allocatedBytes_(allocatedBytes) {}
   ~BlobTable() { clear(); }
 
-  const Blob* find(int64_t id) const {
-    auto it = blobs_.find(id);
-    return it == blobs_.end() ? nullptr : &it->second;
-  }
+  // The pointer is valid until the next put().
+  const Blob* find(int64_t id) const { return blobs_.find(id); }
   void put(int64_t id, Blob blob) {
     allocatedBytes_.fetch_add(bytesOf(blob), std::memory_order_relaxed);
-    auto [it, inserted] = blobs_.insert_or_assign(id, std::move(blob));
-    (void)it;
-    (void)inserted;
+    if (const Blob* old = blobs_.find(id)) allocatedBytes_.fetch_sub(bytesOf(*old), std::memory_order_relaxed);
+    blobs_.put(id, std::move(blob));
   }
   void erase(int64_t id) {
-    auto it = blobs_.find(id);
-    if (it == blobs_.end()) return;
-    allocatedBytes_.fetch_sub(bytesOf(it->second), std::memory_order_relaxed);
-    blobs_.erase(it);
+    const Blob* blob = blobs_.find(id);
+    if (!blob) return;
+    allocatedBytes_.fetch_sub(bytesOf(*blob), std::memory_order_relaxed);
+    blobs_.erase(id);
   }
   void clear() {
-    for (auto& [id, blob] : blobs_) allocatedBytes_.fetch_sub(bytesOf(blob), std::memory_order_relaxed);
+    blobs_.forEach([&](int64_t, Blob& blob) { allocatedBytes_.fetch_sub(bytesOf(blob), std::memory_order_relaxed); });
     blobs_.clear();
   }
   size_t size() const { return blobs_.size(); }
@@ -53,7 +51,7 @@ class BlobTable {
   static int64_t bytesOf(const Blob& blob) {
     return blob.tensor.defined() ? static_cast<int64_t>(blob.tensor.nbytes()) : 0;
   }
-  std::unordered_map<int64_t, Blob> blobs_;
+  common::IdMap<Blob> blobs_;
   std::atomic<int64_t>& allocatedBytes_;
 };
 

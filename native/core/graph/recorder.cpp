@@ -12,13 +12,13 @@ Recorder::Recorder(const MeshTable& meshes, Controller& controller)
 }
 
 const TensorMeta& Recorder::meta(int64_t id) const {
-  auto it = live_.find(id);
-  if (it == live_.end()) {
+  const TensorMeta* found = live_.find(id);
+  if (!found) {
     common::fail(common::code::kDisposed, "tensor " + std::to_string(id) +
                                               " was disposed (or never existed); keep it out of tidy() or call "
                                               "keep() on it to use it later");
   }
-  return it->second;
+  return *found;
 }
 
 Node& Recorder::append(NodeKind kind) {
@@ -49,7 +49,7 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
     const int64_t id = nextId_++;
     node.outputs.push_back(id);
     track(out, +1);
-    live_.emplace(id, out);
+    live_.put(id, out);  // may move entries: inputMetas are not used past this point
   }
   node.outputMetas = std::move(outputs);
   Recorded recorded{node.seq, node.outputs};
@@ -58,13 +58,13 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
 }
 
 void Recorder::release(int64_t id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return;  // releasing twice is harmless
+  const TensorMeta* meta = live_.find(id);
+  if (!meta) return;  // releasing twice is harmless
   Node& node = append(NodeKind::kRelease);
-  node.meshId = it->second.meshId;
+  node.meshId = meta->meshId;
   node.outputs.push_back(id);
-  track(it->second, -1);
-  live_.erase(it);
+  track(*meta, -1);
+  live_.erase(id);
   if (open_->nodes.size() >= flushThreshold_) flush();
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/id_map.h"
 #include "core/graph/segment.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/op.h"
@@ -60,7 +61,7 @@ class Recorder {
   const MeshTable& meshes_;
   Controller& controller_;
   std::shared_ptr<Segment> open_;
-  std::unordered_map<int64_t, TensorMeta> live_;
+  common::IdMap<TensorMeta> live_{4096};
   std::unordered_map<int64_t, DeviceMemory> perDevice_;  // key: kind * 2^32 + index
   int64_t liveBytes_ = 0;
   int64_t nextId_ = 1;

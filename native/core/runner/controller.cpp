@@ -1,7 +1,8 @@
 #include "core/runner/controller.h"
 
 #include <unordered_map>
-#include <unordered_set>
+
+#include "common/id_map.h"
 
 #include "common/log.h"
 #include "core/runner/completion.h"
@@ -9,7 +10,7 @@
 namespace dtorch::core {
 
 Controller::Controller(const MeshTable& meshes, WorkerPool& workers)
-    : meshes_(meshes), workers_(workers), thread_([this] { loop(); }) {}
+    : meshes_(meshes), workers_(workers), scratch_(std::make_unique<PlanScratch>()), thread_([this] { loop(); }) {}
 
 Controller::~Controller() { stop(); }
 
@@ -53,45 +54,58 @@ struct SegmentPlan {
   std::vector<std::vector<const Node*>> freeAfter;  // release nodes, by slot
 };
 
-SegmentPlan plan(const Segment& segment) {
+}  // namespace
+
+// Scratch maps reused from segment to segment, so planning allocates nothing per node.
+struct Controller::PlanScratch {
+  common::IdMap<char> released, readLater, neverAllocated;
+  common::IdMap<int> lastTouch;  // last node index that writes or reads the id
+  void clear() {
+    released.clear();
+    readLater.clear();
+    neverAllocated.clear();
+    lastTouch.clear();
+  }
+};
+
+namespace {
+
+SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
   const auto& nodes = segment.nodes;
   const int n = static_cast<int>(nodes.size());
   SegmentPlan result{std::vector<bool>(n, false), std::vector<std::vector<const Node*>>(n + 1)};
-
-  std::unordered_set<int64_t> released;
+  s.clear();
   for (const Node& node : nodes) {
-    if (node.kind == NodeKind::kRelease) released.insert(node.outputs[0]);
+    if (node.kind == NodeKind::kRelease) s.released.put(node.outputs[0], 1);
   }
   // Backwards: a compute node whose outputs are all released here and never read is dead.
   // Ids are written once, so every read seen so far comes after the node being visited.
-  std::unordered_set<int64_t> readLater, neverAllocated;
-  std::unordered_map<int64_t, int> lastTouch;  // last node index that writes or reads the id
   for (int i = n - 1; i >= 0; --i) {
     const Node& node = nodes[i];
     if (node.kind == NodeKind::kCompute) {
       bool dead = true;
-      for (int64_t id : node.outputs) dead = dead && released.count(id) && !readLater.count(id);
+      for (int64_t id : node.outputs) dead = dead && s.released.contains(id) && !s.readLater.contains(id);
       if (dead) {
         result.dead[i] = true;
-        neverAllocated.insert(node.outputs.begin(), node.outputs.end());
+        for (int64_t id : node.outputs) s.neverAllocated.put(id, 1);
         continue;
       }
-      for (int64_t id : node.outputs) lastTouch.try_emplace(id, i);
+      for (int64_t id : node.outputs) s.lastTouch.tryPut(id, i);
     }
     if (node.kind == NodeKind::kCompute || node.kind == NodeKind::kFetch) {
       for (int64_t id : node.inputs) {
-        readLater.insert(id);
-        lastTouch.try_emplace(id, i);
+        s.readLater.put(id, 1);
+        s.lastTouch.tryPut(id, i);
       }
     }
   }
   for (const Node& node : nodes) {
     if (node.kind != NodeKind::kRelease) continue;
     const int64_t id = node.outputs[0];
-    if (neverAllocated.count(id)) continue;
-    auto touch = lastTouch.find(id);
+    if (s.neverAllocated.contains(id)) continue;
+    const int* touch = s.lastTouch.find(id);
     // untouched here: its last use was in an earlier segment, so it can go first
-    result.freeAfter[touch == lastTouch.end() ? 0 : touch->second + 1].push_back(&node);
+    result.freeAfter[touch ? *touch + 1 : 0].push_back(&node);
   }
   return result;
 }
@@ -99,7 +113,7 @@ SegmentPlan plan(const Segment& segment) {
 }  // namespace
 
 void Controller::lower(const std::shared_ptr<const Segment>& segment) {
-  const SegmentPlan rewrite = plan(*segment);
+  const SegmentPlan rewrite = plan(*segment, *scratch_);
   std::unordered_map<Worker*, KernelBatch> batches;
   auto batchOf = [&](Worker* worker) -> std::vector<Kernel>& {
     auto& batch = batches[worker];

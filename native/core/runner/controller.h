@@ -21,6 +21,7 @@ class Controller {
   ~Controller();
   void submit(std::shared_ptr<Segment> segment);
   void stop();
+  struct PlanScratch;
 
  private:
   void loop();
@@ -28,6 +29,7 @@ class Controller {
 
   const MeshTable& meshes_;
   WorkerPool& workers_;
+  std::unique_ptr<PlanScratch> scratch_;  // controller thread only
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;
