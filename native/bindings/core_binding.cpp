@@ -314,6 +314,7 @@ Napi::Value memory(const Napi::CallbackInfo& info) {
       entry.Set("numTensors", static_cast<double>(tensors));
       entry.Set("numBytes", static_cast<double>(bytes));
       entry.Set("allocatedBytes", static_cast<double>(w.allocatedBytes));
+      entry.Set("peakBytes", static_cast<double>(w.peakBytes));
       perDevice.Set(i++, entry);
     }
     out.Set("perDevice", perDevice);
@@ -331,9 +332,17 @@ Napi::Value workers(const Napi::CallbackInfo& info) {
       Napi::Object entry = Napi::Object::New(env);
       entry.Set("device", w.device.name());
       entry.Set("intraOpThreads", w.intraOpThreads);
+      entry.Set("kernelsRun", static_cast<double>(w.kernelsRun));
       list.Set(i++, entry);
     }
     return list;
+  });
+}
+
+Napi::Value resetPeakMemory(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).resetPeakMemory();
+    return info.Env().Undefined();
   });
 }
 
@@ -375,6 +384,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("dtypes", Napi::Function::New(env, dtypes));
   slice.Set("memory", Napi::Function::New(env, memory));
   slice.Set("workers", Napi::Function::New(env, workers));
+  slice.Set("resetPeakMemory", Napi::Function::New(env, resetPeakMemory));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   return slice;
 }

@@ -25,14 +25,16 @@ struct Blob {
 
 class BlobTable {
  public:
-  explicit BlobTable(std::atomic<int64_t>& allocatedBytes) : blobs_(1024), allocatedBytes_(allocatedBytes) {}
+  BlobTable(std::atomic<int64_t>& allocatedBytes, std::atomic<int64_t>& peakBytes)
+      : blobs_(1024), allocatedBytes_(allocatedBytes), peakBytes_(peakBytes) {}
   ~BlobTable() { clear(); }
 
   // The pointer is valid until the next put().
   const Blob* find(int64_t id) const { return blobs_.find(id); }
   void put(int64_t id, Blob blob) {
-    allocatedBytes_.fetch_add(bytesOf(blob), std::memory_order_relaxed);
-    if (const Blob* old = blobs_.find(id)) allocatedBytes_.fetch_sub(bytesOf(*old), std::memory_order_relaxed);
+    int64_t now = allocatedBytes_.fetch_add(bytesOf(blob), std::memory_order_relaxed) + bytesOf(blob);
+    if (const Blob* old = blobs_.find(id)) now = allocatedBytes_.fetch_sub(bytesOf(*old), std::memory_order_relaxed) - bytesOf(*old);
+    if (now > peakBytes_.load(std::memory_order_relaxed)) peakBytes_.store(now, std::memory_order_relaxed);
     blobs_.put(id, std::move(blob));
   }
   void erase(int64_t id) {
@@ -53,6 +55,7 @@ class BlobTable {
   }
   common::IdMap<Blob> blobs_;
   std::atomic<int64_t>& allocatedBytes_;
+  std::atomic<int64_t>& peakBytes_;  // written by the owning worker only; reset by the client
 };
 
 }  // namespace dtorch::core

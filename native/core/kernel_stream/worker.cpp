@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace dtorch::core {
 
@@ -30,8 +31,9 @@ void Worker::stop() {
 }
 
 void Worker::loop() {
+  common::setThreadName("dt-" + device_.name());  // shows in top/perf/gdb
   c10::InferenceMode inferenceMode;
-  BlobTable blobs(allocatedBytes_);
+  BlobTable blobs(allocatedBytes_, peakBytes_);
   int appliedThreads = 0;
   std::deque<KernelBatch> batches;
   for (;;) {
@@ -48,9 +50,14 @@ void Worker::loop() {
       threadsInUse_.store(at::get_num_threads());
       DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
     }
+    int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
-      for (const Kernel& kernel : batch.kernels) executeKernel(kernel, blobs);
+      for (const Kernel& kernel : batch.kernels) {
+        executeKernel(kernel, blobs);
+        runs += kernel.kind == Kernel::Kind::kRun;
+      }
     }
+    kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
     batches.clear();
   }
   blobs.clear();

@@ -25,6 +25,11 @@ class Worker {
   // Intra-op threads for this worker's LibTorch calls; applied before its next batch.
   void setIntraOpThreads(int threads) { intraOpThreads_.store(threads); }
   int64_t allocatedBytes() const { return allocatedBytes_.load(std::memory_order_relaxed); }
+  // Highest allocatedBytes since the last resetPeak().
+  int64_t peakBytes() const { return peakBytes_.load(std::memory_order_relaxed); }
+  void resetPeak() { peakBytes_.store(allocatedBytes(), std::memory_order_relaxed); }
+  // Compute kernels this worker ran (dead nodes the controller dropped never count).
+  int64_t kernelsRun() const { return kernelsRun_.load(std::memory_order_relaxed); }
   // Intra-op threads LibTorch reports on this worker's thread (0 before its first batch).
   int intraOpThreadsInUse() const { return threadsInUse_.load(std::memory_order_relaxed); }
   void stop();
@@ -40,6 +45,8 @@ class Worker {
   std::atomic<int> intraOpThreads_{1};
   std::atomic<int64_t> allocatedBytes_{0};
   std::atomic<int> threadsInUse_{0};
+  std::atomic<int64_t> peakBytes_{0};
+  std::atomic<int64_t> kernelsRun_{0};
   std::thread thread_;
 };
 

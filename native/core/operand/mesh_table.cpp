@@ -5,18 +5,23 @@
 namespace dtorch::core {
 
 const DeviceMesh& MeshTable::add(DeviceMesh mesh) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  mesh.id = static_cast<int>(meshes_.size());
-  meshes_.push_back(std::move(mesh));
-  return meshes_.back();
+  std::lock_guard<std::mutex> lock(addMutex_);
+  const int id = count_.load(std::memory_order_relaxed);
+  if (id >= kCapacity) {
+    common::fail(common::code::kInvalidMesh, "too many device meshes (" + std::to_string(kCapacity) +
+                                                 "); reuse meshes instead of creating one per call");
+  }
+  mesh.id = id;
+  meshes_.push_back(std::make_unique<const DeviceMesh>(std::move(mesh)));
+  count_.store(id + 1, std::memory_order_release);
+  return *meshes_.back();
 }
 
 const DeviceMesh& MeshTable::get(int id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (id < 0 || id >= static_cast<int>(meshes_.size())) {
+  if (id < 0 || id >= count_.load(std::memory_order_acquire)) {
     common::fail(common::code::kInvalidMesh, "no device mesh with id " + std::to_string(id));
   }
-  return meshes_[id];
+  return *meshes_[id];
 }
 
 }  // namespace dtorch::core

@@ -1,8 +1,11 @@
 // MeshTable: every DeviceMesh the client created, by id. Meshes are immutable and never
-// removed, so a pointer handed out stays valid for the engine's lifetime.
+// removed; the table never reallocates, so readers (the controller, every record) index it
+// without a lock while the JS thread appends.
 #pragma once
-#include <deque>
+#include <atomic>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/operand/mesh.h"
 
@@ -10,13 +13,17 @@ namespace dtorch::core {
 
 class MeshTable {
  public:
+  static constexpr int kCapacity = 4096;
+  MeshTable() { meshes_.reserve(kCapacity); }
+
   const DeviceMesh& add(DeviceMesh mesh);
   // Throws INVALID_MESH for an id that was never created.
   const DeviceMesh& get(int id) const;
 
  private:
-  mutable std::mutex mutex_;
-  std::deque<DeviceMesh> meshes_;
+  std::mutex addMutex_;
+  std::vector<std::unique_ptr<const DeviceMesh>> meshes_;  // capacity fixed at kCapacity
+  std::atomic<int> count_{0};                                // published after the append
 };
 
 }  // namespace dtorch::core

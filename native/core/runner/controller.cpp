@@ -1,10 +1,12 @@
 #include "core/runner/controller.h"
 
+#include <chrono>
 #include <unordered_map>
 
 #include "common/id_map.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "core/runner/completion.h"
 
 namespace dtorch::core {
@@ -32,17 +34,33 @@ void Controller::stop() {
 }
 
 void Controller::loop() {
+  common::setThreadName("dt-controller");
   for (;;) {
     std::shared_ptr<Segment> segment;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      segment = std::move(queue_.front());
-      queue_.pop_front();
+      // while segments are still retiring, wake now and then to destroy the finished ones
+      const auto ready = [this] { return stopping_ || !queue_.empty(); };
+      if (retired_.empty()) wake_.wait(lock, ready);
+      else wake_.wait_for(lock, std::chrono::milliseconds(2), ready);
+      if (queue_.empty() && stopping_) break;
+      if (!queue_.empty()) {
+        segment = std::move(queue_.front());
+        queue_.pop_front();
+      }
     }
-    lower(segment);
+    if (segment) {
+      lower(segment);
+      retired_.push_back(std::move(segment));
+    }
+    sweepRetired();
   }
+  retired_.clear();
+}
+
+void Controller::sweepRetired() {
+  // segments finish in order on each worker; stop at the first one still in use
+  while (!retired_.empty() && retired_.front().use_count() == 1) retired_.pop_front();
 }
 
 namespace {

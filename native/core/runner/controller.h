@@ -26,6 +26,9 @@ class Controller {
  private:
   void loop();
   void lower(const std::shared_ptr<const Segment>& segment);
+  // Drops lowered segments no worker holds any more, so their nodes are destroyed here rather
+  // than on a worker's hot path.
+  void sweepRetired();
 
   const MeshTable& meshes_;
   WorkerPool& workers_;
@@ -33,6 +36,7 @@ class Controller {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;
+  std::deque<std::shared_ptr<const Segment>> retired_;  // controller thread only
   bool stopping_ = false;
   std::thread thread_;
 };

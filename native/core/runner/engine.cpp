@@ -50,8 +50,14 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
 
 std::vector<WorkerInfo> Engine::workers() const {
   std::vector<WorkerInfo> out;
-  for (Worker* w : workers_.all()) out.push_back({w->device(), w->allocatedBytes(), w->intraOpThreadsInUse()});
+  for (Worker* w : workers_.all()) {
+    out.push_back({w->device(), w->allocatedBytes(), w->intraOpThreadsInUse(), w->peakBytes(), w->kernelsRun()});
+  }
   return out;
+}
+
+void Engine::resetPeakMemory() {
+  for (Worker* w : workers_.all()) w->resetPeak();
 }
 
 void Engine::shutdown() {

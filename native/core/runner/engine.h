@@ -15,6 +15,8 @@ struct WorkerInfo {
   Device device;
   int64_t allocatedBytes;  // bytes of the blobs the worker holds right now
   int intraOpThreads;      // as LibTorch reports it on the worker's thread
+  int64_t peakBytes;       // highest allocatedBytes since resetPeakMemory()
+  int64_t kernelsRun;      // compute kernels run so far
 };
 
 class Engine {
@@ -27,6 +29,7 @@ class Engine {
   const MeshTable& meshes() const { return meshes_; }
   Recorder& recorder() { return recorder_; }
   std::vector<WorkerInfo> workers() const;
+  void resetPeakMemory();
   // Drains queued work and joins every thread; later calls are no-ops.
   void shutdown();
 

@@ -94,7 +94,12 @@ export function setCaptureStacks(on: boolean): void {
   engine().setCaptureStacks(on);
 }
 
-/** The worker thread of each device in use, with its intra-op thread count. */
+/** Starts peak tracking afresh: each device's peakBytes becomes its allocatedBytes now. */
+export function resetPeakMemory(): void {
+  engine().resetPeakMemory();
+}
+
+/** The worker thread of each device in use: its intra-op threads and compute kernels run. */
 export function workers(): WorkerInfo[] {
   return engine().workers();
 }

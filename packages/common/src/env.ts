@@ -5,7 +5,7 @@ export interface DTorchConfig {
   logLevel: string;
   /** DTORCH_NATIVE_PATH: an explicit path to dtorch.node, tried first by the loader. */
   nativePath: string | undefined;
-  /** DTORCH_CAPTURE_STACKS: 0 turns off call-site capture for kernel errors (default 1). */
+  /** DTORCH_CAPTURE_STACKS: 1/0 turns call-site capture for kernel errors on/off (default: on unless NODE_ENV=production). */
   captureStacks: boolean;
   /** DTORCH_READ_TIMEOUT_MS: how long dataSync() waits before it throws TIMEOUT. */
   readTimeoutMs: number;
@@ -23,7 +23,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): DTorchConfig {
   return {
     logLevel: env['DTORCH_LOG'] ?? 'warn',
     nativePath: env['DTORCH_NATIVE_PATH'] || undefined,
-    captureStacks: env['DTORCH_CAPTURE_STACKS'] !== '0',
+    // on while developing; off under NODE_ENV=production unless asked for
+    captureStacks: env['DTORCH_CAPTURE_STACKS'] ? env['DTORCH_CAPTURE_STACKS'] !== '0' : env['NODE_ENV'] !== 'production',
     readTimeoutMs: positiveInt(env['DTORCH_READ_TIMEOUT_MS'], 600_000),
     segmentNodes: positiveInt(env['DTORCH_SEGMENT_NODES'], 256),
   };

@@ -122,6 +122,10 @@ export class Engine {
     return this.slice.workers();
   }
 
+  resetPeakMemory(): void {
+    this.slice.resetPeakMemory();
+  }
+
   /** Turns call-site capture on or off (see DTORCH_CAPTURE_STACKS). */
   setCaptureStacks(on: boolean): void {
     this.sites.setEnabled(on);

@@ -23,12 +23,16 @@ export interface DeviceMemoryInfo {
   numBytes: number;
   /** Bytes the device's worker holds right now (frees run after queued work). */
   allocatedBytes: number;
+  /** Highest allocatedBytes since resetPeakMemory(). */
+  peakBytes: number;
 }
 
 export interface WorkerInfo {
   device: string;
   /** Intra-op threads LibTorch uses on this worker's thread (0 before it ran anything). */
   intraOpThreads: number;
+  /** Compute kernels run so far (nodes the controller found dead never run). */
+  kernelsRun: number;
 }
 
 export interface MemoryInfo {
@@ -63,5 +67,6 @@ export interface CoreSlice {
   dtypes(): Record<string, number>;
   memory(): MemoryInfo;
   workers(): WorkerInfo[];
+  resetPeakMemory(): void;
   setFlushThreshold(nodes: number): void;
 }
