@@ -7,6 +7,8 @@ export default defineConfig({
     exclude: ['**/node_modules/**', '**/dist/**'],
     // one forked process per file: each file gets its own engine and worker threads
     pool: 'forks',
+    // lets tests drive the garbage collector (the FinalizationRegistry safety net)
+    execArgv: ['--expose-gc'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],

@@ -60,7 +60,12 @@ function run(c: Case, mesh: dt.DeviceMesh): dt.Tensor {
 function expectValues(actual: dt.NestedArray, t: dt.Tensor, expected: Encoded): void {
   expect(t.shape).toEqual(expected.shape);
   expect(t.dtype).toBe(expected.dtype);
-  const flat = [actual].flat(Infinity) as (number | boolean)[];
+  const flat: (number | boolean)[] = [];
+  const walk = (v: dt.NestedArray): void => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else flat.push(v as number | boolean);
+  };
+  walk(actual);
   expect(flat.length).toBe(expected.values.length);
   const exact = !['float32', 'float64'].includes(expected.dtype);
   flat.forEach((v, i) => {
@@ -71,7 +76,8 @@ function expectValues(actual: dt.NestedArray, t: dt.Tensor, expected: Encoded): 
 }
 
 describe.each(meshCases)('ops on $name', ({ make, skip }) => {
-  it.skipIf(skip)('match PyTorch on every fixture case', async () => {
+  const skipped = skip ? ` (skipped: ${skip})` : '';
+  it.skipIf(skip)(`match PyTorch on every fixture case${skipped}`, async () => {
     const mesh = make();
     for (const c of fixture.cases) {
       const out = run(c, mesh);
@@ -83,11 +89,11 @@ describe.each(meshCases)('ops on $name', ({ make, skip }) => {
     }
   });
 
-  it.skipIf(skip)('draw the same random tensors as a seeded torch.Generator', async () => {
+  it.skipIf(skip)(`draw the same random tensors as a seeded torch.Generator${skipped}`, async () => {
     const mesh = make();
     for (const r of fixture.random) {
       const t = dt[r.op]([3, 5], { seed: r.seed, mesh });
-      expect(Array.from(await t.data())).toEqual(r.expected.values.map((v) => Math.fround(v as number)));
+      expect(Array.from((await t.data()) as Float32Array)).toEqual(r.expected.values.map((v) => Math.fround(v as number)));
     }
   });
 });

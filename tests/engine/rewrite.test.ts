@@ -24,6 +24,7 @@ describe('segment rewrites', () => {
     await dt.sync();
     expect(kernelsRun() - start).toBe(2);
     expect(await kept.data()).toEqual(new Float32Array(8).fill(3));
+    dt.dispose([a, kept]); // explicit, so no collection changes the next test's numbers
   });
 
   it('free a released tensor right after its last use', async () => {
@@ -48,5 +49,6 @@ describe('segment rewrites', () => {
     expect(peak).toBeLessThan(4 * bytes);
     await dt.sync();
     expect(device0().allocatedBytes - base).toBe(bytes); // d alone
+    d.dispose();
   });
 });

@@ -23,7 +23,6 @@ void Worker::push(KernelBatch batch) {
 void Worker::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   wake_.notify_one();

@@ -43,6 +43,22 @@ describe('tidy / keep / dispose / memory', () => {
     expect(dt.memory().numTensors).toBe(before);
   });
 
+  it('releases tensors the program dropped without dispose(), once they are collected', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    expect(gc, 'tests run with --expose-gc').toBeDefined();
+    await dt.sync();
+    const before = dt.memory().numTensors;
+    (() => {
+      for (let i = 0; i < 100; i++) dt.ones([4]);
+    })();
+    expect(dt.memory().numTensors).toBe(before + 100);
+    for (let i = 0; i < 50 && dt.memory().numTensors > before; i++) {
+      gc!();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(dt.memory().numTensors).toBe(before);
+  });
+
   it('leaves memory unchanged after 10,000 iterations of a loop inside tidy', async () => {
     let x = dt.keep(dt.zeros([16]));
     await dt.sync();

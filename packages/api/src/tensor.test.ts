@@ -38,12 +38,13 @@ describe('Tensor', () => {
   });
 
   it('works with `using` through Symbol.dispose', () => {
-    const before = dt.memory().numTensors;
+    let escaped: dt.Tensor;
     {
       using t = dt.zeros([4]);
+      escaped = t;
       expect(t.isDisposed).toBe(false);
     }
-    expect(dt.memory().numTensors).toBe(before);
+    expect(escaped.isDisposed).toBe(true);
   });
 
   it('validates creation arguments with one message format', () => {
