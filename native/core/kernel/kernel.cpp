@@ -45,6 +45,13 @@ void checkOutputs(const KernelContext& ctx) {
   }
 }
 
+// Input 0's buffer can hold the output when nothing else refers to it (no other blob, no view)
+// and it already has the output's shape and dtype.
+bool canReuse(const at::Tensor& t, const TensorMeta& out) {
+  return t.use_count() == 1 && t.storage().use_count() == 1 && !t.is_view() && t.scalar_type() == out.dtype &&
+         t.sizes() == at::IntArrayRef(out.shape) && t.is_contiguous();
+}
+
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}};
@@ -61,14 +68,16 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     }
     ctx.inputs.push_back(&blob->tensor);
   }
+  const bool reuse = k.mayReuseInput && node.op->inplace && canReuse(*ctx.inputs[0], node.outputMetas[0]);
   try {
-    node.op->kernel(ctx);
+    (reuse ? node.op->inplace : node.op->kernel)(ctx);
     checkOutputs(ctx);
   } catch (const std::exception& e) {
     DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << describe(e));
     poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), describe(e), node.seq}));
     return;
   }
+  if (reuse) blobs.erase(node.inputs[0]);  // its buffer now belongs to the output
   for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr});
 }
 

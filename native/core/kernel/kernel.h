@@ -18,6 +18,7 @@ struct Kernel {
   const Node* node = nullptr;          // kRun, kFetch, kSync
   const DeviceMesh* mesh = nullptr;    // kRun, kFetch
   int64_t id = 0;                      // kFree: the tensor to drop
+  bool mayReuseInput = false;          // kRun: input 0 dies here; its buffer may take the output
 };
 
 // Kernels for one worker from one segment; holding the segment keeps the nodes alive.

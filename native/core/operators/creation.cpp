@@ -131,12 +131,12 @@ void runFromData(KernelContext& ctx) {
 }  // namespace
 
 void registerCreationOps(OpRegistry& registry) {
-  registry.add({"full", 0, "meshId, placements, dtype, shape, value", inferFull, runFull, true});
-  registry.add({"empty", 0, "meshId, placements, dtype, shape", inferEmpty, runEmpty, true});
-  registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange, true});
-  registry.add({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand, true});
-  registry.add({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn, true});
-  registry.add({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData, true});
+  registry.add({"full", 0, "meshId, placements, dtype, shape, value", inferFull, runFull});
+  registry.add({"empty", 0, "meshId, placements, dtype, shape", inferEmpty, runEmpty});
+  registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange});
+  registry.add({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand});
+  registry.add({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn});
+  registry.add({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData});
 }
 
 }  // namespace dtorch::core

@@ -15,9 +15,15 @@ struct UnaryEntry {
   std::string_view name;
   bool floatResult;
   KernelFn kernel;
+  KernelFn inplace;  // writes into input 0's buffer (see OpDef::inplace)
 };
 
-#define DTORCH_UNARY(fn) [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); }
+// The in-place kernels take a second handle on input 0's tensor and return it as the output.
+at::Tensor reusedInput(const KernelContext& ctx) { return *ctx.inputs[0]; }
+
+#define DTORCH_UNARY(fn)                                                                  \
+  [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); },               \
+  [](KernelContext& ctx) { ctx.outputs.push_back(reusedInput(ctx).fn##_()); }
 const UnaryEntry kUnary[] = {
     {"neg", false, DTORCH_UNARY(neg)},         {"abs", false, DTORCH_UNARY(abs)},
     {"relu", false, DTORCH_UNARY(relu)},       {"exp", true, DTORCH_UNARY(exp)},
@@ -94,6 +100,32 @@ void runBinary(KernelContext& ctx) {
 }
 
 template <Binary kind>
+void runBinaryInplace(KernelContext& ctx) {
+  at::Tensor a = reusedInput(ctx);
+  const at::Tensor& b = ctx.input(1);
+  switch (kind) {
+    case Binary::kAdd: a.add_(b, alphaScalar(ctx.attr(0))); break;
+    case Binary::kSub: a.sub_(b, alphaScalar(ctx.attr(0))); break;
+    case Binary::kMul: a.mul_(b); break;
+    case Binary::kDiv: a.div_(b); break;
+  }
+  ctx.outputs.push_back(std::move(a));
+}
+
+template <Binary kind>
+void runBinaryScalarInplace(KernelContext& ctx) {
+  at::Tensor a = reusedInput(ctx);
+  const at::Scalar s = scalarOf(ctx, 0);
+  switch (kind) {
+    case Binary::kAdd: a.add_(s, alphaScalar(ctx.attr(2))); break;
+    case Binary::kSub: a.sub_(s, alphaScalar(ctx.attr(2))); break;
+    case Binary::kMul: a.mul_(s); break;
+    case Binary::kDiv: a.div_(s); break;
+  }
+  ctx.outputs.push_back(std::move(a));
+}
+
+template <Binary kind>
 void runBinaryScalar(KernelContext& ctx) {
   const at::Tensor& a = ctx.input(0);
   const at::Scalar s = scalarOf(ctx, 0);
@@ -109,16 +141,17 @@ void runBinaryScalar(KernelContext& ctx) {
 
 void registerElementwiseOps(OpRegistry& registry) {
   for (const UnaryEntry& u : kUnary) {
-    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel});
+    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel, u.inplace});
   }
-  registry.add({"add", 2, "alpha", inferBinary<Binary::kAdd>, runBinary<Binary::kAdd>});
-  registry.add({"sub", 2, "alpha", inferBinary<Binary::kSub>, runBinary<Binary::kSub>});
-  registry.add({"mul", 2, "", inferBinary<Binary::kMul>, runBinary<Binary::kMul>});
-  registry.add({"div", 2, "", inferBinary<Binary::kDiv>, runBinary<Binary::kDiv>});
-  registry.add({"add_scalar", 1, "value, kind, alpha", inferBinaryScalar<Binary::kAdd>, runBinaryScalar<Binary::kAdd>});
-  registry.add({"sub_scalar", 1, "value, kind, alpha", inferBinaryScalar<Binary::kSub>, runBinaryScalar<Binary::kSub>});
-  registry.add({"mul_scalar", 1, "value, kind", inferBinaryScalar<Binary::kMul>, runBinaryScalar<Binary::kMul>});
-  registry.add({"div_scalar", 1, "value, kind", inferBinaryScalar<Binary::kDiv>, runBinaryScalar<Binary::kDiv>});
+#define DTORCH_BINARY(name, kind, attrs)                                                                   \
+  registry.add({name, 2, attrs, inferBinary<kind>, runBinary<kind>, runBinaryInplace<kind>});              \
+  registry.add({name "_scalar", 1, "value, kind, " attrs, inferBinaryScalar<kind>, runBinaryScalar<kind>, \
+                runBinaryScalarInplace<kind>});
+  DTORCH_BINARY("add", Binary::kAdd, "alpha")
+  DTORCH_BINARY("sub", Binary::kSub, "alpha")
+  DTORCH_BINARY("mul", Binary::kMul, "")
+  DTORCH_BINARY("div", Binary::kDiv, "")
+#undef DTORCH_BINARY
 }
 
 }  // namespace dtorch::core

@@ -57,7 +57,10 @@ struct OpDef {
   std::string_view attrs; // attribute layout, for readers and error messages
   InferFn infer;
   KernelFn kernel;
-  bool createsOnMesh = false;  // creation op: mesh and placements come from attrs
+  // Optional: the same op writing into input 0's buffer (ctx.outputs gets that tensor). The
+  // controller offers it when input 0 dies at this node; the worker uses it only when the
+  // buffer is not shared and already has the output's shape and dtype.
+  KernelFn inplace = nullptr;
 };
 
 }  // namespace dtorch::core

@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "core/operators/op.h"
 #include "core/runner/completion.h"
 
 namespace dtorch::core {
@@ -65,10 +66,12 @@ void Controller::sweepRetired() {
 
 namespace {
 
-// The rewrite plan of one segment: which compute nodes are dead, and after which node each
-// released tensor can be freed (slot 0: before the first node; slot i+1: after node i).
+// The rewrite plan of one segment: which compute nodes are dead, which may write their output
+// into input 0's buffer (input 0 is released here and this node is its last use), and after
+// which node each released tensor can be freed (slot 0: before the first node; i+1: after node i).
 struct SegmentPlan {
   std::vector<bool> dead;
+  std::vector<bool> reuseInput;
   std::vector<std::vector<const Node*>> freeAfter;  // release nodes, by slot
 };
 
@@ -91,7 +94,7 @@ namespace {
 SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
   const auto& nodes = segment.nodes;
   const int n = static_cast<int>(nodes.size());
-  SegmentPlan result{std::vector<bool>(n, false), std::vector<std::vector<const Node*>>(n + 1)};
+  SegmentPlan result{std::vector<bool>(n, false), std::vector<bool>(n, false), std::vector<std::vector<const Node*>>(n + 1)};
   s.clear();
   for (const Node& node : nodes) {
     if (node.kind == NodeKind::kRelease) s.released.put(node.outputs[0], 1);
@@ -109,6 +112,10 @@ SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
         continue;
       }
       for (int64_t id : node.outputs) s.lastTouch.tryPut(id, i);
+    }
+    if (node.kind == NodeKind::kCompute && node.op->inplace && !node.inputs.empty()) {
+      const int64_t first = node.inputs[0];
+      result.reuseInput[i] = s.released.contains(first) && !s.readLater.contains(first);
     }
     if (node.kind == NodeKind::kCompute || node.kind == NodeKind::kFetch) {
       for (int64_t id : node.inputs) {
@@ -161,7 +168,7 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
         const DeviceMesh& mesh = meshes_.get(node.meshId);
         const auto& ranks = workers_.workersOf(node.meshId);
         for (int r = 0; r < mesh.size(); ++r) {
-          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0});
+          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0, rewrite.reuseInput[i]});
         }
         break;
       }

@@ -21,30 +21,31 @@ function placementsAt(out: Float64Array, at: number, count: number): readonly Pl
   return Object.freeze(list);
 }
 
-/** Reads output `index` of the last recorded op as a Tensor on `mesh`. */
+// Reads the output described at out[at..] (id, dtype, ndim, shape..., nPlacements, placements...).
+function tensorAt(out: Float64Array, at: number, mesh: DeviceMesh): Tensor {
+  const ndim = out[at + 2]!;
+  const shape = new Array<number>(ndim);
+  for (let d = 0; d < ndim; d++) shape[d] = out[at + 3 + d]!;
+  const placements = placementsAt(out, at + 4 + ndim, out[at + 3 + ndim]!);
+  return new Tensor(out[at]!, shape, engine().dtypeName(out[at + 1]!), mesh, placements);
+}
+
+/** Every output of the last recorded op, as Tensors on `mesh`. */
 export function outputs(mesh: DeviceMesh): Tensor[] {
-  const e = engine();
-  const out = e.out;
-  const count = out[1]!;
+  const out = engine().out;
   const result: Tensor[] = [];
   let at = 2;
-  for (let k = 0; k < count; k++) {
-    const id = out[at]!;
-    const dtype = e.dtypeName(out[at + 1]!);
+  for (let k = 0; k < out[1]!; k++) {
+    result.push(tensorAt(out, at, mesh));
     const ndim = out[at + 2]!;
-    const shape = new Array<number>(ndim);
-    for (let d = 0; d < ndim; d++) shape[d] = out[at + 3 + d]!;
-    const nPlacements = out[at + 3 + ndim]!;
-    const placements = placementsAt(out, at + 4 + ndim, nPlacements);
-    result.push(new Tensor(id, shape, dtype, mesh, placements));
-    at += 4 + ndim + nPlacements;
+    at += 4 + ndim + out[at + 3 + ndim]!;
   }
   return result;
 }
 
 /** The single output of the last recorded op. */
 export function output(mesh: DeviceMesh): Tensor {
-  return outputs(mesh)[0]!;
+  return tensorAt(engine().out, 2, mesh);
 }
 
 /** Writes `meshId, nPlacements, placements..., dtype` at args[0..]; returns the next index. */

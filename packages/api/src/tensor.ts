@@ -13,6 +13,8 @@ import * as linalg from './ops/matmul.js';
 import * as reduction from './ops/reduction.js';
 
 // Safety net: a tensor the program dropped without dispose() is released when collected.
+// No unregister token (they cost a hash table entry per tensor): a tensor disposed earlier is
+// released again when collected, which the engine ignores (ids are never reused).
 const collected = new FinalizationRegistry<number>((id) => engine().release(id));
 
 export type Scalar = number | boolean;
@@ -35,7 +37,7 @@ export class Tensor {
     this.dtype = dtype;
     this.mesh = mesh;
     this.placements = placements;
-    collected.register(this, id, this);
+    collected.register(this, id);
     trackTensor(this);
   }
 
@@ -72,7 +74,6 @@ export class Tensor {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    collected.unregister(this);
     engine().release(this.#id);
   }
 

@@ -15,7 +15,7 @@ export class Engine {
   readonly ops: Readonly<Record<string, OpInfo>>;
   private readonly slice: CoreSlice;
   private readonly dtypeCodes: Record<string, number>;
-  private readonly dtypeByCode = new Map<number, DTypeName>();
+  private readonly dtypeByCode: DTypeName[] = [];
   private readonly sites = new CallSites(config.captureStacks);
   private flushQueued = false;
   private readonly flushNow = () => {
@@ -32,7 +32,7 @@ export class Engine {
     for (const name of dtypeNames) {
       const code = this.dtypeCodes[name];
       if (code === undefined) throw new DTorchError(ErrorCode.Internal, `the addon does not know dtype ${name}`);
-      this.dtypeByCode.set(code, name);
+      this.dtypeByCode[code] = name;
     }
     slice.setFlushThreshold(config.segmentNodes);
   }
@@ -51,7 +51,7 @@ export class Engine {
   }
 
   dtypeName(code: number): DTypeName {
-    const name = this.dtypeByCode.get(code);
+    const name = this.dtypeByCode[code];
     if (!name) throw new DTorchError(ErrorCode.UnknownDtype, `unknown native dtype code ${code}`);
     return name;
   }
