@@ -14,6 +14,7 @@
 #include "bindings/binding_util.h"
 #include "common/error.h"
 #include "common/format.h"
+#include "core/operand/layout.h"
 #include "core/operators/registry.h"
 #include "core/runner/completion.h"
 #include "core/runner/engine.h"
@@ -182,6 +183,47 @@ Napi::Value recordData(const Napi::CallbackInfo& info) {
     const auto& op = core::OpRegistry::instance().byCode(code);
     writeRecorded(s, e.recorder().record(op, {}, c10::ArrayRef<double>(s.args.data(), nAttrs), std::move(host)));
     return info.Env().Undefined();
+  });
+}
+
+// redistribute(id, meshId, placementCodes[]): like record, output metadata in `out`.
+Napi::Value redistribute(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    core::Engine& e = engine(info.Env());
+    const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
+    const int meshId = info[1].As<Napi::Number>().Int32Value();
+    Napi::Array codes = info[2].As<Napi::Array>();
+    core::Placements placements;
+    for (uint32_t i = 0; i < codes.Length(); ++i) {
+      placements.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
+    }
+    writeRecorded(state(info.Env()), e.recorder().redistribute(id, meshId, placements));
+    return info.Env().Undefined();
+  });
+}
+
+// layout(id) -> [{ device, shape, offset }] per rank: where each piece of the tensor lives.
+Napi::Value layout(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    core::Engine& e = engine(env);
+    const core::TensorMeta& m = e.recorder().meta(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
+    const core::DeviceMesh& mesh = e.meshes().get(m.meshId);
+    Napi::Array out = Napi::Array::New(env);
+    auto toArray = [&](const core::Shape& s) {
+      Napi::Array a = Napi::Array::New(env, s.size());
+      for (uint32_t i = 0; i < s.size(); ++i) a.Set(i, static_cast<double>(s[i]));
+      return a;
+    };
+    for (int rank = 0; rank < mesh.size(); ++rank) {
+      const core::LocalPiece piece = core::localPiece(m.shape, m.placements, mesh, rank);
+      Napi::Object entry = Napi::Object::New(env);
+      entry.Set("device", mesh.device(rank).name());
+      entry.Set("shape", toArray(piece.shape));
+      entry.Set("offset", toArray(piece.offset));
+      out.Set(rank, entry);
+    }
+    return out;
   });
 }
 
@@ -375,6 +417,8 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("record", Napi::Function::New(env, record));
   slice.Set("recordData", Napi::Function::New(env, recordData));
   slice.Set("release", Napi::Function::New(env, release));
+  slice.Set("redistribute", Napi::Function::New(env, redistribute));
+  slice.Set("layout", Napi::Function::New(env, layout));
   slice.Set("flush", Napi::Function::New(env, flush));
   slice.Set("fetch", Napi::Function::New(env, fetch));
   slice.Set("fetchSync", Napi::Function::New(env, fetchSync));

@@ -14,19 +14,31 @@ namespace dtorch::core {
 struct OpDef;
 struct Completion;
 
+// State an op attaches to its node at record time (e.g. a redistribute plan with its
+// rendezvous points), shared by the node's kernels on every rank.
+struct KernelError;
+struct DeviceMesh;
+struct OpState {
+  virtual ~OpState() = default;
+  // Rank `rank` cannot take part (its input failed): release whoever waits for it.
+  virtual void abandon(const DeviceMesh& mesh, int rank, const std::shared_ptr<const KernelError>& error) const {}
+};
+
 enum class NodeKind : uint8_t { kCompute, kRelease, kFetch, kSync };
 
 struct Node {
   NodeKind kind = NodeKind::kCompute;
   uint64_t seq = 0;                     // record order; names the JS call site in errors
   const OpDef* op = nullptr;            // kCompute only
-  int meshId = 0;
+  int meshId = 0;                       // mesh of the outputs (kCompute), of the tensor (others)
+  int inputMeshId = 0;                  // mesh of the inputs (kCompute with inputs)
   c10::SmallVector<int64_t, 4> inputs;  // tensor ids read (kCompute, kFetch)
   c10::SmallVector<int64_t, 2> outputs; // tensor ids written (kCompute) or released (kRelease)
   c10::SmallVector<double, 8> attrs;    // op attributes, layout documented per op
   c10::SmallVector<TensorMeta, 1> outputMetas;
   at::Tensor hostData;                  // full host tensor for ops created from JS data
   std::shared_ptr<Completion> completion;  // kFetch, kSync
+  std::shared_ptr<const OpState> state;    // kCompute, set by the op's infer
 };
 
 }  // namespace dtorch::core

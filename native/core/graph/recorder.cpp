@@ -1,6 +1,8 @@
 #include "core/graph/recorder.h"
 
 #include "common/error.h"
+#include "core/operand/layout.h"
+#include "core/operators/registry.h"
 #include "core/runner/completion.h"
 #include "core/runner/controller.h"
 
@@ -28,33 +30,95 @@ Node& Recorder::append(NodeKind kind) {
   return node;
 }
 
-Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs,
-                             at::Tensor hostData) {
-  if (op.numInputs >= 0 && static_cast<int>(inputs.size()) != op.numInputs) {
+Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inputIds, c10::ArrayRef<double> attrs,
+                                    at::Tensor hostData) {
+  if (op.numInputs >= 0 && static_cast<int>(inputIds.size()) != op.numInputs) {
     common::fail(common::code::kInvalidArgument, std::string(op.name) + ": expected " + std::to_string(op.numInputs) +
-                                                     " tensor inputs, got " + std::to_string(inputs.size()));
+                                                     " tensor inputs, got " + std::to_string(inputIds.size()));
   }
+  c10::SmallVector<int64_t, 4> inputs(inputIds.begin(), inputIds.end());
   c10::SmallVector<const TensorMeta*, 4> inputMetas;
   for (int64_t id : inputs) inputMetas.push_back(&meta(id));
+  const int inputMeshId = inputMetas.empty() ? 0 : inputMetas[0]->meshId;
   Outputs outputs;
-  op.infer(InferContext{op, inputMetas, attrs, meshes_}, outputs);  // throws at the user's call
+  c10::SmallVector<double, 4> derived;
+  std::shared_ptr<const OpState> state;
+  InferContext ctx{op, inputMetas, attrs, meshes_, derived, state};
+  op.infer(ctx, outputs);  // throws at the user's call
+  c10::SmallVector<int64_t, 2> temporaries;
+  if (op.rows) {
+    const SignatureMatch match = matchSignature(ctx, op.rows);
+    for (TensorMeta& out : outputs) out.placements = match.output;
+    // Replicate inputs a row accepts are sliced locally first (the documented auto-redistribute).
+    // This records nodes, so inputMetas (pointers into live_) are not used past this point.
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (match.sliceTo[k].empty()) continue;
+      inputs[k] = redistributeOnMesh(inputs[k], match.sliceTo[k]);
+      temporaries.push_back(inputs[k]);
+    }
+  }
 
   Node& node = append(NodeKind::kCompute);
   node.op = &op;
   node.meshId = outputs.empty() ? 0 : outputs[0].meshId;
-  node.inputs.assign(inputs.begin(), inputs.end());
+  node.inputMeshId = inputMeshId;
+  node.inputs = std::move(inputs);
   node.attrs.assign(attrs.begin(), attrs.end());
+  node.attrs.append(derived.begin(), derived.end());
   node.hostData = std::move(hostData);
+  node.state = std::move(state);
   for (TensorMeta& out : outputs) {
     const int64_t id = nextId_++;
     node.outputs.push_back(id);
     track(out, +1);
-    live_.put(id, out);  // may move entries: inputMetas are not used past this point
+    live_.put(id, out);
   }
   node.outputMetas = std::move(outputs);
   Recorded recorded{node.seq, node.outputs};
+  for (int64_t id : temporaries) release(id);
   if (open_->nodes.size() >= flushThreshold_) flush();
   return recorded;
+}
+
+int64_t Recorder::redistributeOnMesh(int64_t id, const Placements& placements) {
+  static const OpDef& op = *OpRegistry::instance().find("redistribute");
+  c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
+  for (const Placement& p : placements) attrs.push_back(p.encode());
+  return record(op, {id}, attrs).outputs[0];
+}
+
+Recorder::Recorded Recorder::redistribute(int64_t id, int meshId, const Placements& placements) {
+  const TensorMeta source = meta(id);
+  if (source.meshId == meshId) {
+    static const OpDef& op = *OpRegistry::instance().find("redistribute");
+    c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
+    for (const Placement& p : placements) attrs.push_back(p.encode());
+    return record(op, {id}, attrs);
+  }
+  const DeviceMesh& target = meshes_.get(meshId);
+  if (target.kind != meshes_.get(source.meshId).kind) {
+    common::fail(common::code::kMeshMismatch, "redistribute: moving between a cpu and a cuda mesh is not supported yet; "
+                                                  "read the values and create the tensor on the other mesh");
+  }
+  // gather on the source, hand the full tensor over, then take pieces on the target
+  const Placements allReplicate(meshes_.get(source.meshId).ndim(), Placement::replicate());
+  bool gathered = false;
+  int64_t full = id;
+  for (const Placement& p : source.placements) gathered = gathered || !p.isReplicate();
+  if (gathered) full = redistributeOnMesh(id, allReplicate);
+  static const OpDef& transfer = *OpRegistry::instance().find("transfer");
+  const double targetId = meshId;
+  Recorded moved = record(transfer, {full}, c10::ArrayRef<double>(&targetId, 1));
+  if (gathered) release(full);
+  bool sliced = false;
+  for (const Placement& p : placements) sliced = sliced || !p.isReplicate();
+  if (!sliced) return moved;
+  static const OpDef& op = *OpRegistry::instance().find("redistribute");
+  c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
+  for (const Placement& p : placements) attrs.push_back(p.encode());
+  Recorded result = record(op, {moved.outputs[0]}, attrs);
+  release(moved.outputs[0]);
+  return result;
 }
 
 void Recorder::release(int64_t id) {
@@ -70,10 +134,16 @@ void Recorder::release(int64_t id) {
 
 void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = meta(id);
+  const int meshId = m.meshId;
+  bool replicated = true;
+  for (const Placement& p : m.placements) replicated = replicated && p.isReplicate();
+  // a read gathers: shards concatenate, partials reduce (into a temporary Replicate copy)
+  const int64_t readable = replicated ? id : redistributeOnMesh(id, Placements(m.placements.size(), Placement::replicate()));
   Node& node = append(NodeKind::kFetch);
-  node.meshId = m.meshId;
-  node.inputs.push_back(id);
+  node.meshId = meshId;
+  node.inputs.push_back(readable);
   node.completion = std::move(completion);
+  if (!replicated) release(readable);
   flush();
 }
 
@@ -92,15 +162,21 @@ void Recorder::flush() {
 }
 
 void Recorder::track(const TensorMeta& meta, int sign) {
-  const int64_t bytes = meta.nbytes();
-  liveBytes_ += sign * bytes;
+  liveBytes_ += sign * meta.nbytes();
   const DeviceMesh& mesh = meshes_.get(meta.meshId);
+  bool replicated = true;
+  for (const Placement& p : meta.placements) replicated = replicated && !p.isShard();
   for (int rank = 0; rank < mesh.size(); ++rank) {
     const Device device = mesh.device(rank);
     auto& entry = perDevice_[(static_cast<int64_t>(device.kind) << 32) + device.index];
     entry.device = device;
     entry.numTensors += sign;
-    entry.numBytes += sign * bytes;  // every rank holds the full tensor under Replicate
+    int64_t local = meta.nbytes();
+    if (!replicated) {
+      local = dtypeSize(meta.dtype);
+      for (int64_t s : localShape(meta, mesh, rank)) local *= s;
+    }
+    entry.numBytes += sign * local;
   }
 }
 

@@ -43,6 +43,9 @@ class Recorder {
   };
   Recorded record(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs,
                      at::Tensor hostData = {});
+  // Redistributes tensor `id` to `placements` on mesh `meshId` (its own or another): one node on
+  // one mesh; across meshes, gather on the source, transfer, then slice on the target.
+  Recorded redistribute(int64_t id, int meshId, const Placements& placements);
   void release(int64_t id);
   void fetch(int64_t id, std::shared_ptr<Completion> completion);
   void sync(std::shared_ptr<Completion> completion);
@@ -56,6 +59,7 @@ class Recorder {
 
  private:
   Node& append(NodeKind kind);
+  int64_t redistributeOnMesh(int64_t id, const Placements& placements);
   void track(const TensorMeta& meta, int sign);
 
   const MeshTable& meshes_;

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "core/blob/blob_table.h"
 #include "core/operators/op.h"
+#include "core/operators/redistribute.h"
 #include "core/runner/completion.h"
 
 namespace dtorch::core {
@@ -25,8 +26,8 @@ void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const Ker
   for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error});
 }
 
-// The kernel must produce exactly what meta inference promised; a mismatch is an engine bug
-// and is reported as a kernel failure rather than silently corrupting later shapes.
+// The kernel must produce exactly what meta inference promised (this rank's piece of it); a
+// mismatch is an engine bug, reported as a kernel failure rather than corrupting later shapes.
 void checkOutputs(const KernelContext& ctx) {
   const Node& node = ctx.node;
   if (ctx.outputs.size() != node.outputs.size()) {
@@ -36,11 +37,12 @@ void checkOutputs(const KernelContext& ctx) {
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     const TensorMeta& meta = node.outputMetas[i];
     const at::Tensor& t = ctx.outputs[i];
-    if (t.scalar_type() != meta.dtype || t.sizes() != at::IntArrayRef(meta.shape)) {
+    const Shape local = ctx.outputPiece(i).shape;
+    if (t.scalar_type() != meta.dtype || t.sizes() != at::IntArrayRef(local)) {
       common::fail(common::code::kInternal,
                    "kernel output " + std::to_string(i) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
                        " and shape " + c10::str(t.sizes()) + ", but meta inference promised " +
-                       std::string(dtypeName(meta.dtype)) + " " + formatShape(meta.shape));
+                       std::string(dtypeName(meta.dtype)) + " " + formatShape(local) + " on rank " + std::to_string(ctx.rank));
     }
   }
 }
@@ -55,7 +57,9 @@ bool canReuse(const at::Tensor& t, const TensorMeta& out) {
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}};
-  for (int64_t id : node.inputs) {
+  // a transfer's input is on another mesh: it arrives through the node's state instead
+  const auto localInputs = node.op->receivesFromInputMesh ? c10::ArrayRef<int64_t>() : c10::ArrayRef<int64_t>(node.inputs);
+  for (int64_t id : localInputs) {
     const Blob* blob = blobs.find(id);
     if (!blob) {
       poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{
@@ -63,6 +67,7 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
       return;
     }
     if (blob->error) {  // an upstream failure flows through without running this op
+      if (node.state) node.state->abandon(*k.mesh, k.rank, blob->error);  // nobody waits for this rank
       poisonOutputs(node, blobs, blob->error);
       return;
     }
@@ -112,13 +117,28 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
   node.completion->deliver(std::move(result));
 }
 
+void runSend(const Kernel& k, BlobTable& blobs) {
+  const Blob* blob = blobs.find(k.node->inputs[0]);
+  if (!blob) {
+    sendTransfer(*k.node, nullptr, std::make_shared<KernelError>(KernelError{"transfer", "input is missing on its worker", k.node->seq}));
+  } else {
+    sendTransfer(*k.node, blob->error ? nullptr : &blob->tensor, blob->error);
+  }
+}
+
 }  // namespace
+
+LocalPiece KernelContext::outputPiece(size_t i) const {
+  const TensorMeta& meta = node.outputMetas[i];
+  return localPiece(meta.shape, meta.placements, mesh, rank);
+}
 
 void executeKernel(const Kernel& k, BlobTable& blobs) {
   switch (k.kind) {
     case Kernel::Kind::kRun: runCompute(k, blobs); break;
     case Kernel::Kind::kFree: blobs.erase(k.id); break;
     case Kernel::Kind::kFetch: runFetch(k, blobs); break;
+    case Kernel::Kind::kSend: runSend(k, blobs); break;
     case Kernel::Kind::kSync:
       if (k.node->completion->remaining.fetch_sub(1) == 1) k.node->completion->deliver(FetchResult{});
       break;

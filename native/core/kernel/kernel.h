@@ -12,10 +12,10 @@ namespace dtorch::core {
 class BlobTable;
 
 struct Kernel {
-  enum class Kind : uint8_t { kRun, kFree, kFetch, kSync };
+  enum class Kind : uint8_t { kRun, kFree, kFetch, kSync, kSend };
   Kind kind = Kind::kRun;
   int rank = 0;
-  const Node* node = nullptr;          // kRun, kFetch, kSync
+  const Node* node = nullptr;          // kRun, kFetch, kSync, kSend
   const DeviceMesh* mesh = nullptr;    // kRun, kFetch
   int64_t id = 0;                      // kFree: the tensor to drop
   bool mayReuseInput = false;          // kRun: input 0 dies here; its buffer may take the output

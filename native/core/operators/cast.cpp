@@ -13,8 +13,13 @@ void inferTo(const InferContext& ctx, Outputs& out) {
 
 void runTo(KernelContext& ctx) { ctx.outputs.push_back(ctx.input(0).to(ctx.outputMeta().dtype)); }
 
+// Shards pass; partials do not (the cast of a sum is not the sum of the casts).
+void castRows(const InferContext& ctx, SignatureRows& rows) {
+  for (int32_t i = 0; i < ctx.inputs[0]->ndim(); ++i) rows.push_back(row({Placement::shard(i)}, Placement::shard(i)));
+}
+
 }  // namespace
 
-void registerCastOps(OpRegistry& registry) { registry.add({"to", 1, "dtype", inferTo, runTo}); }
+void registerCastOps(OpRegistry& registry) { registry.add({"to", 1, "dtype", inferTo, runTo, castRows}); }
 
 }  // namespace dtorch::core

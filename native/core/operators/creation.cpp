@@ -1,9 +1,12 @@
-// Creation ops: tensors made on a mesh from a shape, a value, a seed or JS data.
+// Creation ops: tensors made on a mesh from a shape, a value, a seed or JS data, with any
+// placements. Each rank makes only its piece: Shard dims follow torch.chunk; under
+// Partial(sum) the ranks at coordinate 0 of every partial mesh dim hold the value and the
+// others zeros (Partial avg/max/min: every rank holds it), so reading reduces to the value.
 // Attribute layout shared by all of them: meshId, nPlacements, placements..., dtype, then
 // (except arange) ndim, shape..., then the op's own attributes.
 // Random ops are mesh-independent: every rank draws the full tensor from a generator seeded
-// with the seed fixed at record time, then keeps its part, so a seed gives the same full
-// tensor on one device and on any mesh.
+// with the seed fixed at record time, then keeps its piece, so a seed gives the same full
+// tensor on one device and on any mesh and placements.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -19,28 +22,20 @@ namespace {
 
 using common::code::kInvalidArgument;
 
-// Reads meshId, placements and dtype; leaves `cursor` after the dtype.
+// Reads meshId, placements and dtype; leaves `cursor` after the dtype. Placements are checked
+// against the shape once it is known (checkCreation).
 TensorMeta creationHeader(const InferContext& ctx, size_t& cursor) {
   TensorMeta meta;
   meta.meshId = static_cast<int>(ctx.intAttr(0));
-  const DeviceMesh& mesh = ctx.meshes.get(meta.meshId);
   const int64_t nPlacements = ctx.intAttr(1);
-  if (nPlacements != mesh.ndim()) {
-    ctx.fail(common::code::kPlacementMismatch, "got " + std::to_string(nPlacements) + " placements for a " +
-                                                   std::to_string(mesh.ndim()) + "-d mesh; give one placement per mesh dim");
-  }
-  for (int64_t i = 0; i < nPlacements; ++i) {
-    const Placement p = Placement::decode(static_cast<int32_t>(ctx.intAttr(2 + i)));
-    if (!p.isReplicate()) {
-      ctx.fail(common::code::kPlacementMismatch,
-               "placement " + p.shortName() + " is not available yet: this build creates Replicate tensors only; "
-               "use placements [Replicate()] (one per mesh dim)");
-    }
-    meta.placements.push_back(p);
-  }
+  for (int64_t i = 0; i < nPlacements; ++i) meta.placements.push_back(Placement::decode(static_cast<int32_t>(ctx.intAttr(2 + i))));
   cursor = 2 + static_cast<size_t>(nPlacements);
   meta.dtype = dtypeFromCode(static_cast<int>(ctx.intAttr(cursor++)));
   return meta;
+}
+
+void checkCreation(const InferContext& ctx, const TensorMeta& meta) {
+  checkPlacements(ctx, meta.placements, ctx.meshes.get(meta.meshId), meta.ndim());
 }
 
 TensorMeta creationMeta(const InferContext& ctx, size_t& cursor) {
@@ -51,6 +46,7 @@ TensorMeta creationMeta(const InferContext& ctx, size_t& cursor) {
     if (size < 0) ctx.fail(kInvalidArgument, "negative size " + std::to_string(size) + " in shape");
     meta.shape.push_back(size);
   }
+  checkCreation(ctx, meta);
   return meta;
 }
 
@@ -58,7 +54,29 @@ at::TensorOptions optionsFor(const KernelContext& ctx) {
   return at::TensorOptions().dtype(ctx.outputMeta().dtype).device(ctx.device);
 }
 
-at::IntArrayRef shapeOf(const KernelContext& ctx) { return ctx.outputMeta().shape; }
+// Under Partial(sum), only the rank at coordinate 0 of every such mesh dim holds the value.
+bool holdsPartialValue(const KernelContext& ctx) {
+  const auto& placements = ctx.outputMeta().placements;
+  const std::vector<int64_t> coords = meshCoords(ctx.mesh, ctx.rank);
+  for (size_t d = 0; d < placements.size(); ++d) {
+    if (placements[d].isPartial() && placements[d].reduce == ReduceOp::kSum && coords[d] != 0) return false;
+  }
+  return true;
+}
+
+// The rank's piece of a full tensor made the same way on every rank.
+at::Tensor pieceOf(const KernelContext& ctx, const at::Tensor& full) {
+  const LocalPiece piece = ctx.outputPiece();
+  at::Tensor local = full;
+  for (size_t dim = 0; dim < piece.shape.size(); ++dim) {
+    if (piece.shape[dim] != full.size(static_cast<int64_t>(dim))) {
+      local = local.narrow(static_cast<int64_t>(dim), piece.offset[dim], piece.shape[dim]);
+    }
+  }
+  at::Tensor out = local.to(ctx.device, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  if (!holdsPartialValue(ctx)) out.zero_();
+  return out;
+}
 
 // full: extra attribute value.
 void inferFull(const InferContext& ctx, Outputs& out) {
@@ -68,15 +86,15 @@ void inferFull(const InferContext& ctx, Outputs& out) {
   out.push_back(std::move(meta));
 }
 void runFull(KernelContext& ctx) {
-  const size_t valueIndex = ctx.node.attrs.size() - 1;
-  ctx.outputs.push_back(at::full(shapeOf(ctx), ctx.attr(valueIndex), optionsFor(ctx)));
+  const double value = holdsPartialValue(ctx) ? ctx.attr(ctx.node.attrs.size() - 1) : 0.0;
+  ctx.outputs.push_back(at::full(ctx.outputPiece().shape, value, optionsFor(ctx)));
 }
 
 void inferEmpty(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   out.push_back(creationMeta(ctx, cursor));
 }
-void runEmpty(KernelContext& ctx) { ctx.outputs.push_back(at::empty(shapeOf(ctx), optionsFor(ctx))); }
+void runEmpty(KernelContext& ctx) { ctx.outputs.push_back(at::empty(ctx.outputPiece().shape, optionsFor(ctx))); }
 
 // arange: extra attributes start, end, step; the length follows from them.
 void inferArange(const InferContext& ctx, Outputs& out) {
@@ -89,14 +107,17 @@ void inferArange(const InferContext& ctx, Outputs& out) {
                                    std::to_string(end) + ", step " + std::to_string(step));
   }
   meta.shape.push_back(static_cast<int64_t>(std::ceil((end - start) / step)));
+  checkCreation(ctx, meta);
   out.push_back(std::move(meta));
 }
 void runArange(KernelContext& ctx) {
   const size_t n = ctx.node.attrs.size();
-  ctx.outputs.push_back(at::arange(ctx.attr(n - 3), ctx.attr(n - 2), ctx.attr(n - 1), optionsFor(ctx)));
+  const at::Tensor full = at::arange(ctx.attr(n - 3), ctx.attr(n - 2), ctx.attr(n - 1), optionsFor(ctx).device(at::kCPU));
+  ctx.outputs.push_back(pieceOf(ctx, full));
 }
 
-// rand / randn: extra attribute seed (assigned at record time when the user gave none).
+// rand / randn / randint: the last attribute is the seed (assigned at record time when the user
+// gave none); randint has low, high before it.
 void inferRandom(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationMeta(ctx, cursor);
@@ -107,26 +128,37 @@ void inferRandom(const InferContext& ctx, Outputs& out) {
   }
   out.push_back(std::move(meta));
 }
+void inferRandint(const InferContext& ctx, Outputs& out) {
+  size_t cursor = 0;
+  TensorMeta meta = creationMeta(ctx, cursor);
+  const double low = ctx.attr(cursor), high = ctx.attr(cursor + 1);
+  ctx.attr(cursor + 2);
+  if (!(high > low)) {
+    ctx.fail(kInvalidArgument, "high must be greater than low, got low " + std::to_string(low) + " and high " + std::to_string(high));
+  }
+  if (meta.dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "randint cannot make bool tensors; use int64");
+  out.push_back(std::move(meta));
+}
 // Draws on the CPU generator whatever the device, so values do not depend on the device kind.
 at::Generator generatorFor(const KernelContext& ctx) {
   return at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(ctx.attr(ctx.node.attrs.size() - 1)));
 }
 at::TensorOptions cpuOptionsFor(const KernelContext& ctx) { return optionsFor(ctx).device(at::kCPU); }
 void runRand(KernelContext& ctx) {
-  ctx.outputs.push_back(at::rand(shapeOf(ctx), generatorFor(ctx), cpuOptionsFor(ctx)).to(ctx.device));
+  ctx.outputs.push_back(pieceOf(ctx, at::rand(ctx.outputMeta().shape, generatorFor(ctx), cpuOptionsFor(ctx))));
 }
 void runRandn(KernelContext& ctx) {
-  ctx.outputs.push_back(at::randn(shapeOf(ctx), generatorFor(ctx), cpuOptionsFor(ctx)).to(ctx.device));
+  ctx.outputs.push_back(pieceOf(ctx, at::randn(ctx.outputMeta().shape, generatorFor(ctx), cpuOptionsFor(ctx))));
+}
+void runRandint(KernelContext& ctx) {
+  const size_t n = ctx.node.attrs.size();
+  const auto low = static_cast<int64_t>(ctx.attr(n - 3)), high = static_cast<int64_t>(ctx.attr(n - 2));
+  ctx.outputs.push_back(pieceOf(ctx, at::randint(low, high, ctx.outputMeta().shape, generatorFor(ctx), cpuOptionsFor(ctx))));
 }
 
 // from_data: the full tensor was copied from JS at record time into node.hostData.
 void inferFromData(const InferContext& ctx, Outputs& out) { inferEmpty(ctx, out); }
-void runFromData(KernelContext& ctx) {
-  const at::Tensor& host = ctx.node.hostData;
-  // Rank 0 takes the recorded buffer; the others hold copies of their own, as devices would.
-  const bool ownCopy = ctx.rank != 0 || ctx.device != host.device();
-  ctx.outputs.push_back(ownCopy ? host.to(ctx.device, /*non_blocking=*/false, /*copy=*/true) : host);
-}
+void runFromData(KernelContext& ctx) { ctx.outputs.push_back(pieceOf(ctx, ctx.node.hostData)); }
 
 }  // namespace
 
@@ -136,6 +168,7 @@ void registerCreationOps(OpRegistry& registry) {
   registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange});
   registry.add({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand});
   registry.add({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn});
+  registry.add({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint});
   registry.add({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData});
 }
 

@@ -14,6 +14,7 @@ namespace {
 struct UnaryEntry {
   std::string_view name;
   bool floatResult;
+  bool linear;  // f(a + b) = f(a) + f(b): Partial(sum/avg) passes through
   KernelFn kernel;
   KernelFn inplace;  // writes into input 0's buffer (see OpDef::inplace)
 };
@@ -25,10 +26,10 @@ at::Tensor reusedInput(const KernelContext& ctx) { return *ctx.inputs[0]; }
   [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); },               \
   [](KernelContext& ctx) { ctx.outputs.push_back(reusedInput(ctx).fn##_()); }
 const UnaryEntry kUnary[] = {
-    {"neg", false, DTORCH_UNARY(neg)},         {"abs", false, DTORCH_UNARY(abs)},
-    {"relu", false, DTORCH_UNARY(relu)},       {"exp", true, DTORCH_UNARY(exp)},
-    {"log", true, DTORCH_UNARY(log)},          {"sqrt", true, DTORCH_UNARY(sqrt)},
-    {"sigmoid", true, DTORCH_UNARY(sigmoid)},  {"tanh", true, DTORCH_UNARY(tanh)},
+    {"neg", false, true, DTORCH_UNARY(neg)},          {"abs", false, false, DTORCH_UNARY(abs)},
+    {"relu", false, false, DTORCH_UNARY(relu)},       {"exp", true, false, DTORCH_UNARY(exp)},
+    {"log", true, false, DTORCH_UNARY(log)},          {"sqrt", true, false, DTORCH_UNARY(sqrt)},
+    {"sigmoid", true, false, DTORCH_UNARY(sigmoid)},  {"tanh", true, false, DTORCH_UNARY(tanh)},
 };
 #undef DTORCH_UNARY
 
@@ -40,10 +41,68 @@ void inferUnaryFloat(const InferContext& ctx, Outputs& out) {
   out.push_back(outputLike(ctx, ctx.inputs[0]->shape, c10::isIntegralType(in, /*includeBool=*/true) ? DType::Float : in));
 }
 
+// ---- placement rows -------------------------------------------------------------------------
+
+// Every tensor dim may be sharded; the shard passes through.
+void shardRows(const InferContext& ctx, SignatureRows& rows) {
+  for (int32_t i = 0; i < ctx.inputs[0]->ndim(); ++i) rows.push_back(row({Placement::shard(i)}, Placement::shard(i)));
+}
+// Linear ops keep partial sums and averages partial.
+void linearRows(const InferContext& ctx, SignatureRows& rows) {
+  shardRows(ctx, rows);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) rows.push_back(row({Placement::partial(op)}, Placement::partial(op)));
+}
+
+// Broadcasting pairs: an output dim may be sharded when each input either has it at full size
+// (sharded alike, or Replicate sliced locally) or broadcasts along it (then it stays Replicate).
+void broadcastShardRows(const InferContext& ctx, SignatureRows& rows) {
+  const Shape &a = ctx.inputs[0]->shape, &b = ctx.inputs[1]->shape;
+  const int64_t n = std::max<int64_t>(a.size(), b.size());
+  for (int64_t o = 0; o < n; ++o) {
+    const int64_t ai = o - (n - static_cast<int64_t>(a.size())), bi = o - (n - static_cast<int64_t>(b.size()));
+    const int64_t size = std::max(ai >= 0 ? a[ai] : 1, bi >= 0 ? b[bi] : 1);
+    const bool aFull = ai >= 0 && a[ai] == size, bFull = bi >= 0 && b[bi] == size;
+    const Placement out = Placement::shard(static_cast<int32_t>(o));
+    const Placement sa = Placement::shard(static_cast<int32_t>(ai)), sb = Placement::shard(static_cast<int32_t>(bi));
+    if (aFull && bFull) {
+      rows.push_back(row({sa, sb}, out));
+      rows.push_back(row({sa, sb}, out, /*b may be R*/ 0b10));
+      rows.push_back(row({sa, sb}, out, /*a may be R*/ 0b01));
+    } else if (aFull) {
+      rows.push_back(row({sa, Placement::replicate()}, out));
+    } else if (bFull) {
+      rows.push_back(row({Placement::replicate(), sb}, out));
+    }
+  }
+}
+
 // ---- binary -----------------------------------------------------------------------------
 // Tensor-tensor form: inputs a, b; attribute alpha (add/sub only, else ignored).
 // Tensor-scalar form (`*_scalar`): input a; attributes value, kind (0 int, 1 float, 2 bool), alpha.
 enum class Binary { kAdd, kSub, kMul, kDiv };
+
+// Partial rows follow linearity: P+P and P-P stay partial; P*R, R*P and P/R scale each part.
+template <Binary kind>
+void binaryRows(const InferContext& ctx, SignatureRows& rows) {
+  broadcastShardRows(ctx, rows);
+  const Placement r = Placement::replicate();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    const Placement p = Placement::partial(op);
+    if (kind == Binary::kAdd || kind == Binary::kSub) rows.push_back(row({p, p}, p));
+    if (kind == Binary::kMul) {
+      rows.push_back(row({p, r}, p));
+      rows.push_back(row({r, p}, p));
+    }
+    if (kind == Binary::kDiv) rows.push_back(row({p, r}, p));
+  }
+}
+
+// With a scalar: shards pass; scaling (mul, div) keeps partials partial, shifting does not.
+template <Binary kind>
+void binaryScalarRows(const InferContext& ctx, SignatureRows& rows) {
+  if (kind == Binary::kMul || kind == Binary::kDiv) linearRows(ctx, rows);
+  else shardRows(ctx, rows);
+}
 
 ScalarKind scalarKindOf(const InferContext& ctx, size_t index) {
   const int64_t kind = ctx.intAttr(index);
@@ -141,20 +200,20 @@ void runBinaryScalarInplace(KernelContext& ctx) {
 
 template <Binary kind>
 void runBinaryScalar(KernelContext& ctx) {
-  const TensorMeta& meta = ctx.outputMeta();
-  binaryScalarInto<kind>(ctx, at::empty(meta.shape, ctx.input(0).options().dtype(meta.dtype)));
+  binaryScalarInto<kind>(ctx, at::empty(ctx.outputPiece().shape, ctx.input(0).options().dtype(ctx.outputMeta().dtype)));
 }
 
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& registry) {
   for (const UnaryEntry& u : kUnary) {
-    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel, u.inplace});
+    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel,
+                  u.linear ? linearRows : shardRows, u.inplace});
   }
-#define DTORCH_BINARY(name, kind, attrs)                                                                   \
-  registry.add({name, 2, attrs, inferBinary<kind>, runBinary<kind>, runBinaryInplace<kind>});              \
-  registry.add({name "_scalar", 1, "value, kind, " attrs, inferBinaryScalar<kind>, runBinaryScalar<kind>, \
-                runBinaryScalarInplace<kind>});
+#define DTORCH_BINARY(name, kind, attrs)                                                                  \
+  registry.add({name, 2, attrs, inferBinary<kind>, runBinary<kind>, binaryRows<kind>, runBinaryInplace<kind>}); \
+  registry.add({name "_scalar", 1, "value, kind, " attrs, inferBinaryScalar<kind>, runBinaryScalar<kind>,  \
+                binaryScalarRows<kind>, runBinaryScalarInplace<kind>});
   DTORCH_BINARY("add", Binary::kAdd, "alpha")
   DTORCH_BINARY("sub", Binary::kSub, "alpha")
   DTORCH_BINARY("mul", Binary::kMul, "")

@@ -92,29 +92,26 @@ int commonMesh(const InferContext& ctx) {
   return mesh;
 }
 
-Placements replicateOnly(const InferContext& ctx) {
-  const DeviceMesh& mesh = ctx.meshes.get(commonMesh(ctx));
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    for (const Placement& p : ctx.inputs[i]->placements) {
-      if (!p.isReplicate()) {
-        std::string got;
-        for (size_t j = 0; j < ctx.inputs.size(); ++j) got += (j ? ", " : "") + formatPlacements(ctx.inputs[j]->placements);
-        ctx.fail(kPlacementMismatch, "inputs have placements " + got + ", which match no signature row; legal row: "
-                                     "all inputs R -> R. Fix: call .redistribute(mesh, [Replicate()]) on input #" +
-                                     std::to_string(i));
-      }
-    }
-  }
-  return Placements(mesh.ndim(), Placement::replicate());
-}
-
 TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype) {
   TensorMeta out;
   out.shape = std::move(shape);
   out.dtype = dtype;
   out.meshId = commonMesh(ctx);
-  out.placements = replicateOnly(ctx);
   return out;
+}
+
+void checkPlacements(const InferContext& ctx, const Placements& placements, const DeviceMesh& mesh, int64_t ndim) {
+  if (static_cast<int>(placements.size()) != mesh.ndim()) {
+    ctx.fail(kPlacementMismatch, "got " + std::to_string(placements.size()) + " placements for a " +
+                                     std::to_string(mesh.ndim()) + "-d mesh; give one placement per mesh dim");
+  }
+  for (const Placement& p : placements) {
+    if (p.isShard() && p.dim >= ndim) {
+      ctx.fail(kPlacementMismatch, "placement " + p.shortName() + " shards dim " + std::to_string(p.dim) + " of a " +
+                                       std::to_string(ndim) + "-d tensor; shard a dim in [0, " + std::to_string(ndim) +
+                                       ") (negative dims count from the end)");
+    }
+  }
 }
 
 }  // namespace dtorch::core

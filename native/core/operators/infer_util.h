@@ -25,11 +25,10 @@ int64_t normalizeDim(const InferContext& ctx, int64_t dim, int64_t ndim);
 // All inputs on one mesh; returns that mesh id.
 int commonMesh(const InferContext& ctx);
 
-// The placement rule of this engine slice: every input Replicate on every mesh dim gives a
-// Replicate output. Anything else lists the legal row and the redistribute that fixes it.
-Placements replicateOnly(const InferContext& ctx);
-
-// Output meta on the inputs' mesh with the placements of the rule above.
+// Output meta on the inputs' mesh; its placements come from the op's signature rows.
 TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype);
+
+// Checks one placement per mesh dim and shard dims inside the tensor's rank.
+void checkPlacements(const InferContext& ctx, const Placements& placements, const DeviceMesh& mesh, int64_t ndim);
 
 }  // namespace dtorch::core

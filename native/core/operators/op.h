@@ -13,17 +13,22 @@
 #include "core/graph/node.h"
 #include "core/operand/mesh.h"
 #include "core/operand/meta.h"
+#include "core/operand/layout.h"
+#include "core/operators/signature.h"
 
 namespace dtorch::core {
 
 class MeshTable;
 
-// Inputs of meta inference: metas of the input tensors and the numeric attributes.
+// Inputs of meta inference: metas of the input tensors and the numeric attributes. Infer may
+// append derived attributes (for the kernel) and attach state to the node (e.g. a plan).
 struct InferContext {
   const struct OpDef& op;
   c10::ArrayRef<const TensorMeta*> inputs;
   c10::ArrayRef<double> attrs;
   const MeshTable& meshes;
+  c10::SmallVector<double, 4>& derived;
+  std::shared_ptr<const OpState>& state;
 
   double attr(size_t i) const;
   int64_t intAttr(size_t i) const { return static_cast<int64_t>(attr(i)); }
@@ -46,6 +51,8 @@ struct KernelContext {
   double attr(size_t i) const { return node.attrs[i]; }
   int64_t intAttr(size_t i) const { return static_cast<int64_t>(node.attrs[i]); }
   const TensorMeta& outputMeta(size_t i = 0) const { return node.outputMetas[i]; }
+  // This rank's piece of output i: its shape and offset in the full tensor.
+  LocalPiece outputPiece(size_t i = 0) const;
 };
 
 using InferFn = void (*)(const InferContext&, Outputs&);
@@ -55,12 +62,16 @@ struct OpDef {
   std::string_view name;
   int numInputs;          // -1: any number (>= 1)
   std::string_view attrs; // attribute layout, for readers and error messages
-  InferFn infer;
+  InferFn infer;          // shapes and dtypes (and placements, for ops that place their outputs)
   KernelFn kernel;
+  RowsFn rows = nullptr;  // placement signature rows; nullptr: infer places the outputs itself
   // Optional: the same op writing into input 0's buffer (ctx.outputs gets that tensor). The
   // controller offers it when input 0 dies at this node; the worker uses it only when the
   // buffer is not shared and already has the output's shape and dtype.
   KernelFn inplace = nullptr;
+  // The input lives on another mesh: the controller has input rank 0 send it (kSend) and the
+  // output ranks' kernels receive it instead of looking it up locally.
+  bool receivesFromInputMesh = false;
 };
 
 }  // namespace dtorch::core

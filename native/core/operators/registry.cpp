@@ -10,6 +10,7 @@ OpRegistry::OpRegistry() {
   registerMatmulOps(*this);
   registerReductionOps(*this);
   registerCastOps(*this);
+  registerRedistributeOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

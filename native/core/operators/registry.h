@@ -29,5 +29,6 @@ void registerElementwiseOps(OpRegistry& registry);
 void registerMatmulOps(OpRegistry& registry);
 void registerReductionOps(OpRegistry& registry);
 void registerCastOps(OpRegistry& registry);
+void registerRedistributeOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

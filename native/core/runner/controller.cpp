@@ -165,6 +165,9 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
     switch (node.kind) {
       case NodeKind::kCompute: {
         if (rewrite.dead[i]) break;
+        if (node.op->receivesFromInputMesh) {  // input rank 0 sends before the output ranks receive
+          batchOf(workers_.workersOf(node.inputMeshId)[0]).push_back(Kernel{Kernel::Kind::kSend, 0, &node, nullptr, 0});
+        }
         const DeviceMesh& mesh = meshes_.get(node.meshId);
         const auto& ranks = workers_.workersOf(node.meshId);
         for (int r = 0; r < mesh.size(); ++r) {

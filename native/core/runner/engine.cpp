@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/format.h"
 #include "external/torch/torch_info.h"
@@ -27,6 +28,16 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
     if (!seen.insert(d).second) {
       common::fail(kInvalidMesh, "device " + std::to_string(d) + " appears more than once in " + common::formatList(devices) +
                                      "; each device may hold one rank of a mesh");
+    }
+  }
+  if (kind == DeviceKind::kCpu) {
+    // CPU devices are worker threads; cap them so a typo cannot start thousands of threads
+    const int64_t available = common::envInt("DTORCH_CPU_DEVICES", 64);
+    for (int d : devices) {
+      if (d >= available) {
+        common::fail(kInvalidMesh, "cpu device " + std::to_string(d) + " does not exist: this process has cpu devices 0.." +
+                                       std::to_string(available - 1) + " (set DTORCH_CPU_DEVICES for more)");
+      }
     }
   }
   if (kind == DeviceKind::kCuda) {

@@ -82,6 +82,40 @@ export class DeviceMesh {
     return this.devices.length;
   }
 
+  /** Coordinates of `rank` on each mesh dim (row-major ranks). */
+  coordinates(rank: number): number[] {
+    const coords = new Array<number>(this.ndim);
+    let rest = rank;
+    for (let d = this.ndim - 1; d >= 0; d--) {
+      coords[d] = rest % this.shape[d]!;
+      rest = Math.floor(rest / this.shape[d]!);
+    }
+    return coords;
+  }
+
+  /**
+   * The 1-D sub-meshes along the dim named `dimName` (or dim index): one per combination of the
+   * other dims' coordinates, in rank order. For a ['dp', 'tp'] mesh of [[0, 1], [2, 3]],
+   * get('tp') gives the meshes [0, 1] and [2, 3]; get('dp') gives [0, 2] and [1, 3].
+   */
+  get(dimName: string | number): DeviceMesh[] {
+    const dim = typeof dimName === 'number' ? dimName : (this.dimNames ?? []).indexOf(dimName);
+    if (!isInteger(dim) || dim < 0 || dim >= this.ndim) {
+      const names = this.dimNames ? `: ${this.dimNames.map((n) => `'${n}'`).join(', ')}` : ' (it has no dim names)';
+      throw new DTorchError(ErrorCode.InvalidMesh, `mesh dim ${describeValue(dimName)} is not a dim of ${this}${names}`);
+    }
+    const groups = new Map<string, number[]>();
+    this.devices.forEach((device, rank) => {
+      const coords = this.coordinates(rank);
+      coords[dim] = -1;
+      const key = coords.join();
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key)!.push(device);
+    });
+    const name = this.dimNames?.[dim];
+    return [...groups.values()].map((devices) => new DeviceMesh(this.deviceType, devices, name ? [name] : undefined));
+  }
+
   equals(other: DeviceMesh): boolean {
     return (
       this === other ||
@@ -97,6 +131,16 @@ export class DeviceMesh {
     const shape = this.ndim > 1 ? ` shape=[${this.shape.join(', ')}]` : '';
     return `DeviceMesh('${this.deviceType}', [${this.devices.join(', ')}]${names})${shape}`;
   }
+}
+
+/** A mesh of devices 0..N-1 laid out in `shape`, as torch's init_device_mesh. */
+export function initDeviceMesh(deviceType: DeviceKind, shape: readonly number[], dimNames?: readonly string[]): DeviceMesh {
+  if (!Array.isArray(shape) || shape.length === 0 || !shape.every((s) => isInteger(s) && s > 0)) {
+    throw new DTorchError(ErrorCode.InvalidMesh, `Expected a mesh shape of positive integers but received ${describeValue(shape)}`);
+  }
+  let next = 0;
+  const build = (dim: number): Nested => (dim === shape.length ? next++ : Array.from({ length: shape[dim]! }, () => build(dim + 1)));
+  return new DeviceMesh(deviceType, build(0), dimNames);
 }
 
 let defaultMeshInstance: DeviceMesh | undefined;

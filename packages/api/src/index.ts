@@ -1,6 +1,6 @@
 // @dtorch/api: the user-facing library (`import * as dt from '@dtorch/api'`).
 export { Tensor, isTensor, type Scalar, type NestedArray } from './tensor.js';
-export { DeviceMesh, defaultMesh } from './device_mesh.js';
+export { DeviceMesh, defaultMesh, initDeviceMesh } from './device_mesh.js';
 export {
   Shard,
   Replicate,
@@ -10,6 +10,7 @@ export {
   ReplicatePlacement,
   PartialPlacement,
   formatPlacements,
+  normalizePlacements,
   type ReduceOp,
 } from './placement.js';
 export { checkDtype, dtypeNames, type DType } from './dtype.js';
@@ -23,6 +24,7 @@ export {
   arange,
   rand,
   randn,
+  randint,
   manualSeed,
   zerosLike,
   onesLike,
@@ -34,7 +36,8 @@ export {
 } from './ops/creation.js';
 export { add, sub, mul, div, neg, abs, relu, exp, log, sqrt, sigmoid, tanh } from './ops/elementwise.js';
 export { matmul } from './ops/matmul.js';
-export { sum } from './ops/reduction.js';
+export { sum, mean } from './ops/reduction.js';
+export { redistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
 export { to } from './ops/cast.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime } from '@dtorch/external';

@@ -116,6 +116,36 @@ export function placementFromCode(code: number): Placement {
   return partials.get(op)!;
 }
 
+/**
+ * Checks one placement per mesh dim and turns negative Shard dims into dims of an
+ * `ndim`-d tensor. Throws PLACEMENT_MISMATCH saying which placement is wrong.
+ */
+export function normalizePlacements(placements: unknown, meshNdim: number, ndim: number, where: string): readonly Placement[] {
+  if (!Array.isArray(placements) || !placements.every((p) => p instanceof Placement)) {
+    throw new DTorchError(
+      ErrorCode.InvalidArgument,
+      `${where}: Expected an array of placements (Shard(dim), Replicate(), Partial()) but received ${String(placements)}`,
+    );
+  }
+  if (placements.length !== meshNdim) {
+    throw new DTorchError(
+      ErrorCode.PlacementMismatch,
+      `${where}: got ${placements.length} placement(s) for a ${meshNdim}-d mesh; give one placement per mesh dim`,
+    );
+  }
+  return placements.map((p: Placement) => {
+    if (!(p instanceof ShardPlacement)) return p;
+    const dim = p.dim < 0 ? p.dim + ndim : p.dim;
+    if (dim < 0 || dim >= ndim) {
+      throw new DTorchError(
+        ErrorCode.PlacementMismatch,
+        `${where}: ${p.describe()} does not fit a ${ndim}-d tensor; shard a dim in [${-ndim}, ${ndim})`,
+      );
+    }
+    return Shard(dim);
+  });
+}
+
 export function formatPlacements(placements: readonly Placement[]): string {
   return `[${placements.map(String).join(', ')}]`;
 }

@@ -11,6 +11,7 @@ import * as cast from './ops/cast.js';
 import * as elementwise from './ops/elementwise.js';
 import * as linalg from './ops/matmul.js';
 import * as reduction from './ops/reduction.js';
+import * as movement from './ops/redistribute.js';
 
 // Safety net: a tensor the program dropped without dispose() is released when collected.
 // No unregister token (they cost a hash table entry per tensor): a tensor disposed earlier is
@@ -163,8 +164,31 @@ export class Tensor {
   sum(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.sum(this, dim, keepdim);
   }
+  mean(dim?: number | readonly number[], keepdim = false): Tensor {
+    return reduction.mean(this, dim, keepdim);
+  }
   to(dtype: DType): Tensor {
     return cast.to(this, dtype);
+  }
+
+  // ---- distribution ------------------------------------------------------------------------
+
+  /** The same values with new placements, on this mesh or `mesh` (see dt.redistribute). */
+  redistribute(placements: readonly Placement[]): Tensor;
+  redistribute(mesh: DeviceMesh, placements: readonly Placement[]): Tensor;
+  redistribute(meshOrPlacements: DeviceMesh | readonly Placement[], placements?: readonly Placement[]): Tensor {
+    return movement.redistribute(this, meshOrPlacements, placements);
+  }
+  /** Shape of rank `rank`'s piece (torch.chunk sizes along sharded dims; may be empty). */
+  localShape(rank: number): number[] {
+    return movement.localShape(this, rank);
+  }
+  localShapes(): number[][] {
+    return movement.localShapes(this);
+  }
+  /** Rank `rank`'s piece, as a tensor of its own on that rank's device. */
+  toLocal(rank: number): Tensor {
+    return movement.toLocal(this, rank);
   }
 
   // ---- printing ----------------------------------------------------------------------------

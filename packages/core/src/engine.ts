@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, native } from '@dtorch/common';
 import { CallSites } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, WorkerInfo } from './native_slice.js';
+import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, WorkerInfo } from './native_slice.js';
 
 export type DeviceKind = 'cpu' | 'cuda';
 
@@ -69,6 +69,17 @@ export class Engine {
   recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: DTypeName): void {
     this.slice.recordData(code, numAttrs, data, this.dtypeCode(sourceDtype));
     this.recorded();
+  }
+
+  /** Records a redistribute of `id` to `placementCodes` on mesh `meshId` (output in `out`). */
+  redistribute(id: number, meshId: number, placementCodes: number[]): void {
+    this.slice.redistribute(id, meshId, placementCodes);
+    this.recorded();
+  }
+
+  /** Each rank's piece of tensor `id`: device, shape and offset. */
+  layout(id: number): PieceInfo[] {
+    return this.slice.layout(id);
   }
 
   private recorded(): void {

@@ -27,6 +27,14 @@ export interface DeviceMemoryInfo {
   peakBytes: number;
 }
 
+/** Where one rank's piece of a tensor lives. */
+export interface PieceInfo {
+  device: string;
+  shape: number[];
+  /** Offset of the piece in the full tensor, per dim. */
+  offset: number[];
+}
+
 export interface WorkerInfo {
   device: string;
   /** Intra-op threads LibTorch uses on this worker's thread (0 before it ran anything). */
@@ -57,6 +65,8 @@ export interface CoreSlice {
   out: Float64Array;
   record(code: number, numInputs: number, numAttrs: number): void;
   recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): void;
+  redistribute(id: number, meshId: number, placementCodes: number[]): void;
+  layout(id: number): PieceInfo[];
   release(id: number): void;
   flush(): void;
   fetch(id: number): Promise<Fetched>;

@@ -7,7 +7,7 @@ import { DTorchError, ErrorCode, checkNumber, checkShape, describeValue, invalid
 import { dtypeOfHostArray, engine, type HostArray } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
 import { checkDtype, isFloatingDtype, type DType } from '../dtype.js';
-import { Placement, Replicate } from '../placement.js';
+import { Replicate, normalizePlacements, type Placement } from '../placement.js';
 import { output, writeCreationHeader, writeShape } from '../record.js';
 import type { NestedArray, Tensor } from '../tensor.js';
 
@@ -28,28 +28,20 @@ interface Resolved {
   dtype: DType;
 }
 
-function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: string): Resolved {
+// Mesh (default: one CPU device), placements (default: Replicate on every mesh dim; negative
+// Shard dims count from the end of an `ndim`-d tensor) and dtype of a new tensor.
+function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: string, ndim: number): Resolved {
   if (options !== undefined && (options === null || typeof options !== 'object')) {
     throw invalidParameter(`${fn} options`, 'object', options);
   }
   const mesh = options?.mesh ?? defaultMesh();
   if (!(mesh instanceof DeviceMesh)) throw invalidParameter(`${fn} mesh`, 'DeviceMesh', mesh);
-  const placements = options?.placements ?? mesh.shape.map(() => Replicate());
-  if (!Array.isArray(placements) || !placements.every((p) => p instanceof Placement)) {
-    throw invalidParameter(`${fn} placements`, 'array of placements (Shard(dim), Replicate(), Partial())', placements);
-  }
-  if (placements.length !== mesh.ndim) {
-    throw new DTorchError(
-      ErrorCode.PlacementMismatch,
-      `${fn}: got ${placements.length} placement(s) for a ${mesh.ndim}-d mesh; give one placement per mesh dim`,
-    );
-  }
+  const placements = normalizePlacements(options?.placements ?? mesh.shape.map(() => Replicate()), mesh.ndim, ndim, fn);
   const dtype = options?.dtype === undefined ? defaultDtype : checkDtype(options.dtype, `${fn} dtype`);
   return { mesh, placements, dtype };
 }
 
 function fromShape(op: string, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
-  checkShape(`${fn} shape`, shape);
   const e = engine();
   let i = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   for (const v of extra) e.args[i++] = v;
@@ -60,20 +52,20 @@ function fromShape(op: string, fn: string, shape: readonly number[], r: Resolved
 export function full(shape: readonly number[], value: number | boolean, options?: CreationOptions): Tensor {
   if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('full value', 'number or boolean', value);
   const defaultDtype: DType = typeof value === 'boolean' ? 'bool' : 'float32';
-  return fromShape('full', 'full', shape, resolve(options, defaultDtype, 'full'), [Number(value)]);
+  return fromShape('full', 'full', shape, resolve(options, defaultDtype, 'full', checkShape('full shape', shape).length), [Number(value)]);
 }
 
 export function zeros(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('full', 'zeros', shape, resolve(options, 'float32', 'zeros'), [0]);
+  return fromShape('full', 'zeros', shape, resolve(options, 'float32', 'zeros', checkShape('zeros shape', shape).length), [0]);
 }
 
 export function ones(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('full', 'ones', shape, resolve(options, 'float32', 'ones'), [1]);
+  return fromShape('full', 'ones', shape, resolve(options, 'float32', 'ones', checkShape('ones shape', shape).length), [1]);
 }
 
 /** Uninitialised memory, as torch.empty. */
 export function empty(shape: readonly number[], options?: CreationOptions): Tensor {
-  return fromShape('empty', 'empty', shape, resolve(options, 'float32', 'empty'), []);
+  return fromShape('empty', 'empty', shape, resolve(options, 'float32', 'empty', checkShape('empty shape', shape).length), []);
 }
 
 /** arange(end) or arange(start, end, step?): int64 when every bound is an integer, else float32. */
@@ -83,7 +75,7 @@ export function arange(start: number, end?: number, step = 1, options?: Creation
   checkNumber('arange end', end);
   checkNumber('arange step', step);
   const integral = isInteger(start) && isInteger(end) && isInteger(step);
-  const r = resolve(options, integral ? 'int64' : 'float32', 'arange');
+  const r = resolve(options, integral ? 'int64' : 'float32', 'arange', 1);
   const e = engine();
   let i = writeCreationHeader(r.mesh, r.placements, r.dtype);
   e.args[i++] = start;
@@ -112,15 +104,19 @@ function nextSeed(): number {
 }
 
 function random(op: 'rand' | 'randn', shape: readonly number[], options?: RandomOptions): Tensor {
-  const r = resolve(options, 'float32', op);
+  const r = resolve(options, 'float32', op, checkShape(`${op} shape`, shape).length);
   if (!isFloatingDtype(r.dtype)) {
     throw new DTorchError(ErrorCode.DtypeMismatch, `${op}: random values need a floating dtype, got ${r.dtype}; use float32 (the default)`);
   }
+  return fromShape(op, op, shape, r, [seedOf(op, options)]);
+}
+
+function seedOf(op: string, options?: RandomOptions): number {
   const seed = options?.seed;
   if (seed !== undefined && (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT)) {
     throw invalidParameter(`${op} seed`, `integer in [0, 2^48)`, seed);
   }
-  return fromShape(op, op, shape, r, [seed ?? nextSeed()]);
+  return seed ?? nextSeed();
 }
 
 /** Uniform [0, 1). */
@@ -131,6 +127,14 @@ export function rand(shape: readonly number[], options?: RandomOptions): Tensor 
 /** Standard normal. */
 export function randn(shape: readonly number[], options?: RandomOptions): Tensor {
   return random('randn', shape, options);
+}
+
+/** Integers uniform in [low, high), int64 by default, as torch.randint. */
+export function randint(low: number, high: number, shape: readonly number[], options?: RandomOptions): Tensor {
+  if (!isInteger(low)) throw invalidParameter('randint low', 'integer', low);
+  if (!isInteger(high)) throw invalidParameter('randint high', 'integer', high);
+  const r = resolve(options, 'int64', 'randint', checkShape('randint shape', shape).length);
+  return fromShape('randint', 'randint', shape, r, [low, high, seedOf('randint', options)]);
 }
 
 // ---- from data --------------------------------------------------------------------------
@@ -210,7 +214,7 @@ export function tensor(data: NestedArray | HostArray, options?: TensorOptions): 
   if (numel !== host.length) {
     throw new DTorchError(ErrorCode.ShapeMismatch, `tensor: data has ${host.length} elements but shape [${shape.join(', ')}] needs ${numel}`);
   }
-  const r = resolve(options, natural, 'tensor');
+  const r = resolve(options, natural, 'tensor', shape.length);
   const e = engine();
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   e.recordData(e.ops['from_data']!.code, n, host, source);

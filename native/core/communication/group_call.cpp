@@ -1,0 +1,66 @@
+#include "core/communication/group_call.h"
+
+#include <ATen/ATen.h>
+
+#include "core/operand/layout.h"
+
+namespace dtorch::core {
+
+at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
+  at::Tensor acc = parts[0].clone(at::MemoryFormat::Contiguous);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc.add_(parts[i]); break;
+      case ReduceOp::kMax: at::maximum_out(acc, acc, parts[i]); break;
+      case ReduceOp::kMin: at::minimum_out(acc, acc, parts[i]); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    const auto n = static_cast<int64_t>(parts.size());
+    if (c10::isIntegralType(acc.scalar_type(), /*includeBool=*/true)) acc.div_(n, "floor");
+    else acc.div_(n);
+  }
+  return acc;
+}
+
+namespace {
+at::Tensor chunkOf(const at::Tensor& t, int64_t dim, int64_t parts, int64_t index) {
+  const int64_t size = t.size(dim);
+  return t.narrow(dim, chunkOffset(size, parts, index), chunkSize(size, parts, index));
+}
+}  // namespace
+
+at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim) {
+  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  at::Tensor out = at::cat(all, dim);
+  rendezvous_.depart();
+  return out;
+}
+
+at::Tensor SharedMemoryCall::allReduce(const at::Tensor& local, ReduceOp op) {
+  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  at::Tensor out = reduceInOrder(all, op);
+  rendezvous_.depart();
+  return out;
+}
+
+at::Tensor SharedMemoryCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
+  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  std::vector<at::Tensor> mine;
+  for (const at::Tensor& t : all) mine.push_back(chunkOf(t, dim, rendezvous_.size(), position_));
+  at::Tensor out = reduceInOrder(mine, op);
+  rendezvous_.depart();
+  return out;
+}
+
+at::Tensor SharedMemoryCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim) {
+  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  std::vector<at::Tensor> pieces;
+  for (const at::Tensor& t : all) pieces.push_back(chunkOf(t, splitDim, rendezvous_.size(), position_));
+  at::Tensor out = at::cat(pieces, concatDim);
+  rendezvous_.depart();
+  return out;
+}
+
+}  // namespace dtorch::core

@@ -1,0 +1,63 @@
+// Rendezvous: where the participants of one collective call on in-process workers meet. Each
+// deposits its tensor (or the error that stops it) and waits until all have; then each reads
+// what it needs from the others in shared memory. Workers reach collectives in the order the
+// controller queued them, the same order on every worker, so they cannot deadlock; a timeout
+// still bounds every wait.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/blob/blob_table.h"
+
+namespace dtorch::core {
+
+class Rendezvous {
+ public:
+  explicit Rendezvous(int size) : size_(size), slots_(size) {}
+
+  int size() const { return size_; }
+
+  // Deposits `mine` at `position` and returns every participant's tensor once all arrived.
+  // Throws KERNEL_FAILED with the first deposited error, or TIMEOUT.
+  const std::vector<at::Tensor>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout);
+  // Arrives with an error instead of a tensor, and leaves.
+  void abandon(const std::shared_ptr<const KernelError>& error);
+  // Done reading; the last participant out drops the tensors.
+  void depart();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable allArrived_;
+  const int size_;
+  int arrived_ = 0;
+  int departed_ = 0;
+  std::vector<at::Tensor> slots_;
+  std::shared_ptr<const KernelError> error_;
+};
+
+// Mailbox: one sender, `receivers` readers (a tensor moving between meshes).
+class Mailbox {
+ public:
+  explicit Mailbox(int receivers) : receivers_(receivers) {}
+  void put(at::Tensor tensor, std::shared_ptr<const KernelError> error);
+  // Waits for the tensor; throws KERNEL_FAILED with the sender's error, or TIMEOUT.
+  at::Tensor take(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  bool full_ = false;
+  int receivers_;
+  at::Tensor tensor_;
+  std::shared_ptr<const KernelError> error_;
+};
+
+// How long a collective waits for its group (DTORCH_COLLECTIVE_TIMEOUT_MS, default 10 min).
+std::chrono::milliseconds collectiveTimeout();
+
+}  // namespace dtorch::core

@@ -1,0 +1,41 @@
+// Placement signatures: for each op, the rows of input placements it accepts on one mesh dim
+// and the output placement each gives (DTensor's op strategies, as data). A family writes
+// its rows once, for one mesh dim, from the input metas; the matcher applies them to every
+// dim of an N-D mesh. All-Replicate -> Replicate is implied and need not be listed.
+#pragma once
+#include <c10/util/SmallVector.h>
+
+#include <string>
+#include <vector>
+
+#include "core/operand/meta.h"
+
+namespace dtorch::core {
+
+struct InferContext;
+
+struct SignatureRow {
+  c10::SmallVector<Placement, 3> inputs;
+  Placement output;
+  // Bit k: input k may also come as Replicate; it is then sliced locally (no communication)
+  // to inputs[k] before the op runs. The documented auto-redistribute of broadcast ops.
+  unsigned localSliceMask = 0;
+};
+using SignatureRows = std::vector<SignatureRow>;
+using RowsFn = void (*)(const InferContext&, SignatureRows&);
+
+struct SignatureMatch {
+  Placements output;                          // one per mesh dim
+  c10::SmallVector<Placements, 3> sliceTo;    // per input: placements to slice to first, or empty
+};
+
+// Matches the inputs' placements, mesh dim by mesh dim; throws PLACEMENT_MISMATCH naming the
+// op, every input's placements, the legal rows and the redistribute call that fixes it.
+SignatureMatch matchSignature(const InferContext& ctx, RowsFn rows);
+
+std::string formatRow(const SignatureRow& row);
+
+// Row helpers shared by the families.
+SignatureRow row(std::initializer_list<Placement> inputs, Placement output, unsigned localSliceMask = 0);
+
+}  // namespace dtorch::core
