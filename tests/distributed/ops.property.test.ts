@@ -1,0 +1,121 @@
+// Property suite: every op on random shapes and random input placements over meshes of 1, 2, 3,
+// 4, 2x2 and 2x3 CPU devices either matches a signature row and then equals the same op on one
+// device (bit-exact for arithmetic elementwise ops and casts unless the result is Partial, whose
+// read sums rounded parts; <= 1e-6 relative for exp, sigmoid and
+// tanh, whose LibTorch kernels take a vector or a scalar path depending on the length of the
+// piece; <= 1e-5 relative for sum, mean, matmul), or
+// throws PLACEMENT_MISMATCH naming the op, the inputs' placements, the legal rows and a fix.
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import { Gen, numel, propertyMeshes, propertySeed } from './random.js';
+
+const meshes = propertyMeshes();
+const one = meshes[0]!;
+
+interface OpCase {
+  name: string;
+  shapes: number[][];
+  tolerance: number; // relative; 0 means bit-exact
+  run: (inputs: dt.Tensor[]) => dt.Tensor;
+}
+
+// A shape `b` that broadcasts against `a`: some dims dropped from the front or set to 1.
+function broadcastPartner(g: Gen, a: number[]): number[] {
+  const b = a.slice(g.int(0, a.length));
+  return b.map((s) => (g.chance(0.25) ? 1 : s));
+}
+
+function randomOp(g: Gen): OpCase {
+  const kind = g.pick(['unary', 'linear-unary', 'binary', 'scalar', 'matmul', 'reduce', 'cast'] as const);
+  const a = g.shape(1, 3, 6);
+  switch (kind) {
+    case 'unary': {
+      const op = g.pick(['relu', 'abs', 'exp', 'sigmoid', 'tanh'] as const);
+      return { name: op, shapes: [a], tolerance: op === 'relu' || op === 'abs' ? 0 : 1e-6, run: ([x]) => x![op]() };
+    }
+    case 'linear-unary':
+      return { name: 'neg', shapes: [a], tolerance: 0, run: ([x]) => x!.neg() };
+    case 'binary': {
+      const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
+      const b = broadcastPartner(g, a);
+      return g.chance(0.5)
+        ? { name: op, shapes: [a, b], tolerance: 0, run: ([x, y]) => x![op](y!) }
+        : { name: op, shapes: [b, a], tolerance: 0, run: ([x, y]) => x![op](y!) };
+    }
+    case 'scalar': {
+      const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
+      const s = g.pick([2, -3, 0.5]);
+      return { name: `${op}(${s})`, shapes: [a], tolerance: 0, run: ([x]) => x![op](s) };
+    }
+    case 'matmul': {
+      const [m, k, n] = [g.int(1, 6), g.int(1, 6), g.int(1, 6)];
+      const batch = g.chance(0.4) ? [g.int(1, 3)] : [];
+      const lhs = g.chance(0.15) ? [k] : [...batch, m, k];
+      const rhs = g.chance(0.15) ? [k] : [...(g.chance(0.5) ? batch : []), k, n];
+      return { name: 'matmul', shapes: [lhs, rhs], tolerance: 1e-5, run: ([x, y]) => x!.matmul(y!) };
+    }
+    case 'reduce': {
+      const op = g.pick(['sum', 'mean'] as const);
+      const dims = g.chance(0.3) ? undefined : [g.int(-a.length, a.length - 1)];
+      const keepdim = g.chance(0.5);
+      return { name: `${op}(${dims ?? 'all'}, ${keepdim})`, shapes: [a], tolerance: 1e-5, run: ([x]) => x![op](dims, keepdim) };
+    }
+    case 'cast':
+      return { name: 'to(float64)', shapes: [a], tolerance: 0, run: ([x]) => x!.to('float64') };
+  }
+}
+
+async function valuesOf(t: dt.Tensor): Promise<number[]> {
+  return Array.from((await t.data()) as Float64Array | Float32Array, Number);
+}
+
+describe('ops on distributed tensors (property)', () => {
+  it('equal the single-device result on every legal row and refuse every other: 400 cases', async () => {
+    const g = new Gen(propertySeed + 3);
+    let legal = 0;
+    let illegal = 0;
+    for (let i = 0; i < 400; i++) {
+      const mesh = g.pick(meshes);
+      const op = randomOp(g);
+      const data = op.shapes.map((s) => g.values(numel(s)).map((v) => (op.name === 'div' ? v + 0.5 : v)));
+      const placements = op.shapes.map((s) => g.placements(mesh, s.length, ['sum', 'avg']));
+      const what = `case ${i} (seed ${propertySeed + 3}): ${op.name} of [${op.shapes.map((s) => `[${s}]`)}] with ${placements
+        .map(dt.formatPlacements)
+        .join(', ')} on ${mesh}`;
+      const expected = dt.tidy(() => op.run(op.shapes.map((shape, k) => dt.tensor(data[k]!, { shape, mesh: one }))));
+      const inputs = op.shapes.map((shape, k) => dt.tensor(data[k]!, { shape, mesh, placements: placements[k] }));
+      let actual: dt.Tensor;
+      try {
+        actual = op.run(inputs);
+      } catch (err) {
+        const e = err as dt.DTorchError;
+        expect(e.code, `${what}: ${e.message}`).toBe('PLACEMENT_MISMATCH');
+        expect(e.message, what).toMatch(/match no signature row on mesh dim \d+ .*Legal rows on one mesh dim/s);
+        for (const p of placements) expect(e.message, what).toContain(dt.formatPlacements(p));
+        expect(e.message, what).toMatch(/Fix: input #\d\.redistribute\(mesh, \[/);
+        illegal++;
+        dt.dispose([inputs, expected]);
+        continue;
+      }
+      legal++;
+      expect(actual.shape, what).toEqual(expected.shape);
+      expect(actual.dtype, what).toBe(expected.dtype);
+      const [got, want] = [await valuesOf(actual), await valuesOf(expected)];
+      // a Partial result is reduced when read: float sums round, so not bit-exact
+      const tolerance = actual.placements.some((p) => p.isPartial()) ? Math.max(op.tolerance, 1e-6) : op.tolerance;
+      if (tolerance === 0) {
+        expect(got, what).toEqual(want);
+      } else {
+        got.forEach((v, j) => {
+          const w = want[j]!;
+          if (Number.isNaN(w)) expect(v, `${what} at ${j}`).toBeNaN(); // e.g. the mean of an empty dim
+          else expect(Math.abs(v - w), `${what} at ${j}`).toBeLessThanOrEqual(tolerance * Math.max(1, Math.abs(w)));
+        });
+      }
+      dt.dispose([inputs, expected, actual]);
+    }
+    // the generator must exercise both sides
+    expect(legal).toBeGreaterThan(150);
+    expect(illegal).toBeGreaterThan(30);
+  });
+});

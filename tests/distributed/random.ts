@@ -1,0 +1,64 @@
+// Seeded generators for the property suites (mulberry32): a failing case prints its seed and
+// index, and DTORCH_PROPERTY_SEED=<seed> replays the run.
+import * as dt from '@dtorch/api';
+
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export const propertySeed = Number(process.env['DTORCH_PROPERTY_SEED'] ?? 20261129);
+
+export class Gen {
+  readonly next: () => number;
+  constructor(seed: number) {
+    this.next = rng(seed);
+  }
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo + 1));
+  }
+  pick<T>(items: readonly T[]): T {
+    return items[Math.floor(this.next() * items.length)]!;
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+  /** Sizes 0..maxSize: often smaller than the mesh and not divisible by it. */
+  shape(minNdim: number, maxNdim: number, maxSize = 7): number[] {
+    return Array.from({ length: this.int(minNdim, maxNdim) }, () => this.int(this.chance(0.1) ? 0 : 1, maxSize));
+  }
+  /** Integer-valued floats: sums and averages of them are exact. */
+  values(n: number): number[] {
+    return Array.from({ length: n }, () => this.int(-20, 20));
+  }
+  placement(ndim: number, partials: readonly dt.ReduceOp[] = ['sum', 'avg', 'max', 'min']): dt.Placement {
+    const r = this.next();
+    if (r < 0.35 || (ndim === 0 && r < 0.8)) return dt.Replicate();
+    if (r < 0.8 && ndim > 0) return dt.Shard(this.int(0, ndim - 1));
+    return partials.length ? dt.Partial(this.pick(partials)) : dt.Replicate();
+  }
+  placements(mesh: dt.DeviceMesh, ndim: number, partials?: readonly dt.ReduceOp[]): dt.Placement[] {
+    return mesh.shape.map(() => this.placement(ndim, partials));
+  }
+}
+
+/** The meshes of the property suites: 1, 2, 3, 4 devices, 2x2 and 2x3. */
+export function propertyMeshes(): dt.DeviceMesh[] {
+  return [
+    new dt.DeviceMesh('cpu', [0]),
+    new dt.DeviceMesh('cpu', [0, 1]),
+    new dt.DeviceMesh('cpu', [0, 1, 2]),
+    new dt.DeviceMesh('cpu', [0, 1, 2, 3]),
+    dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']),
+    dt.initDeviceMesh('cpu', [2, 3], ['a', 'b']),
+  ];
+}
+
+export const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+export const describeCase = (seed: number, index: number, what: string) => `seed ${seed}, case ${index}: ${what}`;
