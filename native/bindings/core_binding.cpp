@@ -14,6 +14,7 @@
 #include "bindings/binding_util.h"
 #include "common/error.h"
 #include "common/format.h"
+#include "core/communication/redistribute_plan.h"
 #include "core/operand/layout.h"
 #include "core/operators/registry.h"
 #include "core/runner/completion.h"
@@ -199,6 +200,22 @@ Napi::Value redistribute(const Napi::CallbackInfo& info) {
     }
     writeRecorded(state(info.Env()), e.recorder().redistribute(id, meshId, placements));
     return info.Env().Undefined();
+  });
+}
+
+// planRedistribute(id, placementCodes[]) -> step descriptions, for explaining a redistribute.
+Napi::Value planRedistribute(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    core::Engine& e = engine(env);
+    const core::TensorMeta& m = e.recorder().meta(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
+    Napi::Array codes = info[1].As<Napi::Array>();
+    core::Placements to;
+    for (uint32_t i = 0; i < codes.Length(); ++i) to.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
+    const auto steps = core::planRedistribute(e.meshes().get(m.meshId), m.placements, to);
+    Napi::Array out = Napi::Array::New(env, steps.size());
+    for (uint32_t i = 0; i < steps.size(); ++i) out.Set(i, steps[i].describe());
+    return out;
   });
 }
 
@@ -419,6 +436,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("release", Napi::Function::New(env, release));
   slice.Set("redistribute", Napi::Function::New(env, redistribute));
   slice.Set("layout", Napi::Function::New(env, layout));
+  slice.Set("planRedistribute", Napi::Function::New(env, planRedistribute));
   slice.Set("flush", Napi::Function::New(env, flush));
   slice.Set("fetch", Napi::Function::New(env, fetch));
   slice.Set("fetchSync", Napi::Function::New(env, fetchSync));

@@ -82,3 +82,37 @@ describe('DeviceMesh on N dims', () => {
     expect(() => new dt.DeviceMesh('cpu', [0, 4096])).toThrow(/cpu device 4096 does not exist: this process has cpu devices 0\.\.\d+/);
   });
 });
+
+describe('redistribute plans', () => {
+  const four = new dt.DeviceMesh('cpu', [0, 1, 2, 3]);
+  const grid = dt.initDeviceMesh('cpu', [2, 2]);
+  const plan = (mesh: dt.DeviceMesh, from: dt.Placement[], to: dt.Placement[]) =>
+    dt.explainRedistribute(dt.zeros([8, 8], { mesh, placements: from }), to);
+
+  it('use one collective per mesh dim where one suffices', () => {
+    expect(plan(four, [dt.Partial()], [dt.Shard(1)])).toEqual(['reduce-scatter P(sum)->S(1) on mesh dim 0']);
+    expect(plan(four, [dt.Shard(0)], [dt.Shard(1)])).toEqual(['all-to-all S(0)->S(1) on mesh dim 0']);
+    expect(plan(four, [dt.Shard(0)], [dt.Replicate()])).toEqual(['all-gather S(0)->R on mesh dim 0']);
+    expect(plan(four, [dt.Replicate()], [dt.Shard(1)])).toEqual(['local slice R->S(1) on mesh dim 0']);
+    expect(plan(four, [dt.Shard(0)], [dt.Partial()])).toEqual(['local pad S(0)->P(sum) on mesh dim 0']);
+    expect(plan(four, [dt.Shard(0)], [dt.Shard(0)])).toEqual([]);
+    expect(plan(grid, [dt.Shard(0), dt.Shard(1)], [dt.Shard(1), dt.Shard(0)])).toEqual([
+      'all-gather S(1)->R on mesh dim 1',
+      'all-to-all S(0)->S(1) on mesh dim 0',
+      'local slice R->S(0) on mesh dim 1',
+    ]);
+  });
+
+  it('take nested shards apart innermost first', () => {
+    expect(plan(grid, [dt.Shard(0), dt.Shard(0)], [dt.Replicate(), dt.Shard(0)])).toEqual([
+      'all-gather S(0)->R on mesh dim 1',
+      'all-gather S(0)->R on mesh dim 0',
+      'local slice R->S(0) on mesh dim 1',
+    ]);
+    expect(plan(grid, [dt.Partial(), dt.Shard(0)], [dt.Shard(0), dt.Shard(0)])).toEqual([
+      'all-gather S(0)->R on mesh dim 1',
+      'reduce-scatter P(sum)->S(0) on mesh dim 0',
+      'local slice R->S(0) on mesh dim 1',
+    ]);
+  });
+});

@@ -7,7 +7,18 @@ namespace dtorch::core {
 std::string RedistributeStep::describe() const {
   static const char* names[] = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all",
                                 "local slice", "local partial", "local pad"};
-  return std::string(names[static_cast<int>(kind)]) + " on mesh dim " + std::to_string(meshDim);
+  Placement after = before[meshDim];
+  switch (kind) {
+    case Kind::kAllGather:
+    case Kind::kAllReduce: after = Placement::replicate(); break;
+    case Kind::kReduceScatter:
+    case Kind::kAllToAll:
+    case Kind::kLocalSlice: after = Placement::shard(to); break;
+    case Kind::kLocalPartial: after = Placement::partial(reduce); break;
+    case Kind::kLocalPad: after = Placement::partial(ReduceOp::kSum); break;
+  }
+  return std::string(names[static_cast<int>(kind)]) + " " + before[meshDim].shortName() + "->" + after.shortName() +
+         " on mesh dim " + std::to_string(meshDim);
 }
 
 namespace {
@@ -42,13 +53,6 @@ class Planner {
   }
 
  private:
-  // No later mesh dim currently splits tensor dim `dim` (so `d` holds its innermost split).
-  bool innermost(int d, int32_t dim) const {
-    for (int later = d + 1; later < mesh_.ndim(); ++later) {
-      if (cur_[later].isShard() && cur_[later].dim == dim) return false;
-    }
-    return true;
-  }
   // Sharding `dim` at `d` now leaves no earlier mesh dim to shard it later (nesting order).
   bool noOuterSplitPending(int d, int32_t dim) const {
     for (int earlier = 0; earlier < d; ++earlier) {
@@ -57,17 +61,30 @@ class Planner {
     return true;
   }
 
-  // One collective (or local pad) from cur_[d] to to_[d], when the nesting allows it.
+  // An earlier mesh dim still holds S(dim) and must change: splitting `dim` at `d` now would
+  // nest inside it and stop it from being taken apart directly.
+  bool blocksEarlier(int d, int32_t dim) const {
+    for (int earlier = 0; earlier < d; ++earlier) {
+      if (cur_[earlier].isShard() && cur_[earlier].dim == dim && !(cur_[earlier] == to_[earlier])) return true;
+    }
+    return false;
+  }
+
+  // One collective (or local pad) from cur_[d] to to_[d], after gathering whatever later mesh
+  // dims nest inside the tensor dims involved; false when it must go through Replicate.
   bool direct(int d) {
-    const Placement &x = cur_[d], &t = to_[d];
-    if (t.isShard() && !(innermost(d, t.dim) && noOuterSplitPending(d, t.dim))) return false;
-    if (x.isShard() && !innermost(d, x.dim)) return false;
-    if (x.isPartial() && t.isReplicate()) return emit(Kind::kAllReduce, d, -1, -1, x.reduce);
-    if (x.isPartial() && t.isShard()) return emit(Kind::kReduceScatter, d, -1, t.dim, x.reduce);
-    if (x.isShard() && t.isReplicate()) return emit(Kind::kAllGather, d, x.dim, -1, ReduceOp::kSum);
-    if (x.isShard() && t.isShard()) return emit(Kind::kAllToAll, d, x.dim, t.dim, ReduceOp::kSum);
-    if (x.isShard() && t.isPartial() && t.reduce == ReduceOp::kSum) return emit(Kind::kLocalPad, d, x.dim, -1, ReduceOp::kSum);
-    return false;  // P(a) -> P(b), S -> P(avg/max/min): through Replicate
+    const Placement x = cur_[d], t = to_[d];
+    if (t.isShard() && (!noOuterSplitPending(d, t.dim) || blocksEarlier(d, t.dim))) return false;
+    Kind kind;
+    if (x.isPartial() && t.isReplicate()) kind = Kind::kAllReduce;
+    else if (x.isPartial() && t.isShard()) kind = Kind::kReduceScatter;
+    else if (x.isShard() && t.isReplicate()) kind = Kind::kAllGather;
+    else if (x.isShard() && t.isShard()) kind = Kind::kAllToAll;
+    else if (x.isShard() && t.isPartial() && t.reduce == ReduceOp::kSum) kind = Kind::kLocalPad;
+    else return false;  // P(a) -> P(b), S -> P(avg/max/min): through Replicate
+    if (x.isShard()) ungatherInner(d, x.dim);
+    if (t.isShard()) ungatherInner(d, t.dim);
+    return emit(kind, d, x.isShard() ? x.dim : -1, t.isShard() ? t.dim : -1, x.isPartial() ? x.reduce : ReduceOp::kSum);
   }
 
   // Makes cur_[d] Replicate, first gathering any later mesh dims nested inside it.

@@ -1,8 +1,9 @@
 // Planning a redistribute on one mesh: a list of steps, each changing the placement of one
 // mesh dim. Mesh dims that shard the same tensor dim nest (the earlier splits first), so:
-//   1. last mesh dim to first: take apart what the target does not keep, directly where one
-//      collective does it (P->S reduce-scatter, S(i)->S(j) all-to-all, S->R all-gather,
-//      P->R all-reduce) and the nesting allows, else through Replicate;
+//   1. last mesh dim to first: take apart what the target does not keep, with one collective
+//      where one does it (P->S reduce-scatter, S(i)->S(j) all-to-all, S->R all-gather,
+//      P->R all-reduce), first gathering later mesh dims that nest inside the tensor dims
+//      involved; through Replicate where it would nest inside an earlier dim still to change;
 //   2. first mesh dim to last: build what the target adds, locally (R->S slice, R->P).
 // This moves no more bytes than the per-dim collectives themselves need in the common cases.
 #pragma once

@@ -37,7 +37,7 @@ export {
 export { add, sub, mul, div, neg, abs, relu, exp, log, sqrt, sigmoid, tanh } from './ops/elementwise.js';
 export { matmul } from './ops/matmul.js';
 export { sum, mean } from './ops/reduction.js';
-export { redistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
+export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
 export { to } from './ops/cast.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime } from '@dtorch/external';

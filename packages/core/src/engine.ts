@@ -77,6 +77,11 @@ export class Engine {
     this.recorded();
   }
 
+  /** The steps a redistribute of `id` to `placementCodes` (same mesh) would take. */
+  planRedistribute(id: number, placementCodes: number[]): string[] {
+    return this.slice.planRedistribute(id, placementCodes);
+  }
+
   /** Each rank's piece of tensor `id`: device, shape and offset. */
   layout(id: number): PieceInfo[] {
     return this.slice.layout(id);

@@ -67,6 +67,7 @@ export interface CoreSlice {
   recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): void;
   redistribute(id: number, meshId: number, placementCodes: number[]): void;
   layout(id: number): PieceInfo[];
+  planRedistribute(id: number, placementCodes: number[]): string[];
   release(id: number): void;
   flush(): void;
   fetch(id: number): Promise<Fetched>;

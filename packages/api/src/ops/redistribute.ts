@@ -25,6 +25,16 @@ export function redistribute(
   return output(mesh);
 }
 
+/**
+ * The steps `x.redistribute(placements)` takes on its mesh, one line each, e.g.
+ * "reduce-scatter P(sum)->S(1) on mesh dim 0": what moves, without running anything.
+ */
+export function explainRedistribute(x: Tensor, placements: readonly Placement[]): string[] {
+  if (!(x instanceof Tensor)) throw invalidParameter('explainRedistribute input', 'Tensor', x);
+  const normalized = normalizePlacements(placements, x.mesh.ndim, x.ndim, 'explainRedistribute');
+  return engine().planRedistribute(x.id, normalized.map((p) => p.code()));
+}
+
 const localMeshes = new Map<string, DeviceMesh>();
 
 /** The 1-device mesh of `rank`'s device (one per device, reused). */
