@@ -1,5 +1,6 @@
-// Elementwise ops: unary ops from one table, and binary ops with PyTorch broadcasting and
-// type promotion, in tensor-tensor and tensor-scalar forms.
+// Elementwise ops, as tables: unary ops, binary ops with PyTorch broadcasting and type
+// promotion (tensor-tensor and tensor-scalar forms), where and masked_fill.
+// A JS number operand acts as a Python scalar: integral -> int, other -> float, boolean -> bool.
 #include <ATen/ATen.h>
 
 #include "common/error.h"
@@ -9,37 +10,8 @@
 namespace dtorch::core {
 namespace {
 
-// ---- unary ------------------------------------------------------------------------------
-// `floatResult`: integer inputs give the default float dtype, as torch.exp(int_tensor) does.
-struct UnaryEntry {
-  std::string_view name;
-  bool floatResult;
-  bool linear;  // f(a + b) = f(a) + f(b): Partial(sum/avg) passes through
-  KernelFn kernel;
-  KernelFn inplace;  // writes into input 0's buffer (see OpDef::inplace)
-};
-
 // The in-place kernels take a second handle on input 0's tensor and return it as the output.
 at::Tensor reusedInput(const KernelContext& ctx) { return *ctx.inputs[0]; }
-
-#define DTORCH_UNARY(fn)                                                                  \
-  [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); },               \
-  [](KernelContext& ctx) { ctx.outputs.push_back(reusedInput(ctx).fn##_()); }
-const UnaryEntry kUnary[] = {
-    {"neg", false, true, DTORCH_UNARY(neg)},          {"abs", false, false, DTORCH_UNARY(abs)},
-    {"relu", false, false, DTORCH_UNARY(relu)},       {"exp", true, false, DTORCH_UNARY(exp)},
-    {"log", true, false, DTORCH_UNARY(log)},          {"sqrt", true, false, DTORCH_UNARY(sqrt)},
-    {"sigmoid", true, false, DTORCH_UNARY(sigmoid)},  {"tanh", true, false, DTORCH_UNARY(tanh)},
-};
-#undef DTORCH_UNARY
-
-void inferUnarySameType(const InferContext& ctx, Outputs& out) {
-  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, ctx.inputs[0]->dtype));
-}
-void inferUnaryFloat(const InferContext& ctx, Outputs& out) {
-  const DType in = ctx.inputs[0]->dtype;
-  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, c10::isIntegralType(in, /*includeBool=*/true) ? DType::Float : in));
-}
 
 // ---- placement rows -------------------------------------------------------------------------
 
@@ -52,57 +24,147 @@ void linearRows(const InferContext& ctx, SignatureRows& rows) {
   shardRows(ctx, rows);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) rows.push_back(row({Placement::partial(op)}, Placement::partial(op)));
 }
+// Every input broadcasts against the output shape.
+void broadcastInputRows(const InferContext& ctx, SignatureRows& rows, const Shape& out) {
+  c10::SmallVector<const Shape*, 3> shapes;
+  for (const TensorMeta* in : ctx.inputs) shapes.push_back(&in->shape);
+  broadcastRows(shapes, out, 0, rows);
+}
 
-// Broadcasting pairs: an output dim may be sharded when each input either has it at full size
-// (sharded alike, or Replicate sliced locally) or broadcasts along it (then it stays Replicate).
-void broadcastShardRows(const InferContext& ctx, SignatureRows& rows) {
-  const Shape &a = ctx.inputs[0]->shape, &b = ctx.inputs[1]->shape;
-  const int64_t n = std::max<int64_t>(a.size(), b.size());
-  for (int64_t o = 0; o < n; ++o) {
-    const int64_t ai = o - (n - static_cast<int64_t>(a.size())), bi = o - (n - static_cast<int64_t>(b.size()));
-    const int64_t size = std::max(ai >= 0 ? a[ai] : 1, bi >= 0 ? b[bi] : 1);
-    const bool aFull = ai >= 0 && a[ai] == size, bFull = bi >= 0 && b[bi] == size;
-    const Placement out = Placement::shard(static_cast<int32_t>(o));
-    const Placement sa = Placement::shard(static_cast<int32_t>(ai)), sb = Placement::shard(static_cast<int32_t>(bi));
-    if (aFull && bFull) {
-      rows.push_back(row({sa, sb}, out));
-      rows.push_back(row({sa, sb}, out, /*b may be R*/ 0b10));
-      rows.push_back(row({sa, sb}, out, /*a may be R*/ 0b01));
-    } else if (aFull) {
-      rows.push_back(row({sa, Placement::replicate()}, out));
-    } else if (bFull) {
-      rows.push_back(row({Placement::replicate(), sb}, out));
-    }
+// ---- unary ----------------------------------------------------------------------------------
+
+enum class UnaryResult {
+  kSame,   // the input dtype
+  kFloat,  // integer and bool inputs give the default float dtype (torch.exp(int) is float)
+  kBool,   // isnan, isinf, logical_not
+};
+
+struct UnaryEntry {
+  std::string_view name;
+  UnaryResult result;
+  bool linear;  // f(a + b) = f(a) + f(b): Partial(sum/avg) passes through
+  KernelFn kernel;
+  KernelFn inplace;  // writes into input 0's buffer (see OpDef::inplace)
+};
+
+#define DTORCH_UNARY(fn)                                                    \
+  [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); }, \
+  [](KernelContext& ctx) { ctx.outputs.push_back(reusedInput(ctx).fn##_()); }
+#define DTORCH_UNARY_NO_INPLACE(fn) [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); }, nullptr
+const UnaryEntry kUnary[] = {
+    {"neg", UnaryResult::kSame, true, DTORCH_UNARY(neg)},
+    {"abs", UnaryResult::kSame, false, DTORCH_UNARY(abs)},
+    {"relu", UnaryResult::kSame, false, DTORCH_UNARY(relu)},
+    {"square", UnaryResult::kSame, false, DTORCH_UNARY(square)},
+    {"floor", UnaryResult::kSame, false, DTORCH_UNARY(floor)},
+    {"round", UnaryResult::kSame, false, DTORCH_UNARY(round)},
+    {"exp", UnaryResult::kFloat, false, DTORCH_UNARY(exp)},
+    {"log", UnaryResult::kFloat, false, DTORCH_UNARY(log)},
+    {"log2", UnaryResult::kFloat, false, DTORCH_UNARY(log2)},
+    {"sqrt", UnaryResult::kFloat, false, DTORCH_UNARY(sqrt)},
+    {"rsqrt", UnaryResult::kFloat, false, DTORCH_UNARY(rsqrt)},
+    {"reciprocal", UnaryResult::kFloat, false, DTORCH_UNARY(reciprocal)},
+    {"sin", UnaryResult::kFloat, false, DTORCH_UNARY(sin)},
+    {"cos", UnaryResult::kFloat, false, DTORCH_UNARY(cos)},
+    {"tanh", UnaryResult::kFloat, false, DTORCH_UNARY(tanh)},
+    {"sigmoid", UnaryResult::kFloat, false, DTORCH_UNARY(sigmoid)},
+    {"silu", UnaryResult::kSame, false, [](KernelContext& ctx) { ctx.outputs.push_back(at::silu(ctx.input(0))); },
+     [](KernelContext& ctx) {
+       at::Tensor t = reusedInput(ctx);
+       ctx.outputs.push_back(at::silu_(t));
+     }},
+    {"isnan", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(isnan)},
+    {"isinf", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(isinf)},
+    {"logical_not", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(logical_not)},
+};
+#undef DTORCH_UNARY
+#undef DTORCH_UNARY_NO_INPLACE
+
+DType unaryDtype(UnaryResult result, DType in) {
+  switch (result) {
+    case UnaryResult::kFloat: return c10::isIntegralType(in, /*includeBool=*/true) ? DType::Float : in;
+    case UnaryResult::kBool: return DType::Bool;
+    default: return in;
   }
 }
 
-// ---- binary -----------------------------------------------------------------------------
+template <UnaryResult result>
+void inferUnary(const InferContext& ctx, Outputs& out) {
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, unaryDtype(result, ctx.inputs[0]->dtype)));
+}
+
+void inferFloatOnly(const InferContext& ctx, Outputs& out) {
+  const DType in = ctx.inputs[0]->dtype;
+  if (!isFloating(in)) {
+    ctx.fail(common::code::kDtypeMismatch, "needs a floating input, got " + std::string(dtypeName(in)) + "; cast first with .to('float32')");
+  }
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, in));
+}
+
+// gelu: attribute approximate (0: none, 1: tanh).
+std::string_view geluMode(const KernelContext& ctx) { return ctx.attr(0) != 0 ? "tanh" : "none"; }
+void runGelu(KernelContext& ctx) { ctx.outputs.push_back(at::gelu(ctx.input(0), geluMode(ctx))); }
+void runGeluInplace(KernelContext& ctx) {
+  at::Tensor t = reusedInput(ctx);
+  ctx.outputs.push_back(at::gelu_(t, geluMode(ctx)));
+}
+
+// clamp: attributes hasMin, min, hasMax, max.
+std::optional<at::Scalar> bound(const KernelContext& ctx, size_t at) {
+  if (ctx.attr(at) == 0) return std::nullopt;
+  const double v = ctx.attr(at + 1);
+  if (c10::isIntegralType(ctx.input(0).scalar_type(), /*includeBool=*/false)) return at::Scalar(static_cast<int64_t>(v));
+  return at::Scalar(v);
+}
+void inferClamp(const InferContext& ctx, Outputs& out) {
+  if (ctx.attr(0) == 0 && ctx.attr(2) == 0) ctx.fail(common::code::kInvalidArgument, "give at least one of min and max");
+  if (ctx.inputs[0]->dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "cannot clamp bool tensors");
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, ctx.inputs[0]->dtype));
+}
+void runClamp(KernelContext& ctx) { ctx.outputs.push_back(at::clamp(ctx.input(0), bound(ctx, 0), bound(ctx, 2))); }
+void runClampInplace(KernelContext& ctx) {
+  at::Tensor t = reusedInput(ctx);
+  ctx.outputs.push_back(at::clamp_(t, bound(ctx, 0), bound(ctx, 2)));
+}
+
+// ---- binary ---------------------------------------------------------------------------------
 // Tensor-tensor form: inputs a, b; attribute alpha (add/sub only, else ignored).
 // Tensor-scalar form (`*_scalar`): input a; attributes value, kind (0 int, 1 float, 2 bool), alpha.
-enum class Binary { kAdd, kSub, kMul, kDiv };
 
-// Partial rows follow linearity: P+P and P-P stay partial; P*R, R*P and P/R scale each part.
-template <Binary kind>
-void binaryRows(const InferContext& ctx, SignatureRows& rows) {
-  broadcastShardRows(ctx, rows);
-  const Placement r = Placement::replicate();
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
-    const Placement p = Placement::partial(op);
-    if (kind == Binary::kAdd || kind == Binary::kSub) rows.push_back(row({p, p}, p));
-    if (kind == Binary::kMul) {
-      rows.push_back(row({p, r}, p));
-      rows.push_back(row({r, p}, p));
-    }
-    if (kind == Binary::kDiv) rows.push_back(row({p, r}, p));
-  }
-}
+enum class BinaryResult { kPromote, kTrueDivide, kBool, kLogical };
+enum class PartialRule { kNone, kAdditive, kScales, kNumerator };
 
-// With a scalar: shards pass; scaling (mul, div) keeps partials partial, shifting does not.
-template <Binary kind>
-void binaryScalarRows(const InferContext& ctx, SignatureRows& rows) {
-  if (kind == Binary::kMul || kind == Binary::kDiv) linearRows(ctx, rows);
-  else shardRows(ctx, rows);
-}
+using BinaryOut = at::Tensor& (*)(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha);
+
+struct BinaryEntry {
+  std::string_view name;
+  BinaryResult result;
+  PartialRule partial;
+  BinaryOut out;  // writes a (op) b into out; broadcasting, promotion and casting as PyTorch does
+};
+
+#define DTORCH_BINARY_OUT(call) [](at::Tensor& o, const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) -> at::Tensor& { (void)alpha; return call; }
+const BinaryEntry kBinary[] = {
+    {"add", BinaryResult::kPromote, PartialRule::kAdditive, DTORCH_BINARY_OUT(at::add_out(o, a, b, alpha))},
+    {"sub", BinaryResult::kPromote, PartialRule::kAdditive, DTORCH_BINARY_OUT(at::sub_out(o, a, b, alpha))},
+    {"mul", BinaryResult::kPromote, PartialRule::kScales, DTORCH_BINARY_OUT(at::mul_out(o, a, b))},
+    {"div", BinaryResult::kTrueDivide, PartialRule::kNumerator, DTORCH_BINARY_OUT(at::div_out(o, a, b))},
+    {"pow", BinaryResult::kPromote, PartialRule::kNone, DTORCH_BINARY_OUT(at::pow_out(o, a, b))},
+    {"minimum", BinaryResult::kPromote, PartialRule::kNone, DTORCH_BINARY_OUT(at::minimum_out(o, a, b))},
+    {"maximum", BinaryResult::kPromote, PartialRule::kNone, DTORCH_BINARY_OUT(at::maximum_out(o, a, b))},
+    {"eq", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::eq_out(o, a, b))},
+    {"ne", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::ne_out(o, a, b))},
+    {"lt", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::lt_out(o, a, b))},
+    {"le", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::le_out(o, a, b))},
+    {"gt", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::gt_out(o, a, b))},
+    {"ge", BinaryResult::kBool, PartialRule::kNone, DTORCH_BINARY_OUT(at::ge_out(o, a, b))},
+    {"logical_and", BinaryResult::kLogical, PartialRule::kNone, DTORCH_BINARY_OUT(at::logical_and_out(o, a, b))},
+    {"logical_or", BinaryResult::kLogical, PartialRule::kNone, DTORCH_BINARY_OUT(at::logical_or_out(o, a, b))},
+};
+#undef DTORCH_BINARY_OUT
+
+// The table entry behind an op ("add" and "add_scalar" share the "add" entry).
+const BinaryEntry& binaryEntry(const OpDef& op) { return *static_cast<const BinaryEntry*>(op.family); }
 
 ScalarKind scalarKindOf(const InferContext& ctx, size_t index) {
   const int64_t kind = ctx.intAttr(index);
@@ -124,101 +186,141 @@ at::Scalar alphaScalar(double alpha) {
   return alpha == static_cast<double>(static_cast<int64_t>(alpha)) ? at::Scalar(static_cast<int64_t>(alpha)) : at::Scalar(alpha);
 }
 
-DType binaryResult(Binary kind, DType promoted) {
-  // true division: integer operands give the default float dtype
-  if (kind == Binary::kDiv && c10::isIntegralType(promoted, /*includeBool=*/true)) return DType::Float;
-  return promoted;
+DType binaryDtype(const InferContext& ctx, const BinaryEntry& e, DType promoted) {
+  switch (e.result) {
+    case BinaryResult::kTrueDivide:
+      return c10::isIntegralType(promoted, /*includeBool=*/true) ? DType::Float : promoted;
+    case BinaryResult::kBool:
+    case BinaryResult::kLogical: return DType::Bool;
+    default:
+      if (e.name == "sub" && promoted == DType::Bool) {
+        ctx.fail(common::code::kDtypeMismatch, "subtracting bool tensors is not supported; use logicalXor or cast with to('int32')");
+      }
+      return promoted;
+  }
 }
 
-template <Binary kind>
 void inferBinary(const InferContext& ctx, Outputs& out) {
+  const BinaryEntry& e = binaryEntry(ctx.op);
   const Shape shape = broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape);
-  const DType dtype = binaryResult(kind, resultType(ctx.inputs, {}));
-  if ((kind == Binary::kSub) && dtype == DType::Bool) {
-    ctx.fail(common::code::kDtypeMismatch, "subtracting bool tensors is not supported; use logicalXor or cast with to('int32')");
-  }
-  out.push_back(outputLike(ctx, shape, dtype));
+  out.push_back(outputLike(ctx, shape, binaryDtype(ctx, e, resultType(ctx.inputs, {}))));
 }
 
-template <Binary kind>
 void inferBinaryScalar(const InferContext& ctx, Outputs& out) {
-  const ScalarKind scalar = scalarKindOf(ctx, 1);
-  const DType dtype = binaryResult(kind, resultType(ctx.inputs, {scalar}));
-  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, dtype));
+  const BinaryEntry& e = binaryEntry(ctx.op);
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, binaryDtype(ctx, e, resultType(ctx.inputs, {scalarKindOf(ctx, 1)}))));
 }
 
-template <Binary kind>
-void runBinary(KernelContext& ctx) {
-  const at::Tensor &a = ctx.input(0), &b = ctx.input(1);
-  switch (kind) {
-    case Binary::kAdd: ctx.outputs.push_back(at::add(a, b, alphaScalar(ctx.attr(0)))); break;
-    case Binary::kSub: ctx.outputs.push_back(at::sub(a, b, alphaScalar(ctx.attr(0)))); break;
-    case Binary::kMul: ctx.outputs.push_back(at::mul(a, b)); break;
-    case Binary::kDiv: ctx.outputs.push_back(at::div(a, b)); break;
+// Partial rows follow linearity: P+P and P-P stay partial; P*R, R*P and P/R scale each part.
+void binaryRows(const InferContext& ctx, SignatureRows& rows) {
+  broadcastInputRows(ctx, rows, broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape));
+  const Placement r = Placement::replicate();
+  const PartialRule rule = binaryEntry(ctx.op).partial;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    const Placement p = Placement::partial(op);
+    if (rule == PartialRule::kAdditive) rows.push_back(row({p, p}, p));
+    if (rule == PartialRule::kScales) {
+      rows.push_back(row({p, r}, p));
+      rows.push_back(row({r, p}, p));
+    }
+    if (rule == PartialRule::kNumerator) rows.push_back(row({p, r}, p));
   }
 }
 
-template <Binary kind>
-void runBinaryInplace(KernelContext& ctx) {
-  at::Tensor a = reusedInput(ctx);
-  const at::Tensor& b = ctx.input(1);
-  switch (kind) {
-    case Binary::kAdd: a.add_(b, alphaScalar(ctx.attr(0))); break;
-    case Binary::kSub: a.sub_(b, alphaScalar(ctx.attr(0))); break;
-    case Binary::kMul: a.mul_(b); break;
-    case Binary::kDiv: a.div_(b); break;
-  }
-  ctx.outputs.push_back(std::move(a));
+// With a scalar: shards pass; scaling (mul, div) keeps partials partial, shifting does not.
+void binaryScalarRows(const InferContext& ctx, SignatureRows& rows) {
+  const PartialRule rule = binaryEntry(ctx.op).partial;
+  if (rule == PartialRule::kScales || rule == PartialRule::kNumerator) linearRows(ctx, rows);
+  else shardRows(ctx, rows);
 }
 
-// The scalar as a 0-d CPU tensor of the output dtype, marked as a wrapped number so that
-// type promotion treats it as PyTorch treats a Python scalar. Running the out= variant with it
-// costs about half of at::add(Tensor, Scalar) on small tensors (measured on LibTorch 2.13 CPU).
-at::Tensor scalarOperand(const KernelContext& ctx) {
-  at::Tensor s = at::scalar_tensor(scalarOf(ctx, 0), at::TensorOptions().dtype(ctx.outputMeta().dtype));
+at::Tensor emptyOutput(const KernelContext& ctx) {
+  return at::empty(ctx.outputPiece().shape, ctx.input(0).options().dtype(ctx.outputMeta().dtype));
+}
+
+void runBinaryInto(KernelContext& ctx, at::Tensor out) {
+  binaryEntry(*ctx.node.op).out(out, ctx.input(0), ctx.input(1), alphaScalar(ctx.attr(0)));
+  ctx.outputs.push_back(std::move(out));
+}
+void runBinary(KernelContext& ctx) { runBinaryInto(ctx, emptyOutput(ctx)); }
+void runBinaryInplace(KernelContext& ctx) { runBinaryInto(ctx, reusedInput(ctx)); }
+
+// The scalar as a 0-d CPU tensor marked as a wrapped number, so that type promotion treats it as
+// PyTorch treats a Python scalar, of the dtype the op computes in. Running the out= variant with
+// it costs about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
+at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry& e) {
+  const at::Scalar value = scalarOf(ctx, 0);
+  const bool boolResult = e.result == BinaryResult::kBool || e.result == BinaryResult::kLogical;
+  const DType dtype = boolResult ? at::result_type(ctx.input(0), value) : ctx.outputMeta().dtype;
+  at::Tensor s = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
   s.unsafeGetTensorImpl()->set_wrapped_number(true);
   return s;
 }
 
-template <Binary kind>
-void binaryScalarInto(KernelContext& ctx, at::Tensor out) {
-  const at::Tensor& a = ctx.input(0);
-  const at::Tensor s = scalarOperand(ctx);
-  switch (kind) {
-    case Binary::kAdd: at::add_out(out, a, s, alphaScalar(ctx.attr(2))); break;
-    case Binary::kSub: at::sub_out(out, a, s, alphaScalar(ctx.attr(2))); break;
-    case Binary::kMul: at::mul_out(out, a, s); break;
-    case Binary::kDiv: at::div_out(out, a, s); break;
-  }
+void runBinaryScalarInto(KernelContext& ctx, at::Tensor out) {
+  const BinaryEntry& e = binaryEntry(*ctx.node.op);
+  e.out(out, ctx.input(0), scalarOperand(ctx, e), alphaScalar(ctx.attr(2)));
   ctx.outputs.push_back(std::move(out));
 }
+void runBinaryScalar(KernelContext& ctx) { runBinaryScalarInto(ctx, emptyOutput(ctx)); }
+void runBinaryScalarInplace(KernelContext& ctx) { runBinaryScalarInto(ctx, reusedInput(ctx)); }
 
-template <Binary kind>
-void runBinaryScalarInplace(KernelContext& ctx) {
-  binaryScalarInto<kind>(ctx, reusedInput(ctx));
+// ---- where(cond, a, b) and masked_fill(x, mask; value, kind) ----------------------------------
+
+void inferWhere(const InferContext& ctx, Outputs& out) {
+  if (ctx.inputs[0]->dtype != DType::Bool) {
+    ctx.fail(common::code::kDtypeMismatch, "condition must be bool, got " + std::string(dtypeName(ctx.inputs[0]->dtype)));
+  }
+  const Shape shape = broadcastShapes(ctx, broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape), ctx.inputs[2]->shape);
+  out.push_back(outputLike(ctx, shape, resultType(ctx.inputs.slice(1), {})));
+}
+void whereRows(const InferContext& ctx, SignatureRows& rows) {
+  broadcastInputRows(ctx, rows, broadcastShapes(ctx, broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape), ctx.inputs[2]->shape));
+}
+void runWhere(KernelContext& ctx) {
+  ctx.outputs.push_back(at::where(ctx.input(0), ctx.input(1), ctx.input(2)).to(ctx.outputMeta().dtype));
 }
 
-template <Binary kind>
-void runBinaryScalar(KernelContext& ctx) {
-  binaryScalarInto<kind>(ctx, at::empty(ctx.outputPiece().shape, ctx.input(0).options().dtype(ctx.outputMeta().dtype)));
+void inferMaskedFill(const InferContext& ctx, Outputs& out) {
+  if (ctx.inputs[1]->dtype != DType::Bool) {
+    ctx.fail(common::code::kDtypeMismatch, "mask must be bool, got " + std::string(dtypeName(ctx.inputs[1]->dtype)));
+  }
+  const Shape shape = broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape);
+  if (shape != ctx.inputs[0]->shape) {
+    ctx.fail(common::code::kShapeMismatch, "mask of shape " + formatShape(ctx.inputs[1]->shape) +
+                                               " does not broadcast to the input's shape " + formatShape(ctx.inputs[0]->shape));
+  }
+  scalarKindOf(ctx, 1);
+  out.push_back(outputLike(ctx, shape, ctx.inputs[0]->dtype));
 }
+void maskedFillRows(const InferContext& ctx, SignatureRows& rows) { broadcastInputRows(ctx, rows, ctx.inputs[0]->shape); }
+void runMaskedFill(KernelContext& ctx) { ctx.outputs.push_back(at::masked_fill(ctx.input(0), ctx.input(1), scalarOf(ctx, 0))); }
 
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& registry) {
   for (const UnaryEntry& u : kUnary) {
-    registry.add({u.name, 1, "", u.floatResult ? inferUnaryFloat : inferUnarySameType, u.kernel,
-                  u.linear ? linearRows : shardRows, u.inplace});
+    InferFn infer = u.result == UnaryResult::kFloat ? inferUnary<UnaryResult::kFloat>
+                    : u.result == UnaryResult::kBool ? inferUnary<UnaryResult::kBool>
+                                                     : inferUnary<UnaryResult::kSame>;
+    if (u.name == "silu") infer = inferFloatOnly;
+    registry.add({u.name, 1, "", infer, u.kernel, u.linear ? linearRows : shardRows, u.inplace});
   }
-#define DTORCH_BINARY(name, kind, attrs)                                                                  \
-  registry.add({name, 2, attrs, inferBinary<kind>, runBinary<kind>, binaryRows<kind>, runBinaryInplace<kind>}); \
-  registry.add({name "_scalar", 1, "value, kind, " attrs, inferBinaryScalar<kind>, runBinaryScalar<kind>,  \
-                binaryScalarRows<kind>, runBinaryScalarInplace<kind>});
-  DTORCH_BINARY("add", Binary::kAdd, "alpha")
-  DTORCH_BINARY("sub", Binary::kSub, "alpha")
-  DTORCH_BINARY("mul", Binary::kMul, "")
-  DTORCH_BINARY("div", Binary::kDiv, "")
-#undef DTORCH_BINARY
+  registry.add({"gelu", 1, "approximate (0 none, 1 tanh)", inferFloatOnly, runGelu, shardRows, runGeluInplace});
+  registry.add({"clamp", 1, "hasMin, min, hasMax, max", inferClamp, runClamp, shardRows, runClampInplace});
+  for (const BinaryEntry& b : kBinary) {
+    // in place only where the output can have input 0's dtype (the worker checks it too)
+    const bool inplace = b.result == BinaryResult::kPromote || b.result == BinaryResult::kTrueDivide;
+    OpDef tensors{b.name, 2, "alpha", inferBinary, runBinary, binaryRows, inplace ? runBinaryInplace : nullptr};
+    tensors.family = &b;
+    registry.add(tensors);
+    OpDef scalar{registry.intern(std::string(b.name) + "_scalar"), 1, "value, kind, alpha", inferBinaryScalar,
+                 runBinaryScalar, binaryScalarRows, inplace ? runBinaryScalarInplace : nullptr};
+    scalar.family = &b;
+    registry.add(scalar);
+  }
+  registry.add({"where", 3, "", inferWhere, runWhere, whereRows});
+  registry.add({"masked_fill", 2, "value, kind", inferMaskedFill, runMaskedFill, maskedFillRows});
 }
 
 }  // namespace dtorch::core

@@ -72,6 +72,8 @@ struct OpDef {
   // The input lives on another mesh: the controller has input rank 0 send it (kSend) and the
   // output ranks' kernels receive it instead of looking it up locally.
   bool receivesFromInputMesh = false;
+  // The family's own description of this op (e.g. its entry in the family's table).
+  const void* family = nullptr;
 };
 
 }  // namespace dtorch::core

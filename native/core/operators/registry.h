@@ -1,6 +1,8 @@
 // The one operator table. Families add their OpDefs at startup; ids are table positions and
 // are handed to TypeScript by name, so the native table is the single source of truth.
 #pragma once
+#include <deque>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,10 +19,13 @@ class OpRegistry {
   int codeOf(const OpDef& op) const { return static_cast<int>(&op - ops_.data()); }
 
   void add(const OpDef& op) { ops_.push_back(op); }
+  // Keeps a generated op name alive for the registry's lifetime.
+  std::string_view intern(std::string name) { return names_.emplace_back(std::move(name)); }
 
  private:
   OpRegistry();
   std::vector<OpDef> ops_;
+  std::deque<std::string> names_;
 };
 
 // Registration entry points, one per op family file.

@@ -14,6 +14,24 @@ SignatureRow row(std::initializer_list<Placement> inputs, Placement output, unsi
   return r;
 }
 
+void broadcastRows(c10::ArrayRef<const Shape*> inputs, const Shape& out, int32_t offset, SignatureRows& rows) {
+  const int64_t n = static_cast<int64_t>(out.size());
+  for (int64_t o = 0; o < n; ++o) {
+    SignatureRow r;
+    r.output = Placement::shard(static_cast<int32_t>(o + offset));
+    bool anyFull = false;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const Shape& s = *inputs[k];
+      const int64_t i = o - (n - static_cast<int64_t>(s.size()));
+      const bool full = i >= 0 && s[i] == out[o];
+      r.inputs.push_back(full ? Placement::shard(static_cast<int32_t>(i)) : Placement::replicate());
+      if (full) r.localSliceMask |= 1u << k;
+      anyFull = anyFull || full;
+    }
+    if (anyFull) rows.push_back(std::move(r));
+  }
+}
+
 std::string formatRow(const SignatureRow& row) {
   std::string out = "(";
   for (size_t k = 0; k < row.inputs.size(); ++k) {

@@ -38,4 +38,9 @@ std::string formatRow(const SignatureRow& row);
 // Row helpers shared by the families.
 SignatureRow row(std::initializer_list<Placement> inputs, Placement output, unsigned localSliceMask = 0);
 
+// Rows of broadcasting inputs (right-aligned against `out`, whose dim o is written S(o + offset)):
+// an output dim can be sharded when every input that has it at full size is sharded on it
+// (or Replicate, sliced locally) and the inputs that broadcast along it stay Replicate.
+void broadcastRows(c10::ArrayRef<const Shape*> inputs, const Shape& out, int32_t offset, SignatureRows& rows);
+
 }  // namespace dtorch::core
