@@ -16,6 +16,7 @@ interface OpCase {
   name: string;
   shapes: number[][];
   tolerance: number; // relative; 0 means bit-exact
+  bools?: boolean[]; // inputs made as bool tensors (value > 0)
   run: (inputs: dt.Tensor[]) => dt.Tensor;
 }
 
@@ -26,12 +27,13 @@ function broadcastPartner(g: Gen, a: number[]): number[] {
 }
 
 function randomOp(g: Gen): OpCase {
-  const kind = g.pick(['unary', 'linear-unary', 'binary', 'scalar', 'matmul', 'reduce', 'cast'] as const);
+  const kind = g.pick(['unary', 'linear-unary', 'binary', 'scalar', 'compare', 'where', 'matmul', 'reduce', 'cast'] as const);
   const a = g.shape(1, 3, 6);
   switch (kind) {
     case 'unary': {
-      const op = g.pick(['relu', 'abs', 'exp', 'sigmoid', 'tanh'] as const);
-      return { name: op, shapes: [a], tolerance: op === 'relu' || op === 'abs' ? 0 : 1e-6, run: ([x]) => x![op]() };
+      const op = g.pick(['relu', 'abs', 'square', 'floor', 'exp', 'sigmoid', 'tanh', 'silu', 'sin'] as const);
+      const exact = ['relu', 'abs', 'square', 'floor'].includes(op);
+      return { name: op, shapes: [a], tolerance: exact ? 0 : 1e-6, run: ([x]) => x![op]() };
     }
     case 'linear-unary':
       return { name: 'neg', shapes: [a], tolerance: 0, run: ([x]) => x!.neg() };
@@ -41,6 +43,15 @@ function randomOp(g: Gen): OpCase {
       return g.chance(0.5)
         ? { name: op, shapes: [a, b], tolerance: 0, run: ([x, y]) => x![op](y!) }
         : { name: op, shapes: [b, a], tolerance: 0, run: ([x, y]) => x![op](y!) };
+    }
+    case 'compare': {
+      const op = g.pick(['eq', 'lt', 'ge', 'minimum', 'maximum'] as const);
+      const b = broadcastPartner(g, a);
+      return { name: op, shapes: [a, b], tolerance: 0, run: ([x, y]) => x![op](y!) };
+    }
+    case 'where': {
+      const [c, b] = [broadcastPartner(g, a), broadcastPartner(g, a)];
+      return { name: 'where', shapes: [c, a, b], tolerance: 0, bools: [true, false, false], run: ([m, x, y]) => dt.where(m!, x!, y!) };
     }
     case 'scalar': {
       const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
@@ -82,8 +93,10 @@ describe('ops on distributed tensors (property)', () => {
       const what = `case ${i} (seed ${propertySeed + 3}): ${op.name} of [${op.shapes.map((s) => `[${s}]`)}] with ${placements
         .map(dt.formatPlacements)
         .join(', ')} on ${mesh}`;
-      const expected = dt.tidy(() => op.run(op.shapes.map((shape, k) => dt.tensor(data[k]!, { shape, mesh: one }))));
-      const inputs = op.shapes.map((shape, k) => dt.tensor(data[k]!, { shape, mesh, placements: placements[k] }));
+      const make = (k: number, m: dt.DeviceMesh, p?: dt.Placement[]) =>
+        dt.tensor(op.bools?.[k] ? data[k]!.map((v) => v > 0) : data[k]!, { shape: op.shapes[k], mesh: m, placements: p });
+      const expected = dt.tidy(() => op.run(op.shapes.map((_, k) => make(k, one))));
+      const inputs = op.shapes.map((_, k) => make(k, mesh, placements[k]));
       let actual: dt.Tensor;
       try {
         actual = op.run(inputs);

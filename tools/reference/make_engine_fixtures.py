@@ -6,6 +6,7 @@ Writes tests/fixtures/engine_ops.json (committed; tests never need Python).
 Each case: the op, its inputs (values, dtype), attributes, and PyTorch's output values and dtype.
 """
 import json
+import math
 import pathlib
 
 import torch
@@ -21,6 +22,8 @@ def enc(t):
     values = t.detach().to(torch.float64 if t.dtype.is_floating_point else torch.int64).flatten().tolist()
     if t.dtype == torch.bool:
         values = [bool(v) for v in values]
+    else:  # JSON has no NaN or infinity: they travel as strings
+        values = [v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) for v in values]
     return {"shape": list(t.shape), "dtype": DTYPE_NAMES[t.dtype], "values": values}
 
 
@@ -64,6 +67,37 @@ def main():
         case("to int32 truncates", "to", [a * 3], (a * 3).to(torch.int32), dtype="int32"),
         case("to bfloat16", "to", [a], a.to(torch.bfloat16), dtype="bfloat16"),
         case("to float16", "to", [a], a.to(torch.float16), dtype="float16"),
+        # elementwise library
+        case("square", "square", [a], a.square()),
+        case("floor", "floor", [a * 3], (a * 3).floor()),
+        case("round half even", "round", [torch.tensor([0.5, 1.5, 2.5, -0.5, 2.4])], torch.tensor([0.5, 1.5, 2.5, -0.5, 2.4]).round()),
+        case("log2", "log2", [a.abs() + 0.1], (a.abs() + 0.1).log2()),
+        case("rsqrt", "rsqrt", [a.abs() + 0.1], (a.abs() + 0.1).rsqrt()),
+        case("reciprocal", "reciprocal", [a], a.reciprocal()),
+        case("sin", "sin", [a], a.sin()),
+        case("cos", "cos", [a], a.cos()),
+        case("silu", "silu", [a], torch.nn.functional.silu(a)),
+        case("gelu", "gelu", [a], torch.nn.functional.gelu(a), approximate="none"),
+        case("gelu tanh", "gelu", [a], torch.nn.functional.gelu(a, approximate="tanh"), approximate="tanh"),
+        case("isnan", "isnan", [torch.tensor([1.0, float("nan"), float("inf")])], torch.tensor([1.0, float("nan"), float("inf")]).isnan()),
+        case("isinf", "isinf", [torch.tensor([1.0, float("nan"), float("-inf")])], torch.tensor([1.0, float("nan"), float("-inf")]).isinf()),
+        case("clamp both", "clamp", [a], a.clamp(-0.5, 0.5), min=-0.5, max=0.5),
+        case("clamp min only int", "clamp", [ints], ints.clamp(min=0), min=0),
+        case("pow tensor", "pow", [a.abs(), row], a.abs().pow(row)),
+        case("pow scalar int", "pow", [ints, 2], ints.pow(2)),
+        case("pow float scalar on int", "pow", [ints, 0.5], ints.pow(0.5)),
+        case("minimum", "minimum", [a, row], torch.minimum(a, row)),
+        case("maximum int", "maximum", [ints, torch.tensor([0, 0, 0], dtype=torch.int32)], torch.maximum(ints, torch.tensor([0, 0, 0], dtype=torch.int32))),
+        case("eq", "eq", [ints, torch.tensor([1, 5, -6], dtype=torch.int32)], ints == torch.tensor([1, 5, -6], dtype=torch.int32)),
+        case("lt scalar", "lt", [a, 0.25], a < 0.25),
+        case("ge scalar int on float", "ge", [a, 0], a >= 0),
+        case("ne", "ne", [a, a.round()], a != a.round()),
+        case("logical_and", "logicalAnd", [a > 0, row > 0], torch.logical_and(a > 0, row > 0)),
+        case("logical_or scalar", "logicalOr", [a > 0, False], torch.logical_or(a > 0, torch.tensor(False))),
+        case("logical_not", "logicalNot", [a > 0], torch.logical_not(a > 0)),
+        case("where", "where", [a > 0, a, row], torch.where(a > 0, a, row)),
+        case("where scalar branch", "where", [a > 0, a, 0.0], torch.where(a > 0, a, 0.0)),
+        case("masked_fill", "maskedFill", [a, row > 0, -1.5], a.masked_fill(row > 0, -1.5)),
     ]
     random = []
     for fn in ("rand", "randn"):
@@ -72,6 +106,7 @@ def main():
             t = getattr(torch, fn)(3, 5, generator=gen)
             random.append({"op": fn, "seed": seed, "expected": enc(t)})
     out = {"torch": torch.__version__, "cases": cases, "random": random}
+    json.dumps(out, allow_nan=False)  # fail here rather than write invalid JSON
     path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "engine_ops.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path} ({len(cases)} cases, {len(random)} random)")

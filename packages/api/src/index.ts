@@ -34,7 +34,13 @@ export {
   type RandomOptions,
   type TensorOptions,
 } from './ops/creation.js';
-export { add, sub, mul, div, neg, abs, relu, exp, log, sqrt, sigmoid, tanh } from './ops/elementwise.js';
+export {
+  add, sub, mul, div, pow, minimum, maximum, eq, ne, lt, le, gt, ge, logicalAnd, logicalOr, logicalNot,
+  where, maskedFill, clamp, neg, abs, relu, square, floor, round, exp, log, log2, sqrt, rsqrt, reciprocal,
+  sin, cos, tanh, sigmoid, silu, gelu, isnan, isinf,
+} from './ops/elementwise.js';
+export * as functional from './functional.js';
+export * as F from './functional.js';
 export { matmul } from './ops/matmul.js';
 export { sum, mean } from './ops/reduction.js';
 export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';

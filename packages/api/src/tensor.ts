@@ -134,6 +134,52 @@ export class Tensor {
   div(other: Tensor | Scalar): Tensor {
     return elementwise.div(this, other);
   }
+  pow(exponent: Tensor | Scalar): Tensor {
+    return elementwise.pow(this, exponent);
+  }
+  minimum(other: Tensor | Scalar): Tensor {
+    return elementwise.minimum(this, other);
+  }
+  maximum(other: Tensor | Scalar): Tensor {
+    return elementwise.maximum(this, other);
+  }
+  eq(other: Tensor | Scalar): Tensor {
+    return elementwise.eq(this, other);
+  }
+  ne(other: Tensor | Scalar): Tensor {
+    return elementwise.ne(this, other);
+  }
+  lt(other: Tensor | Scalar): Tensor {
+    return elementwise.lt(this, other);
+  }
+  le(other: Tensor | Scalar): Tensor {
+    return elementwise.le(this, other);
+  }
+  gt(other: Tensor | Scalar): Tensor {
+    return elementwise.gt(this, other);
+  }
+  ge(other: Tensor | Scalar): Tensor {
+    return elementwise.ge(this, other);
+  }
+  logicalAnd(other: Tensor | Scalar): Tensor {
+    return elementwise.logicalAnd(this, other);
+  }
+  logicalOr(other: Tensor | Scalar): Tensor {
+    return elementwise.logicalOr(this, other);
+  }
+  logicalNot(): Tensor {
+    return elementwise.logicalNot(this);
+  }
+  /** Elements of this tensor where `condition` holds, else of `other` (torch.Tensor.where). */
+  where(condition: Tensor, other: Tensor | Scalar): Tensor {
+    return elementwise.where(condition, this, other);
+  }
+  maskedFill(mask: Tensor, value: Scalar): Tensor {
+    return elementwise.maskedFill(this, mask, value);
+  }
+  clamp(min?: number | null, max?: number | null): Tensor {
+    return elementwise.clamp(this, min, max);
+  }
   neg(): Tensor {
     return elementwise.neg(this);
   }
@@ -143,20 +189,53 @@ export class Tensor {
   relu(): Tensor {
     return elementwise.relu(this);
   }
+  square(): Tensor {
+    return elementwise.square(this);
+  }
+  floor(): Tensor {
+    return elementwise.floor(this);
+  }
+  round(): Tensor {
+    return elementwise.round(this);
+  }
   exp(): Tensor {
     return elementwise.exp(this);
   }
   log(): Tensor {
     return elementwise.log(this);
   }
+  log2(): Tensor {
+    return elementwise.log2(this);
+  }
   sqrt(): Tensor {
     return elementwise.sqrt(this);
+  }
+  rsqrt(): Tensor {
+    return elementwise.rsqrt(this);
+  }
+  reciprocal(): Tensor {
+    return elementwise.reciprocal(this);
+  }
+  sin(): Tensor {
+    return elementwise.sin(this);
+  }
+  cos(): Tensor {
+    return elementwise.cos(this);
   }
   sigmoid(): Tensor {
     return elementwise.sigmoid(this);
   }
   tanh(): Tensor {
     return elementwise.tanh(this);
+  }
+  silu(): Tensor {
+    return elementwise.silu(this);
+  }
+  isnan(): Tensor {
+    return elementwise.isnan(this);
+  }
+  isinf(): Tensor {
+    return elementwise.isinf(this);
   }
   matmul(other: Tensor): Tensor {
     return linalg.matmul(this, other);

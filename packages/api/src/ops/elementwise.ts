@@ -1,33 +1,78 @@
-// Elementwise ops: unary, and binary with broadcasting, PyTorch type promotion and JS numbers
-// (an integral number acts as a Python int, any other as a float, a boolean as a bool).
-import { DTorchError, ErrorCode, invalidParameter } from '@dtorch/common';
+// Elementwise ops: unary, binary with broadcasting and PyTorch type promotion, where and
+// maskedFill. A JS number acts as a Python scalar: an integral number as an int, any other as a
+// float, a boolean as a bool.
+import { DTorchError, ErrorCode, checkNumber, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { Replicate } from '../placement.js';
 import { output } from '../record.js';
 import { full } from './creation.js';
 import { Tensor, type Scalar } from '../tensor.js';
 
-function unary(name: string, x: Tensor): Tensor {
+function checkTensor(name: string, x: unknown): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter(`${name} input`, 'Tensor', x);
+  return x;
+}
+
+function unary(name: string, x: Tensor, attrs: readonly number[] = []): Tensor {
+  checkTensor(name, x);
   const e = engine();
   e.args[0] = x.id;
-  e.record(e.ops[name]!.code, 1, 0);
+  attrs.forEach((v, i) => (e.args[1 + i] = v));
+  e.record(e.ops[name]!.code, 1, attrs.length);
   return output(x.mesh);
 }
 
 export const neg = (x: Tensor): Tensor => unary('neg', x);
 export const abs = (x: Tensor): Tensor => unary('abs', x);
 export const relu = (x: Tensor): Tensor => unary('relu', x);
+export const square = (x: Tensor): Tensor => unary('square', x);
+export const floor = (x: Tensor): Tensor => unary('floor', x);
+/** Rounds half to even, as torch.round. */
+export const round = (x: Tensor): Tensor => unary('round', x);
 export const exp = (x: Tensor): Tensor => unary('exp', x);
 export const log = (x: Tensor): Tensor => unary('log', x);
+export const log2 = (x: Tensor): Tensor => unary('log2', x);
 export const sqrt = (x: Tensor): Tensor => unary('sqrt', x);
-export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x);
+export const rsqrt = (x: Tensor): Tensor => unary('rsqrt', x);
+export const reciprocal = (x: Tensor): Tensor => unary('reciprocal', x);
+export const sin = (x: Tensor): Tensor => unary('sin', x);
+export const cos = (x: Tensor): Tensor => unary('cos', x);
 export const tanh = (x: Tensor): Tensor => unary('tanh', x);
+export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x);
+export const silu = (x: Tensor): Tensor => unary('silu', x);
+export const isnan = (x: Tensor): Tensor => unary('isnan', x);
+export const isinf = (x: Tensor): Tensor => unary('isinf', x);
+export const logicalNot = (x: Tensor): Tensor => unary('logical_not', x);
 
-type BinaryName = 'add' | 'sub' | 'mul' | 'div';
-const commutative: Record<BinaryName, boolean> = { add: true, sub: false, mul: true, div: false };
+/** GELU; `approximate: 'tanh'` is the tanh approximation. */
+export function gelu(x: Tensor, options?: { approximate?: 'none' | 'tanh' }): Tensor {
+  const approximate = options?.approximate ?? 'none';
+  if (approximate !== 'none' && approximate !== 'tanh') throw invalidParameter('gelu approximate', "'none' or 'tanh'", approximate);
+  return unary('gelu', x, [approximate === 'tanh' ? 1 : 0]);
+}
 
-function scalarKind(name: string, value: Scalar): number {
+/** Clamps into [min, max]; either bound may be left out (null or undefined). */
+export function clamp(x: Tensor, min?: number | null, max?: number | null): Tensor {
+  const has = (v: unknown) => v !== undefined && v !== null;
+  if (has(min)) checkNumber('clamp min', min);
+  if (has(max)) checkNumber('clamp max', max);
+  if (!has(min) && !has(max)) throw new DTorchError(ErrorCode.InvalidArgument, 'clamp: give at least one of min and max');
+  return unary('clamp', x, [has(min) ? 1 : 0, min ?? 0, has(max) ? 1 : 0, max ?? 0]);
+}
+
+// ---- binary ----------------------------------------------------------------------------------
+
+type BinaryName =
+  | 'add' | 'sub' | 'mul' | 'div' | 'pow' | 'minimum' | 'maximum'
+  | 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge' | 'logical_and' | 'logical_or';
+
+// scalar (op) tensor as tensor (op') scalar, where such an op' exists
+const withScalarFirst: Partial<Record<BinaryName, BinaryName>> = {
+  add: 'add', mul: 'mul', minimum: 'minimum', maximum: 'maximum', eq: 'eq', ne: 'ne',
+  lt: 'gt', le: 'ge', gt: 'lt', ge: 'le', logical_and: 'logical_and', logical_or: 'logical_or',
+};
+
+function scalarKind(name: string, value: unknown): number {
   if (typeof value === 'boolean') return 2;
   if (typeof value !== 'number') throw invalidParameter(`${name} operand`, 'Tensor, number or boolean', value);
   return Number.isInteger(value) ? 0 : 1;
@@ -39,8 +84,8 @@ function checkAlpha(name: string, alpha: unknown): number {
   return alpha;
 }
 
-/** A JS scalar as a 0-d tensor on `like`'s mesh, typed as PyTorch types a Python scalar. */
-function scalarTensor(value: Scalar, like: Tensor): Tensor {
+/** A JS scalar as a 0-d Replicate tensor on `like`'s mesh, typed as PyTorch types a Python scalar. */
+export function scalarTensor(value: Scalar, like: Tensor): Tensor {
   const dtype = typeof value === 'boolean' ? 'bool' : Number.isInteger(value) ? 'int64' : 'float32';
   return full([], value, { dtype, mesh: like.mesh, placements: like.placements.map(() => Replicate()) });
 }
@@ -57,7 +102,7 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
     return output(a.mesh);
   }
   if (a instanceof Tensor) {
-    const kind = scalarKind(name, b as Scalar);
+    const kind = scalarKind(name, b);
     args[0] = a.id;
     args[1] = Number(b);
     args[2] = kind;
@@ -67,7 +112,8 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
   }
   if (b instanceof Tensor) {
     scalarKind(name, a);
-    if (commutative[name] && alpha === 1) return binary(name, b, a);
+    const swapped = withScalarFirst[name];
+    if (swapped && alpha === 1) return binary(swapped, b, a);
     const lhs = scalarTensor(a, b);
     const result = binary(name, lhs, b, alpha);
     lhs.dispose();
@@ -76,7 +122,58 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
   throw new DTorchError(ErrorCode.InvalidArgument, `${name}: expected at least one Tensor operand but received ${typeof a} and ${typeof b}`);
 }
 
-export const add = (a: Tensor | Scalar, b: Tensor | Scalar, options?: { alpha?: number }): Tensor => binary('add', a, b, options?.alpha);
-export const sub = (a: Tensor | Scalar, b: Tensor | Scalar, options?: { alpha?: number }): Tensor => binary('sub', a, b, options?.alpha);
-export const mul = (a: Tensor | Scalar, b: Tensor | Scalar): Tensor => binary('mul', a, b);
-export const div = (a: Tensor | Scalar, b: Tensor | Scalar): Tensor => binary('div', a, b);
+type Operand = Tensor | Scalar;
+/** a + alpha * b */
+export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('add', a, b, options?.alpha);
+/** a - alpha * b */
+export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, b, options?.alpha);
+export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b);
+/** True division: integer operands give float32. */
+export const div = (a: Operand, b: Operand): Tensor => binary('div', a, b);
+export const pow = (a: Operand, b: Operand): Tensor => binary('pow', a, b);
+export const minimum = (a: Operand, b: Operand): Tensor => binary('minimum', a, b);
+export const maximum = (a: Operand, b: Operand): Tensor => binary('maximum', a, b);
+export const eq = (a: Operand, b: Operand): Tensor => binary('eq', a, b);
+export const ne = (a: Operand, b: Operand): Tensor => binary('ne', a, b);
+export const lt = (a: Operand, b: Operand): Tensor => binary('lt', a, b);
+export const le = (a: Operand, b: Operand): Tensor => binary('le', a, b);
+export const gt = (a: Operand, b: Operand): Tensor => binary('gt', a, b);
+export const ge = (a: Operand, b: Operand): Tensor => binary('ge', a, b);
+export const logicalAnd = (a: Operand, b: Operand): Tensor => binary('logical_and', a, b);
+export const logicalOr = (a: Operand, b: Operand): Tensor => binary('logical_or', a, b);
+
+/** Elements of `a` where `condition` holds, else of `b` (all three broadcast). */
+export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
+  checkTensor('where condition', condition);
+  const temporaries: Tensor[] = [];
+  const asTensor = (v: Operand): Tensor => {
+    if (v instanceof Tensor) return v;
+    scalarKind('where', v);
+    const t = scalarTensor(v, condition);
+    temporaries.push(t);
+    return t;
+  };
+  const [ta, tb] = [asTensor(a), asTensor(b)];
+  const e = engine();
+  e.args[0] = condition.id;
+  e.args[1] = ta.id;
+  e.args[2] = tb.id;
+  e.record(e.ops['where']!.code, 3, 0);
+  const result = output(condition.mesh);
+  for (const t of temporaries) t.dispose();
+  return result;
+}
+
+/** `x` with `value` where `mask` (broadcast to x's shape) holds. */
+export function maskedFill(x: Tensor, mask: Tensor, value: Scalar): Tensor {
+  checkTensor('maskedFill', x);
+  checkTensor('maskedFill mask', mask);
+  const kind = scalarKind('maskedFill value', value);
+  const e = engine();
+  e.args[0] = x.id;
+  e.args[1] = mask.id;
+  e.args[2] = Number(value);
+  e.args[3] = kind;
+  e.record(e.ops['masked_fill']!.code, 2, 2);
+  return output(x.mesh);
+}

@@ -1,0 +1,2 @@
+// dt.functional (also dt.F): the neural-network ops, as torch.nn.functional names them.
+export { relu, silu, gelu, sigmoid, tanh } from './ops/elementwise.js';
