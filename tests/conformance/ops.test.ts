@@ -20,7 +20,15 @@ interface Case {
   name: string;
   op: string;
   inputs: (Encoded | { scalar: number | boolean })[];
-  attrs: { alpha?: number; dim?: number[]; keepdim?: boolean; dtype?: dt.DType; approximate?: 'none' | 'tanh'; min?: number; max?: number };
+  attrs: {
+    alpha?: number;
+    dim?: number | number[];
+    keepdim?: boolean;
+    dtype?: dt.DType;
+    approximate?: 'none' | 'tanh';
+    min?: number;
+    max?: number;
+  };
   expected: Encoded;
 }
 interface RandomCase {
@@ -46,6 +54,17 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   sub: ([a, b], { alpha }) => dt.sub(a as dt.Tensor, b!, { alpha }),
   matmul: ([a, b]) => (a as dt.Tensor).matmul(b as dt.Tensor),
   sum: ([a], { dim, keepdim }) => (a as dt.Tensor).sum(dim, keepdim ?? false),
+  mean: ([a], { dim, keepdim }) => (a as dt.Tensor).mean(dim, keepdim ?? false),
+  any: ([a], { dim, keepdim }) => (a as dt.Tensor).any(dim, keepdim ?? false),
+  all: ([a], { dim, keepdim }) => (a as dt.Tensor).all(dim, keepdim ?? false),
+  max: ([a]) => (a as dt.Tensor).max(),
+  maxValues: ([a], { dim, keepdim }) => (a as dt.Tensor).max(dim as number, keepdim).values,
+  maxIndices: ([a], { dim, keepdim }) => (a as dt.Tensor).max(dim as number, keepdim).indices,
+  minValues: ([a], { dim, keepdim }) => (a as dt.Tensor).min(dim as number, keepdim).values,
+  minIndices: ([a], { dim, keepdim }) => (a as dt.Tensor).min(dim as number, keepdim).indices,
+  argmax: ([a], { dim, keepdim }) => (a as dt.Tensor).argmax(dim as number | undefined, keepdim ?? false),
+  softmax: ([a], { dim }) => (a as dt.Tensor).softmax(dim as number),
+  logSoftmax: ([a], { dim }) => (a as dt.Tensor).logSoftmax(dim as number),
   to: ([a], { dtype }) => (a as dt.Tensor).to(dtype!),
   gelu: ([a], { approximate }) => dt.F.gelu(a as dt.Tensor, { approximate }),
   clamp: ([a], { min, max }) => dt.clamp(a as dt.Tensor, min, max),

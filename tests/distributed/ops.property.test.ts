@@ -27,7 +27,7 @@ function broadcastPartner(g: Gen, a: number[]): number[] {
 }
 
 function randomOp(g: Gen): OpCase {
-  const kind = g.pick(['unary', 'linear-unary', 'binary', 'scalar', 'compare', 'where', 'matmul', 'reduce', 'cast'] as const);
+  const kind = g.pick(['unary', 'linear-unary', 'binary', 'scalar', 'compare', 'where', 'matmul', 'reduce', 'extreme', 'softmax', 'cast'] as const);
   const a = g.shape(1, 3, 6);
   switch (kind) {
     case 'unary': {
@@ -70,6 +70,25 @@ function randomOp(g: Gen): OpCase {
       const dims = g.chance(0.3) ? undefined : [g.int(-a.length, a.length - 1)];
       const keepdim = g.chance(0.5);
       return { name: `${op}(${dims ?? 'all'}, ${keepdim})`, shapes: [a], tolerance: 1e-5, run: ([x]) => x![op](dims, keepdim) };
+    }
+    case 'extreme': {
+      const dim = g.int(-a.length, a.length - 1);
+      const keepdim = g.chance(0.5);
+      const which = g.pick(['max', 'min-values', 'max-indices', 'argmax', 'any'] as const);
+      if (a.includes(0) && which !== 'any') a[0] = 2; // max/min of an empty tensor is an error
+      const run = {
+        max: ([x]: dt.Tensor[]) => x!.max(),
+        'min-values': ([x]: dt.Tensor[]) => x!.min(dim, keepdim).values,
+        'max-indices': ([x]: dt.Tensor[]) => x!.max(dim, keepdim).indices,
+        argmax: ([x]: dt.Tensor[]) => x!.argmax(dim, keepdim),
+        any: ([x]: dt.Tensor[]) => x!.gt(0).any(dim, keepdim),
+      }[which];
+      return { name: `${which}(${dim}, ${keepdim})`, shapes: [a], tolerance: 0, run };
+    }
+    case 'softmax': {
+      const dim = g.int(-a.length, a.length - 1);
+      const op = g.pick(['softmax', 'logSoftmax'] as const);
+      return { name: `${op}(${dim})`, shapes: [a], tolerance: 1e-6, run: ([x]) => x![op](dim) };
     }
     case 'cast':
       return { name: 'to(float64)', shapes: [a], tolerance: 0, run: ([x]) => x!.to('float64') };

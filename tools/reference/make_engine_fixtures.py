@@ -98,6 +98,19 @@ def main():
         case("where", "where", [a > 0, a, row], torch.where(a > 0, a, row)),
         case("where scalar branch", "where", [a > 0, a, 0.0], torch.where(a > 0, a, 0.0)),
         case("masked_fill", "maskedFill", [a, row > 0, -1.5], a.masked_fill(row > 0, -1.5)),
+        # reductions
+        case("mean dims", "mean", [batch], batch.mean(dim=(0, 2)), dim=[0, 2], keepdim=False),
+        case("any dim", "any", [a > 1], (a > 1).any(dim=1), dim=[1], keepdim=False),
+        case("all", "all", [a > -5], (a > -5).all()),
+        case("max all", "max", [a], a.max()),
+        case("max dim values", "maxValues", [batch], batch.max(dim=1).values, dim=1, keepdim=False),
+        case("max dim indices", "maxIndices", [batch], batch.max(dim=1).indices, dim=1, keepdim=False),
+        case("min dim keepdim values", "minValues", [batch], batch.min(dim=-1, keepdim=True).values, dim=-1, keepdim=True),
+        case("min dim keepdim indices", "minIndices", [batch], batch.min(dim=-1, keepdim=True).indices, dim=-1, keepdim=True),
+        case("argmax flat", "argmax", [a], a.argmax()),
+        case("argmax dim", "argmax", [batch], batch.argmax(dim=2), dim=2, keepdim=False),
+        case("softmax", "softmax", [batch], batch.softmax(dim=-1), dim=-1),
+        case("log_softmax", "logSoftmax", [batch], batch.log_softmax(dim=1), dim=1),
     ]
     random = []
     for fn in ("rand", "randn"):

@@ -1,2 +1,3 @@
 // dt.functional (also dt.F): the neural-network ops, as torch.nn.functional names them.
 export { relu, silu, gelu, sigmoid, tanh } from './ops/elementwise.js';
+export { softmax, logSoftmax } from './ops/reduction.js';

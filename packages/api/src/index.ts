@@ -42,7 +42,7 @@ export {
 export * as functional from './functional.js';
 export * as F from './functional.js';
 export { matmul } from './ops/matmul.js';
-export { sum, mean } from './ops/reduction.js';
+export { sum, mean, any, all, max, min, argmax, softmax, logSoftmax, type ValuesIndices } from './ops/reduction.js';
 export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
 export { to } from './ops/cast.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';

@@ -246,6 +246,31 @@ export class Tensor {
   mean(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.mean(this, dim, keepdim);
   }
+  any(dim?: number | readonly number[], keepdim = false): Tensor {
+    return reduction.any(this, dim, keepdim);
+  }
+  all(dim?: number | readonly number[], keepdim = false): Tensor {
+    return reduction.all(this, dim, keepdim);
+  }
+  max(): Tensor;
+  max(dim: number, keepdim?: boolean): reduction.ValuesIndices;
+  max(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
+    return dim === undefined ? reduction.max(this) : reduction.max(this, dim, keepdim);
+  }
+  min(): Tensor;
+  min(dim: number, keepdim?: boolean): reduction.ValuesIndices;
+  min(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
+    return dim === undefined ? reduction.min(this) : reduction.min(this, dim, keepdim);
+  }
+  argmax(dim?: number, keepdim = false): Tensor {
+    return reduction.argmax(this, dim, keepdim);
+  }
+  softmax(dim: number): Tensor {
+    return reduction.softmax(this, dim);
+  }
+  logSoftmax(dim: number): Tensor {
+    return reduction.logSoftmax(this, dim);
+  }
   to(dtype: DType): Tensor {
     return cast.to(this, dtype);
   }

@@ -1,7 +1,7 @@
 // Reductions: sum and mean over all dims or the given ones, with keepdim.
 import { checkBoolean, checkInteger, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
-import { output } from '../record.js';
+import { output, outputs } from '../record.js';
 import { Tensor } from '../tensor.js';
 
 function dimsOf(op: string, dim: number | readonly number[] | undefined): readonly number[] {
@@ -11,7 +11,7 @@ function dimsOf(op: string, dim: number | readonly number[] | undefined): readon
   return dim.map((d) => checkInteger(`${op} dim`, d));
 }
 
-function reduce(op: 'sum' | 'mean', x: Tensor, dim: number | readonly number[] | undefined, keepdim: boolean): Tensor {
+function reduce(op: 'sum' | 'mean' | 'any' | 'all', x: Tensor, dim: number | readonly number[] | undefined, keepdim: boolean): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   checkBoolean(`${op} keepdim`, keepdim);
   const dims = dimsOf(op, dim);
@@ -38,3 +38,63 @@ export function sum(x: Tensor, dim?: number | readonly number[], keepdim = false
 export function mean(x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor {
   return reduce('mean', x, dim, keepdim);
 }
+
+function logical(op: 'any' | 'all', x: Tensor, dim: number | readonly number[] | undefined, keepdim: boolean): Tensor {
+  return reduce(op, x, dim, keepdim);
+}
+/** Whether any element (along `dim`) is true/nonzero. */
+export const any = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('any', x, dim, keepdim);
+/** Whether every element (along `dim`) is true/nonzero. */
+export const all = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('all', x, dim, keepdim);
+
+function dimCall(op: string, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor[] {
+  if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
+  if (dim !== undefined) checkInteger(`${op} dim`, dim);
+  checkBoolean(`${op} keepdim`, keepdim);
+  const e = engine();
+  e.args[0] = x.id;
+  e.args[1] = dim === undefined ? 0 : 1;
+  e.args[2] = dim ?? 0;
+  e.args[3] = keepdim ? 1 : 0;
+  e.record(e.ops[op]!.code, 1, 3);
+  return outputs(x.mesh);
+}
+
+export interface ValuesIndices {
+  values: Tensor;
+  indices: Tensor;
+}
+
+/** The largest value (0-d), or along `dim` the largest values and their indices, as torch.max. */
+export function max(x: Tensor): Tensor;
+export function max(x: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
+export function max(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
+  const [values, indices] = dimCall('max', x, dim, keepdim);
+  return indices ? { values: values!, indices } : values!;
+}
+
+/** The smallest value (0-d), or along `dim` the smallest values and their indices, as torch.min. */
+export function min(x: Tensor): Tensor;
+export function min(x: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
+export function min(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
+  const [values, indices] = dimCall('min', x, dim, keepdim);
+  return indices ? { values: values!, indices } : values!;
+}
+
+/** Index of the largest value: in the flattened tensor, or along `dim`. */
+export function argmax(x: Tensor, dim?: number, keepdim = false): Tensor {
+  return dimCall('argmax', x, dim, keepdim)[0]!;
+}
+
+function alongDim(op: string, x: Tensor, dim: number): Tensor {
+  if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
+  checkInteger(`${op} dim`, dim);
+  const e = engine();
+  e.args[0] = x.id;
+  e.args[1] = dim;
+  e.record(e.ops[op]!.code, 1, 1);
+  return output(x.mesh);
+}
+/** Softmax along `dim`; other dims may be sharded. */
+export const softmax = (x: Tensor, dim: number): Tensor => alongDim('softmax', x, dim);
+export const logSoftmax = (x: Tensor, dim: number): Tensor => alongDim('log_softmax', x, dim);
