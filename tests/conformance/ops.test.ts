@@ -28,6 +28,18 @@ interface Case {
     approximate?: 'none' | 'tanh';
     min?: number;
     max?: number;
+    shape?: number[];
+    start?: number;
+    end?: number;
+    sizes?: number[];
+    dims?: number[];
+    size?: number;
+    chunks?: number;
+    piece?: number;
+    index?: (number | null | '...' | { slice: (number | null)[] })[];
+    repeats?: number | number[];
+    pad?: number[];
+    value?: number;
   };
   expected: Encoded;
 }
@@ -64,6 +76,25 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   minIndices: ([a], { dim, keepdim }) => (a as dt.Tensor).min(dim as number, keepdim).indices,
   argmax: ([a], { dim, keepdim }) => (a as dt.Tensor).argmax(dim as number | undefined, keepdim ?? false),
   softmax: ([a], { dim }) => (a as dt.Tensor).softmax(dim as number),
+  reshape: ([a], { shape }) => (a as dt.Tensor).reshape(shape!),
+  flatten: ([a], { start, end }) => (a as dt.Tensor).flatten(start, end),
+  unflatten: ([a], { dim, sizes }) => (a as dt.Tensor).unflatten(dim as number, sizes!),
+  permute: ([a], { dims }) => (a as dt.Tensor).permute(dims!),
+  transpose: ([a], { dims }) => (a as dt.Tensor).transpose(dims![0]!, dims![1]!),
+  unsqueeze: ([a], { dim }) => (a as dt.Tensor).unsqueeze(dim as number),
+  squeeze: ([a], { dim }) => (a as dt.Tensor).squeeze(dim),
+  expand: ([a], { shape }) => (a as dt.Tensor).expand(shape!),
+  cat: (ts, { dim }) => dt.cat(ts as dt.Tensor[], dim as number),
+  stack: (ts, { dim }) => dt.stack(ts as dt.Tensor[], dim as number),
+  splitPiece: ([a], { size, dim, piece }) => (a as dt.Tensor).split(size!, dim as number)[piece!]!,
+  chunkPiece: ([a], { chunks, dim, piece }) => (a as dt.Tensor).chunk(chunks!, dim as number)[piece!]!,
+  unbindPiece: ([a], { dim, piece }) => (a as dt.Tensor).unbind(dim as number)[piece!]!,
+  get: ([a], { index }) =>
+    (a as dt.Tensor).get(...index!.map((i) => (i !== null && typeof i === 'object' ? dt.slice(...(i.slice as [number, number, number])) : i))),
+  indexSelect: ([a, i], { dim }) => (a as dt.Tensor).indexSelect(dim as number, i as dt.Tensor),
+  repeat: ([a], { repeats }) => (a as dt.Tensor).repeat(...(repeats as number[])),
+  repeatInterleave: ([a], { repeats, dim }) => (a as dt.Tensor).repeatInterleave(repeats as number, dim as number),
+  pad: ([a], { pad, value }) => dt.F.pad(a as dt.Tensor, pad!, { value }),
   logSoftmax: ([a], { dim }) => (a as dt.Tensor).logSoftmax(dim as number),
   to: ([a], { dtype }) => (a as dt.Tensor).to(dtype!),
   gelu: ([a], { approximate }) => dt.F.gelu(a as dt.Tensor, { approximate }),

@@ -111,6 +111,27 @@ def main():
         case("argmax dim", "argmax", [batch], batch.argmax(dim=2), dim=2, keepdim=False),
         case("softmax", "softmax", [batch], batch.softmax(dim=-1), dim=-1),
         case("log_softmax", "logSoftmax", [batch], batch.log_softmax(dim=1), dim=1),
+        # shape and view
+        case("reshape -1", "reshape", [batch], batch.reshape(6, -1), shape=[6, -1]),
+        case("flatten 1..2", "flatten", [batch], batch.flatten(1, 2), start=1, end=2),
+        case("unflatten", "unflatten", [a], a.unflatten(1, (2, 2)), dim=1, sizes=[2, 2]),
+        case("permute", "permute", [batch], batch.permute(2, 0, 1), dims=[2, 0, 1]),
+        case("transpose", "transpose", [batch], batch.transpose(0, 2), dims=[0, 2]),
+        case("unsqueeze", "unsqueeze", [a], a.unsqueeze(1), dim=1),
+        case("squeeze dim", "squeeze", [a.unsqueeze(0)], a.unsqueeze(0).squeeze(0), dim=0),
+        case("expand", "expand", [row.unsqueeze(0)], row.unsqueeze(0).expand(3, 4), shape=[3, -1]),
+        case("cat dim 1", "cat", [a, a * 2], torch.cat([a, a * 2], dim=1), dim=1),
+        case("stack dim 0", "stack", [a, a + 1], torch.stack([a, a + 1]), dim=0),
+        case("split second piece", "splitPiece", [batch], torch.split(batch, 2, dim=2)[1], size=2, dim=2, piece=1),
+        case("chunk last piece", "chunkPiece", [torch.arange(11.0)], torch.chunk(torch.arange(11.0), 4)[3], chunks=4, dim=0, piece=3),
+        case("unbind piece", "unbindPiece", [batch], torch.unbind(batch, 1)[2], dim=1, piece=2),
+        case("get int and slice", "get", [batch], batch[1, 1:3], index=[1, {"slice": [1, 3, 1]}]),
+        case("get step and newaxis", "get", [batch], batch[:, None, ::2], index=[{"slice": [None, None, 1]}, None, {"slice": [None, None, 2]}]),
+        case("get ellipsis negative", "get", [batch], batch[..., -1], index=["...", -1]),
+        case("index select", "indexSelect", [batch, torch.tensor([2, 0, 2])], batch.index_select(1, torch.tensor([2, 0, 2])), dim=1),
+        case("repeat", "repeat", [a], a.repeat(2, 1, 3), repeats=[2, 1, 3]),
+        case("repeat_interleave", "repeatInterleave", [a], a.repeat_interleave(2, dim=0), repeats=2, dim=0),
+        case("pad", "pad", [batch], torch.nn.functional.pad(batch, (1, 2, 0, 1), value=-1.0), pad=[1, 2, 0, 1], value=-1.0),
     ]
     random = []
     for fn in ("rand", "randn"):

@@ -11,6 +11,7 @@ OpRegistry::OpRegistry() {
   registerReductionOps(*this);
   registerCastOps(*this);
   registerRedistributeOps(*this);
+  registerShapeOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -35,5 +35,6 @@ void registerMatmulOps(OpRegistry& registry);
 void registerReductionOps(OpRegistry& registry);
 void registerCastOps(OpRegistry& registry);
 void registerRedistributeOps(OpRegistry& registry);
+void registerShapeOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

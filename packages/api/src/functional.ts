@@ -1,3 +1,4 @@
 // dt.functional (also dt.F): the neural-network ops, as torch.nn.functional names them.
 export { relu, silu, gelu, sigmoid, tanh } from './ops/elementwise.js';
 export { softmax, logSoftmax } from './ops/reduction.js';
+export { pad } from './ops/shape.js';

@@ -45,5 +45,9 @@ export { matmul } from './ops/matmul.js';
 export { sum, mean, any, all, max, min, argmax, softmax, logSoftmax, type ValuesIndices } from './ops/reduction.js';
 export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
 export { to } from './ops/cast.js';
+export {
+  reshape, view, flatten, unflatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, clone, cat, stack,
+  split, chunk, unbind, sliceAlong, narrow, indexSelect, repeat, repeatInterleave, pad, slice, get, Slice, type Index,
+} from './ops/shape.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime } from '@dtorch/external';

@@ -12,6 +12,7 @@ import * as elementwise from './ops/elementwise.js';
 import * as linalg from './ops/matmul.js';
 import * as reduction from './ops/reduction.js';
 import * as movement from './ops/redistribute.js';
+import * as shapes from './ops/shape.js';
 
 // Safety net: a tensor the program dropped without dispose() is released when collected.
 // No unregister token (they cost a hash table entry per tensor): a tensor disposed earlier is
@@ -273,6 +274,67 @@ export class Tensor {
   }
   to(dtype: DType): Tensor {
     return cast.to(this, dtype);
+  }
+
+  // ---- shape ---------------------------------------------------------------------------------
+
+  reshape(shape: readonly number[]): Tensor {
+    return shapes.reshape(this, shape);
+  }
+  view(shape: readonly number[]): Tensor {
+    return shapes.reshape(this, shape);
+  }
+  flatten(startDim = 0, endDim = -1): Tensor {
+    return shapes.flatten(this, startDim, endDim);
+  }
+  unflatten(dim: number, sizes: readonly number[]): Tensor {
+    return shapes.unflatten(this, dim, sizes);
+  }
+  squeeze(dim?: number | readonly number[]): Tensor {
+    return shapes.squeeze(this, dim);
+  }
+  unsqueeze(dim: number): Tensor {
+    return shapes.unsqueeze(this, dim);
+  }
+  permute(dims: readonly number[]): Tensor {
+    return shapes.permute(this, dims);
+  }
+  transpose(dim0: number, dim1: number): Tensor {
+    return shapes.transpose(this, dim0, dim1);
+  }
+  expand(shape: readonly number[]): Tensor {
+    return shapes.expand(this, shape);
+  }
+  contiguous(): Tensor {
+    return shapes.contiguous(this);
+  }
+  clone(): Tensor {
+    return shapes.clone(this);
+  }
+  split(sizeOrSizes: number | readonly number[], dim = 0): Tensor[] {
+    return shapes.split(this, sizeOrSizes, dim);
+  }
+  chunk(chunks: number, dim = 0): Tensor[] {
+    return shapes.chunk(this, chunks, dim);
+  }
+  unbind(dim = 0): Tensor[] {
+    return shapes.unbind(this, dim);
+  }
+  narrow(dim: number, start: number, length: number): Tensor {
+    return shapes.narrow(this, dim, start, length);
+  }
+  indexSelect(dim: number, index: Tensor): Tensor {
+    return shapes.indexSelect(this, dim, index);
+  }
+  repeat(...repeats: number[]): Tensor {
+    return shapes.repeat(this, repeats);
+  }
+  repeatInterleave(repeats: number, dim?: number): Tensor {
+    return shapes.repeatInterleave(this, repeats, dim);
+  }
+  /** x[...]: integers, dt.slice(start, end, step), null (new axis), '...', int tensors. */
+  get(...indices: shapes.Index[]): Tensor {
+    return shapes.get(this, ...indices);
   }
 
   // ---- distribution ------------------------------------------------------------------------

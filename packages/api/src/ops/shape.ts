@@ -1,0 +1,292 @@
+// Shape and view ops. The engine has a few primitives (reshape, permute, expand, cat, split,
+// slice, index_select, repeat, pad, contiguous, clone); the rest are written with them here,
+// as PyTorch defines them.
+import { DTorchError, ErrorCode, checkInteger, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
+import { engine } from '@dtorch/core';
+import { output, outputs } from '../record.js';
+import { Tensor } from '../tensor.js';
+
+function checkTensor(name: string, x: unknown): Tensor {
+  if (!(x instanceof Tensor)) throw invalidParameter(`${name} input`, 'Tensor', x);
+  return x;
+}
+
+function normDim(fn: string, dim: number, ndim: number): number {
+  checkInteger(`${fn} dim`, dim);
+  const bound = Math.max(ndim, 1);
+  if (dim < -bound || dim >= bound) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${fn}: dim ${dim} is out of range for a ${ndim}-d tensor (expected a dim in [${-bound}, ${bound - 1}])`);
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
+function checkIntList(fn: string, what: string, values: unknown): number[] {
+  if (!Array.isArray(values) || !values.every(isInteger)) throw invalidParameter(`${fn} ${what}`, 'array of integers', values);
+  return values as number[];
+}
+
+// Records op `name` with input ids, then `attrs`.
+function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): void {
+  const e = engine();
+  inputs.forEach((t, i) => (e.args[i] = t.id));
+  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
+  e.record(e.ops[name]!.code, inputs.length, attrs.length);
+}
+
+/** The same elements in `shape` (one dim may be -1). */
+export function reshape(x: Tensor, shape: readonly number[]): Tensor {
+  checkTensor('reshape', x);
+  const s = checkIntList('reshape', 'shape', shape);
+  record('reshape', [x], [s.length, ...s]);
+  return output(x.mesh);
+}
+export const view = reshape;
+
+export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
+  checkTensor('flatten', x);
+  if (x.ndim === 0) return reshape(x, [1]);
+  const [s, e] = [normDim('flatten', startDim, x.ndim), normDim('flatten', endDim, x.ndim)];
+  if (s > e) throw new DTorchError(ErrorCode.InvalidArgument, `flatten: startDim ${startDim} comes after endDim ${endDim}`);
+  return reshape(x, [...x.shape.slice(0, s), -1, ...x.shape.slice(e + 1)]);
+}
+
+export function unflatten(x: Tensor, dim: number, sizes: readonly number[]): Tensor {
+  checkTensor('unflatten', x);
+  const d = normDim('unflatten', dim, x.ndim);
+  return reshape(x, [...x.shape.slice(0, d), ...checkIntList('unflatten', 'sizes', sizes), ...x.shape.slice(d + 1)]);
+}
+
+/** Drops size-1 dims: all of them, or those listed. */
+export function squeeze(x: Tensor, dim?: number | readonly number[]): Tensor {
+  checkTensor('squeeze', x);
+  const dims = dim === undefined ? x.shape.map((_, d) => d) : (typeof dim === 'number' ? [dim] : dim).map((d) => normDim('squeeze', d, x.ndim));
+  return reshape(x, x.shape.filter((s, d) => !(s === 1 && dims.includes(d))));
+}
+
+export function unsqueeze(x: Tensor, dim: number): Tensor {
+  checkTensor('unsqueeze', x);
+  const d = normDim('unsqueeze', dim, x.ndim + 1);
+  return reshape(x, [...x.shape.slice(0, d), 1, ...x.shape.slice(d)]);
+}
+
+export function permute(x: Tensor, dims: readonly number[]): Tensor {
+  checkTensor('permute', x);
+  const d = checkIntList('permute', 'dims', dims);
+  record('permute', [x], [d.length, ...d]);
+  return output(x.mesh);
+}
+
+export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
+  checkTensor('transpose', x);
+  const [a, b] = [normDim('transpose', dim0, x.ndim), normDim('transpose', dim1, x.ndim)];
+  const dims = x.shape.map((_, d) => (d === a ? b : d === b ? a : d));
+  return permute(x, dims);
+}
+
+/** A view with size-1 dims repeated to `shape` (-1 keeps a dim). */
+export function expand(x: Tensor, shape: readonly number[]): Tensor {
+  checkTensor('expand', x);
+  const s = checkIntList('expand', 'shape', shape);
+  record('expand', [x], [s.length, ...s]);
+  return output(x.mesh);
+}
+
+export function contiguous(x: Tensor): Tensor {
+  record('contiguous', [checkTensor('contiguous', x)], []);
+  return output(x.mesh);
+}
+
+export function clone(x: Tensor): Tensor {
+  record('clone', [checkTensor('clone', x)], []);
+  return output(x.mesh);
+}
+
+function checkTensors(fn: string, tensors: unknown): Tensor[] {
+  if (!Array.isArray(tensors) || tensors.length === 0 || !tensors.every((t) => t instanceof Tensor)) {
+    throw invalidParameter(`${fn} tensors`, 'non-empty array of Tensors', tensors);
+  }
+  return tensors as Tensor[];
+}
+
+export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
+  const ts = checkTensors('cat', tensors);
+  if (ts.length === 1) return clone(ts[0]!);
+  record('cat', ts, [dim]);
+  return output(ts[0]!.mesh);
+}
+
+export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
+  const ts = checkTensors('stack', tensors);
+  const d = normDim('stack', dim, ts[0]!.ndim + 1);
+  const expanded = ts.map((t) => unsqueeze(t, d));
+  const result = cat(expanded, d);
+  for (const t of expanded) t.dispose();
+  return result;
+}
+
+/** Pieces of `sizeOrSizes` along `dim` (the last may be shorter), as torch.split. */
+export function split(x: Tensor, sizeOrSizes: number | readonly number[], dim = 0): Tensor[] {
+  checkTensor('split', x);
+  const d = normDim('split', dim, x.ndim);
+  const n = x.shape[d]!;
+  let sizes: number[];
+  if (typeof sizeOrSizes === 'number') {
+    checkInteger('split size', sizeOrSizes, 1);
+    sizes = [];
+    for (let at = 0; at < n; at += sizeOrSizes) sizes.push(Math.min(sizeOrSizes, n - at));
+    if (sizes.length === 0) sizes.push(0);
+  } else {
+    sizes = checkIntList('split', 'sizes', sizeOrSizes);
+  }
+  record('split', [x], [d, sizes.length, ...sizes]);
+  return outputs(x.mesh);
+}
+
+/** torch.chunk: pieces of ceil(size / chunks) along `dim`; there may be fewer than `chunks`. */
+export function chunk(x: Tensor, chunks: number, dim = 0): Tensor[] {
+  checkTensor('chunk', x);
+  checkInteger('chunk chunks', chunks, 1);
+  const n = x.shape[normDim('chunk', dim, x.ndim)]!;
+  return split(x, Math.max(1, Math.ceil(n / chunks)), dim);
+}
+
+/** The slices along `dim`, each without that dim. */
+export function unbind(x: Tensor, dim = 0): Tensor[] {
+  const d = normDim('unbind', dim, checkTensor('unbind', x).ndim);
+  const pieces = split(x, 1, d);
+  const result = pieces.map((p) => squeeze(p, d));
+  for (const p of pieces) p.dispose();
+  return result;
+}
+
+/** Elements start, start+step, ... before end along `dim` (Python slice semantics). */
+export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_SAFE_INTEGER, step = 1): Tensor {
+  checkTensor('slice', x);
+  for (const [name, v] of [['start', start], ['end', end], ['step', step]] as const) checkInteger(`slice ${name}`, v);
+  record('slice', [x], [dim, start, end, step]);
+  return output(x.mesh);
+}
+
+export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
+  checkInteger('narrow length', length, 0);
+  return sliceAlong(x, dim, start, start + length, 1);
+}
+
+export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
+  checkTensor('indexSelect', x);
+  checkTensor('indexSelect index', index);
+  record('index_select', [x, index], [dim]);
+  return output(x.mesh);
+}
+
+/** Tiles the tensor `repeats[d]` times along each dim, as torch.Tensor.repeat. */
+export function repeat(x: Tensor, repeats: readonly number[]): Tensor {
+  checkTensor('repeat', x);
+  const r = checkIntList('repeat', 'repeats', repeats);
+  record('repeat', [x], [r.length, ...r]);
+  return output(x.mesh);
+}
+
+/** Repeats each element `repeats` times along `dim` (flattened when no dim), as torch.repeat_interleave. */
+export function repeatInterleave(x: Tensor, repeats: number, dim?: number): Tensor {
+  checkTensor('repeatInterleave', x);
+  checkInteger('repeatInterleave repeats', repeats, 0);
+  if (dim === undefined) return repeatInterleave(flatten(x), repeats, 0);
+  const d = normDim('repeatInterleave', dim, x.ndim);
+  const grown = unsqueeze(x, d + 1);
+  const wide = expand(grown, [...x.shape.slice(0, d + 1), repeats, ...x.shape.slice(d + 1)]);
+  const result = reshape(wide, [...x.shape.slice(0, d), x.shape[d]! * repeats, ...x.shape.slice(d + 1)]);
+  dispose2(grown, wide);
+  return result;
+}
+
+function dispose2(...ts: Tensor[]): void {
+  for (const t of ts) t.dispose();
+}
+
+/** Constant padding; `pad` lists (before, after) pairs from the last dim backwards, as F.pad. */
+export function pad(x: Tensor, padding: readonly number[], options?: { mode?: 'constant'; value?: number }): Tensor {
+  checkTensor('pad', x);
+  const p = checkIntList('pad', 'padding', padding);
+  if ((options?.mode ?? 'constant') !== 'constant') {
+    throw new DTorchError(ErrorCode.InvalidArgument, `pad: mode ${describeValue(options?.mode)} is not supported; use 'constant'`);
+  }
+  const value = options?.value ?? 0;
+  checkNumber('pad value', value);
+  record('pad', [x], [p.length, ...p, value]);
+  return output(x.mesh);
+}
+
+// ---- indexing --------------------------------------------------------------------------------
+
+/** A range for Tensor.get: start (default 0), end (default the size), step (default 1). */
+export class Slice {
+  constructor(
+    readonly start?: number,
+    readonly end?: number,
+    readonly step?: number,
+  ) {
+    Object.freeze(this);
+  }
+}
+export const slice = (start?: number | null, end?: number | null, step?: number | null): Slice =>
+  new Slice(start ?? undefined, end ?? undefined, step ?? undefined);
+
+export type Index = number | Slice | null | '...' | Tensor;
+
+/**
+ * x[...] as PyTorch indexes: integers drop their dim, slices keep it, null adds a size-1 dim,
+ * '...' stands for the dims not indexed, an int tensor selects along its dim.
+ */
+export function get(x: Tensor, ...indices: Index[]): Tensor {
+  checkTensor('get', x);
+  const consuming = indices.filter((i) => i !== null && i !== '...').length;
+  const ellipses = indices.filter((i) => i === '...').length;
+  if (ellipses > 1) throw new DTorchError(ErrorCode.InvalidArgument, "get: at most one '...' per index");
+  if (consuming > x.ndim) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `get: ${consuming} indices for a ${x.ndim}-d tensor`);
+  }
+  const expandedIndices: Index[] = [];
+  for (const i of indices) {
+    if (i === '...') for (let k = 0; k < x.ndim - consuming; k++) expandedIndices.push(new Slice());
+    else expandedIndices.push(i);
+  }
+  let current = x;
+  const temporaries: Tensor[] = [];
+  const step = (t: Tensor) => {
+    if (current !== x) temporaries.push(current);
+    current = t;
+  };
+  let dim = 0;
+  for (const index of expandedIndices) {
+    if (index === null) continue;
+    if (typeof index === 'number') {
+      checkInteger('get index', index);
+      const size = current.shape[dim]!;
+      const at = index < 0 ? index + size : index;
+      if (at < 0 || at >= size) {
+        throw new DTorchError(ErrorCode.InvalidArgument, `get: index ${index} is out of range for dim ${dim} of size ${size}`);
+      }
+      step(sliceAlong(current, dim, at, at + 1, 1));
+    } else if (index instanceof Slice) {
+      step(sliceAlong(current, dim, index.start ?? 0, index.end ?? Number.MAX_SAFE_INTEGER, index.step ?? 1));
+    } else if (index instanceof Tensor) {
+      step(indexSelect(current, dim, index));
+    } else {
+      throw invalidParameter('get index', "integer, dt.slice(), null, '...' or Tensor", index);
+    }
+    dim++;
+  }
+  // the result's shape: integer-indexed dims go, null adds a size-1 dim where it stands
+  const shape: number[] = [];
+  let cursor = 0;
+  for (const index of expandedIndices) {
+    if (index === null) shape.push(1);
+    else if (typeof index === 'number') cursor++;
+    else shape.push(current.shape[cursor++]!);
+  }
+  shape.push(...current.shape.slice(cursor));
+  if (shape.join() !== current.shape.join()) step(reshape(current, shape));
+  for (const t of temporaries) t.dispose();
+  return current === x ? clone(x) : current;
+}
