@@ -40,6 +40,13 @@ interface Case {
     repeats?: number | number[];
     pad?: number[];
     value?: number;
+    affine?: boolean;
+    eps?: number;
+    groups?: number;
+    causal?: boolean;
+    scale?: number;
+    unbind?: -1 | -2;
+    equation?: string;
   };
   expected: Encoded;
 }
@@ -95,6 +102,16 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   repeat: ([a], { repeats }) => (a as dt.Tensor).repeat(...(repeats as number[])),
   repeatInterleave: ([a], { repeats, dim }) => (a as dt.Tensor).repeatInterleave(repeats as number, dim as number),
   pad: ([a], { pad, value }) => dt.F.pad(a as dt.Tensor, pad!, { value }),
+  linear: ([x, w, b]) => dt.F.linear(x as dt.Tensor, w as dt.Tensor, b as dt.Tensor | undefined),
+  layerNorm: ([x, w, b], { shape, eps }) => dt.F.layerNorm(x as dt.Tensor, shape!, { weight: w as dt.Tensor, bias: b as dt.Tensor, eps }),
+  rmsNorm: ([x, w], { shape, eps }) => dt.F.rmsNorm(x as dt.Tensor, shape!, { weight: w as dt.Tensor | undefined, eps }),
+  groupNorm: ([x, w, b], { groups, eps }) => dt.F.groupNorm(x as dt.Tensor, groups!, { weight: w as dt.Tensor, bias: b as dt.Tensor, eps }),
+  embedding: ([ids, w]) => dt.F.embedding(ids as dt.Tensor, w as dt.Tensor),
+  sdpa: ([q, k, v, m], { causal, scale }) =>
+    dt.F.scaledDotProductAttention(q as dt.Tensor, k as dt.Tensor, v as dt.Tensor, { attnMask: m as dt.Tensor | undefined, isCausal: causal, scale }),
+  rotary: ([x, c, s], { unbind }) => dt.F.applyRotaryEmb(x as dt.Tensor, [c as dt.Tensor, s as dt.Tensor], { useRealUnbindDim: unbind }),
+  outer: ([a, b]) => dt.outer(a as dt.Tensor, b as dt.Tensor),
+  einsum: ([a], { equation }) => dt.einsum(equation!, a as dt.Tensor),
   logSoftmax: ([a], { dim }) => (a as dt.Tensor).logSoftmax(dim as number),
   to: ([a], { dtype }) => (a as dt.Tensor).to(dtype!),
   gelu: ([a], { approximate }) => dt.F.gelu(a as dt.Tensor, { approximate }),

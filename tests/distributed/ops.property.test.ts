@@ -17,6 +17,7 @@ interface OpCase {
   shapes: number[][];
   tolerance: number; // relative; 0 means bit-exact
   bools?: boolean[]; // inputs made as bool tensors (value > 0)
+  ints?: number[]; // input 0 made as int64 ids in [0, ints[0])
   composite?: boolean; // built from other ops: a refusal names the inner op and its inputs
   run: (inputs: dt.Tensor[]) => dt.Tensor;
 }
@@ -30,7 +31,7 @@ function broadcastPartner(g: Gen, a: number[]): number[] {
 function randomOp(g: Gen): OpCase {
   const kind = g.pick([
     'unary', 'linear-unary', 'binary', 'scalar', 'compare', 'where', 'matmul', 'reduce', 'extreme', 'softmax', 'cast',
-    'view', 'view', 'join',
+    'view', 'view', 'join', 'nn', 'nn',
   ] as const);
   const a = g.shape(1, 3, 6);
   switch (kind) {
@@ -119,6 +120,35 @@ function randomOp(g: Gen): OpCase {
       if (which === 'stack') return { name: `stack(${d})`, shapes: [a, a], tolerance: 0, composite: true, run: ([x, y]) => dt.stack([x!, y!], d) };
       return { name: `split(${d})`, shapes: [a], tolerance: 0, run: ([x]) => x!.split(2, d).at(-1)! };
     }
+    case 'nn': {
+      const [n, din, dout] = [g.int(1, 5), g.int(1, 6), g.int(1, 6)];
+      const which = g.pick(['linear', 'linear-bias', 'layerNorm', 'rmsNorm', 'embedding', 'sdpa', 'sdpa-causal'] as const);
+      switch (which) {
+        case 'linear':
+          return { name: which, shapes: [[n, din], [dout, din]], tolerance: 1e-5, run: ([x, w]) => dt.F.linear(x!, w!) };
+        case 'linear-bias':
+          return { name: which, shapes: [[n, din], [dout, din], [dout]], tolerance: 1e-5, run: ([x, w, b]) => dt.F.linear(x!, w!, b!) };
+        case 'layerNorm':
+          return { name: which, shapes: [[n, 3, din], [din]], tolerance: 1e-5, run: ([x, w]) => dt.F.layerNorm(x!, [din], { weight: w! }) };
+        case 'rmsNorm':
+          return { name: which, shapes: [[n, din]], tolerance: 1e-5, run: ([x]) => dt.F.rmsNorm(x!, [din]) };
+        case 'embedding': {
+          const vocab = g.int(1, 6);
+          return {
+            name: which,
+            shapes: [[n, 3], [vocab, din]],
+            tolerance: 0,
+            ints: [vocab],
+            run: ([ids, w]) => dt.F.embedding(ids!, w!),
+          };
+        }
+        default: {
+          const shape = [g.int(1, 3), g.int(1, 4), g.int(1, 6), g.int(1, 4)];
+          const isCausal = which === 'sdpa-causal';
+          return { name: which, shapes: [shape, shape, shape], tolerance: 1e-5, run: ([q, k, v]) => dt.F.scaledDotProductAttention(q!, k!, v!, { isCausal }) };
+        }
+      }
+    }
     case 'cast':
       return { name: 'to(float64)', shapes: [a], tolerance: 0, run: ([x]) => x!.to('float64') };
   }
@@ -141,8 +171,10 @@ describe('ops on distributed tensors (property)', () => {
       const what = `case ${i} (seed ${propertySeed + 3}): ${op.name} of [${op.shapes.map((s) => `[${s}]`)}] with ${placements
         .map(dt.formatPlacements)
         .join(', ')} on ${mesh}`;
-      const make = (k: number, m: dt.DeviceMesh, p?: dt.Placement[]) =>
-        dt.tensor(op.bools?.[k] ? data[k]!.map((v) => v > 0) : data[k]!, { shape: op.shapes[k], mesh: m, placements: p });
+      const make = (k: number, m: dt.DeviceMesh, p?: dt.Placement[]) => {
+        const values = op.bools?.[k] ? data[k]!.map((v) => v > 0) : op.ints && k === 0 ? data[k]!.map((v) => Math.abs(v) % op.ints![0]!) : data[k]!;
+        return dt.tensor(values, { shape: op.shapes[k], mesh: m, placements: p, dtype: op.ints && k === 0 ? 'int64' : undefined });
+      };
       const expected = dt.tidy(() => op.run(op.shapes.map((_, k) => make(k, one))));
       const inputs = op.shapes.map((_, k) => make(k, mesh, placements[k]));
       let actual: dt.Tensor;

@@ -32,6 +32,53 @@ def case(name, op, inputs, out, **attrs):
             "attrs": attrs, "expected": enc(out)}
 
 
+def rotary_reference(x, cos, sin, unbind_dim):
+    """diffusers' apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=...)."""
+    cos, sin = cos[None, None], sin[None, None]
+    if unbind_dim == -1:
+        x_real, x_imag = x.reshape(*x.shape[:-1], -1, 2).unbind(-1)
+        x_rotated = torch.stack([-x_imag, x_real], dim=-1).flatten(3)
+    else:
+        x_real, x_imag = x.reshape(*x.shape[:-1], 2, -1).unbind(-2)
+        x_rotated = torch.cat([-x_imag, x_real], dim=-1)
+    return (x.float() * cos + x_rotated.float() * sin).to(x.dtype)
+
+
+def nn_cases(g):
+    F = torch.nn.functional
+    x = torch.randn(2, 3, 8, generator=g)
+    w = torch.randn(5, 8, generator=g)
+    b = torch.randn(5, generator=g)
+    gamma, beta = torch.randn(8, generator=g), torch.randn(8, generator=g)
+    img = torch.randn(2, 6, 3, 3, generator=g)
+    gw, gb = torch.randn(6, generator=g), torch.randn(6, generator=g)
+    ids = torch.tensor([[0, 4, 2], [3, 3, 1]])
+    table = torch.randn(5, 4, generator=g)
+    q, k, v = (torch.randn(2, 2, 5, 4, generator=g) for _ in range(3))
+    bool_mask = torch.rand(5, 5, generator=g) > 0.3
+    float_mask = torch.randn(2, 1, 5, 5, generator=g)
+    rx = torch.randn(1, 2, 3, 8, generator=g)
+    cos, sin = torch.randn(3, 8, generator=g), torch.randn(3, 8, generator=g)
+    return [
+        case("linear", "linear", [x, w, b], F.linear(x, w, b)),
+        case("linear no bias", "linear", [x, w], F.linear(x, w)),
+        case("layer_norm affine", "layerNorm", [x, gamma, beta], F.layer_norm(x, (8,), gamma, beta, 1e-5), shape=[8], affine=True, eps=1e-5),
+        case("layer_norm plain", "layerNorm", [x], F.layer_norm(x, (8,), eps=1e-6), shape=[8], affine=False, eps=1e-6),
+        case("rms_norm", "rmsNorm", [x, gamma], F.rms_norm(x, (8,), gamma, eps=1e-6), shape=[8], eps=1e-6),
+        case("rms_norm default eps", "rmsNorm", [x], F.rms_norm(x, (8,)), shape=[8]),
+        case("group_norm", "groupNorm", [img, gw, gb], F.group_norm(img, 3, gw, gb, 1e-5), groups=3, eps=1e-5),
+        case("embedding", "embedding", [ids, table], F.embedding(ids, table)),
+        case("sdpa", "sdpa", [q, k, v], F.scaled_dot_product_attention(q, k, v)),
+        case("sdpa causal", "sdpa", [q, k, v], F.scaled_dot_product_attention(q, k, v, is_causal=True), causal=True),
+        case("sdpa bool mask scale", "sdpa", [q, k, v, bool_mask], F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask, scale=0.3), scale=0.3),
+        case("sdpa float mask", "sdpa", [q, k, v, float_mask], F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)),
+        case("apply_rotary_emb pairs", "rotary", [rx, cos, sin], rotary_reference(rx, cos, sin, -1), unbind=-1),
+        case("apply_rotary_emb halves", "rotary", [rx, cos, sin], rotary_reference(rx, cos, sin, -2), unbind=-2),
+        case("outer", "outer", [gamma, b], torch.outer(gamma, b)),
+        case("einsum permute", "einsum", [q], torch.einsum("bhsd->bshd", q), equation="bhsd->bshd"),
+    ]
+
+
 def main():
     g = torch.Generator().manual_seed(0)
     a = torch.randn(3, 4, generator=g)
@@ -133,6 +180,7 @@ def main():
         case("repeat_interleave", "repeatInterleave", [a], a.repeat_interleave(2, dim=0), repeats=2, dim=0),
         case("pad", "pad", [batch], torch.nn.functional.pad(batch, (1, 2, 0, 1), value=-1.0), pad=[1, 2, 0, 1], value=-1.0),
     ]
+    cases += nn_cases(g)
     random = []
     for fn in ("rand", "randn"):
         for seed in (0, 7, 123456789):

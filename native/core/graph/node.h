@@ -36,6 +36,7 @@ struct Node {
   c10::SmallVector<int64_t, 2> outputs; // tensor ids written (kCompute) or released (kRelease)
   c10::SmallVector<double, 8> attrs;    // op attributes, layout documented per op
   c10::SmallVector<TensorMeta, 1> outputMetas;
+  c10::SmallVector<TensorMeta, 1> inputMetas;  // only for ops that keep them (OpDef::keepsInputMetas)
   at::Tensor hostData;                  // full host tensor for ops created from JS data
   std::shared_ptr<Completion> completion;  // kFetch, kSync
   std::shared_ptr<const OpState> state;    // kCompute, set by the op's infer

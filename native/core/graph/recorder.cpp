@@ -58,6 +58,10 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
     }
   }
 
+  c10::SmallVector<TensorMeta, 1> keptInputMetas;  // after any slicing: what the kernel gets
+  if (op.keepsInputMetas) {
+    for (int64_t id : inputs) keptInputMetas.push_back(meta(id));
+  }
   Node& node = append(NodeKind::kCompute);
   node.op = &op;
   node.meshId = outputs.empty() ? 0 : outputs[0].meshId;
@@ -67,6 +71,7 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   node.attrs.append(derived.begin(), derived.end());
   node.hostData = std::move(hostData);
   node.state = std::move(state);
+  node.inputMetas = std::move(keptInputMetas);
   for (TensorMeta& out : outputs) {
     const int64_t id = nextId_++;
     node.outputs.push_back(id);

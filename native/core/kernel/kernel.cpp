@@ -133,6 +133,11 @@ LocalPiece KernelContext::outputPiece(size_t i) const {
   return localPiece(meta.shape, meta.placements, mesh, rank);
 }
 
+LocalPiece KernelContext::inputPiece(size_t i) const {
+  const TensorMeta& meta = node.inputMetas.at(i);
+  return localPiece(meta.shape, meta.placements, mesh, rank);
+}
+
 void executeKernel(const Kernel& k, BlobTable& blobs) {
   switch (k.kind) {
     case Kernel::Kind::kRun: runCompute(k, blobs); break;

@@ -53,6 +53,8 @@ struct KernelContext {
   const TensorMeta& outputMeta(size_t i = 0) const { return node.outputMetas[i]; }
   // This rank's piece of output i: its shape and offset in the full tensor.
   LocalPiece outputPiece(size_t i = 0) const;
+  // This rank's piece of input i (ops with keepsInputMetas only).
+  LocalPiece inputPiece(size_t i) const;
 };
 
 using InferFn = void (*)(const InferContext&, Outputs&);
@@ -74,6 +76,8 @@ struct OpDef {
   bool receivesFromInputMesh = false;
   // The family's own description of this op (e.g. its entry in the family's table).
   const void* family = nullptr;
+  // Kernels need the inputs' global metas (e.g. where a rank's rows start): kept on the node.
+  bool keepsInputMetas = false;
 };
 
 }  // namespace dtorch::core

@@ -12,6 +12,7 @@ OpRegistry::OpRegistry() {
   registerCastOps(*this);
   registerRedistributeOps(*this);
   registerShapeOps(*this);
+  registerNnOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -36,5 +36,6 @@ void registerReductionOps(OpRegistry& registry);
 void registerCastOps(OpRegistry& registry);
 void registerRedistributeOps(OpRegistry& registry);
 void registerShapeOps(OpRegistry& registry);
+void registerNnOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

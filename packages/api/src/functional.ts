@@ -2,3 +2,6 @@
 export { relu, silu, gelu, sigmoid, tanh } from './ops/elementwise.js';
 export { softmax, logSoftmax } from './ops/reduction.js';
 export { pad } from './ops/shape.js';
+export {
+  linear, layerNorm, rmsNorm, groupNorm, embedding, scaledDotProductAttention, applyRotaryEmb, type AttentionOptions,
+} from './ops/nn.js';

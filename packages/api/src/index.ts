@@ -39,6 +39,7 @@ export {
   where, maskedFill, clamp, neg, abs, relu, square, floor, round, exp, log, log2, sqrt, rsqrt, reciprocal,
   sin, cos, tanh, sigmoid, silu, gelu, isnan, isinf,
 } from './ops/elementwise.js';
+export { outer, einsum } from './ops/nn.js';
 export * as functional from './functional.js';
 export * as F from './functional.js';
 export { matmul } from './ops/matmul.js';

@@ -1,0 +1,266 @@
+// Neural-network ops: linear, layer_norm, rms_norm, group_norm, embedding and
+// scaled_dot_product_attention. Optional tensor inputs (weight, bias, mask) are announced by
+// flags in the attributes, so the kernel knows which input is which.
+#include <ATen/ATen.h>
+
+#include "common/error.h"
+#include "core/operand/mesh_table.h"
+#include "core/operators/infer_util.h"
+#include "core/operators/registry.h"
+
+namespace dtorch::core {
+namespace {
+
+using common::code::kDtypeMismatch;
+using common::code::kInvalidArgument;
+using common::code::kShapeMismatch;
+
+void checkSameDtype(const InferContext& ctx) {
+  for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+    if (ctx.inputs[k]->dtype != ctx.inputs[0]->dtype) {
+      ctx.fail(kDtypeMismatch, "input #" + std::to_string(k) + " is " + std::string(dtypeName(ctx.inputs[k]->dtype)) +
+                                   " but input #0 is " + std::string(dtypeName(ctx.inputs[0]->dtype)) + "; cast with .to(dtype)");
+    }
+  }
+}
+
+SignatureRow rowOf(c10::ArrayRef<Placement> inputs, Placement output, unsigned mask = 0) {
+  SignatureRow r;
+  r.inputs.assign(inputs.begin(), inputs.end());
+  r.output = output;
+  r.localSliceMask = mask;
+  return r;
+}
+
+const Placement R = Placement::replicate();
+const Placement P = Placement::partial(ReduceOp::kSum);
+Placement S(int64_t d) { return Placement::shard(static_cast<int32_t>(d)); }
+
+// ---- linear(x, weight, bias?): y = x W^T + b ----------------------------------------------
+
+void inferLinear(const InferContext& ctx, Outputs& out) {
+  if (ctx.inputs.size() < 2 || ctx.inputs.size() > 3) ctx.fail(kInvalidArgument, "takes x, weight and an optional bias");
+  const TensorMeta &x = *ctx.inputs[0], &w = *ctx.inputs[1];
+  if (w.ndim() != 2 || x.ndim() < 1 || x.shape.back() != w.shape[1]) {
+    ctx.fail(kShapeMismatch, "x of shape " + formatShape(x.shape) + " and weight of shape " + formatShape(w.shape) +
+                                 " do not fit: weight must be [out, in] with in = x's last dim");
+  }
+  if (ctx.inputs.size() == 3 && (ctx.inputs[2]->ndim() != 1 || ctx.inputs[2]->shape[0] != w.shape[0])) {
+    ctx.fail(kShapeMismatch, "bias of shape " + formatShape(ctx.inputs[2]->shape) + " must be [" + std::to_string(w.shape[0]) + "]");
+  }
+  checkSameDtype(ctx);
+  Shape shape = x.shape;
+  shape.back() = w.shape[0];
+  out.push_back(outputLike(ctx, std::move(shape), x.dtype));
+}
+// DESIGN §10, derived: leading dims of x shard through; column parallel (W and b sharded on
+// out) shards the last dim; row parallel (x on in, W on in) gives partial sums, and then the bias
+// must be partial too (added once); a partial x times a replicated W stays partial only
+// without a bias or with a partial one.
+void linearRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t last = ctx.inputs[0]->ndim() - 1;
+  const bool bias = ctx.inputs.size() == 3;
+  auto add = [&](std::initializer_list<Placement> x_w, Placement b, Placement out, unsigned mask = 0) {
+    c10::SmallVector<Placement, 3> in(x_w.begin(), x_w.end());
+    if (bias) in.push_back(b);
+    rows.push_back(rowOf(in, out, mask));
+  };
+  for (int64_t i = 0; i < last; ++i) add({S(i), R}, R, S(i));
+  add({R, S(0)}, S(0), S(last), bias ? 0b110 : 0b010);
+  add({S(last), S(1)}, P, P, 0b010);
+  add({P, R}, P, P);
+}
+void runLinear(KernelContext& ctx) {
+  const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;
+  ctx.outputs.push_back(at::linear(ctx.input(0), ctx.input(1), bias));
+}
+
+// ---- layer_norm / rms_norm: attrs nNorm, normalizedShape..., hasWeight, hasBias, eps ----------
+
+Shape normShape(const InferContext& ctx) {
+  Shape s;
+  for (int64_t i = 0; i < ctx.intAttr(0); ++i) s.push_back(ctx.intAttr(1 + i));
+  return s;
+}
+void inferNorm(const InferContext& ctx, Outputs& out) {
+  const TensorMeta& x = *ctx.inputs[0];
+  const Shape norm = normShape(ctx);
+  const int64_t n = static_cast<int64_t>(norm.size());
+  bool fits = n >= 1 && n <= x.ndim();
+  for (int64_t i = 0; fits && i < n; ++i) fits = x.shape[x.ndim() - n + i] == norm[i];
+  if (!fits) {
+    ctx.fail(kShapeMismatch, "normalized shape " + formatShape(norm) + " must be the last dims of the input's shape " + formatShape(x.shape));
+  }
+  for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+    if (ctx.inputs[k]->shape != norm) {
+      ctx.fail(kShapeMismatch, "weight/bias of shape " + formatShape(ctx.inputs[k]->shape) + " must have the normalized shape " + formatShape(norm));
+    }
+  }
+  if (!isFloating(x.dtype)) ctx.fail(kDtypeMismatch, "needs a floating input, got " + std::string(dtypeName(x.dtype)));
+  out.push_back(outputLike(ctx, x.shape, x.dtype));
+}
+// Any leading (not normalized) dim shards through; weight and bias stay whole.
+void normRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t lead = ctx.inputs[0]->ndim() - ctx.intAttr(0);
+  for (int64_t i = 0; i < lead; ++i) {
+    c10::SmallVector<Placement, 3> in{S(i)};
+    in.append(ctx.inputs.size() - 1, R);
+    rows.push_back(rowOf(in, S(i)));
+  }
+}
+struct NormArgs {
+  std::vector<int64_t> shape;
+  std::optional<at::Tensor> weight, bias;
+  double eps;
+};
+NormArgs normArgs(const KernelContext& ctx) {
+  NormArgs a;
+  const int64_t n = ctx.intAttr(0);
+  for (int64_t i = 0; i < n; ++i) a.shape.push_back(ctx.intAttr(1 + i));
+  size_t next = 1;
+  if (ctx.attr(1 + n) != 0) a.weight = ctx.input(next++);
+  if (ctx.attr(2 + n) != 0) a.bias = ctx.input(next++);
+  a.eps = ctx.attr(3 + n);
+  return a;
+}
+void runLayerNorm(KernelContext& ctx) {
+  const NormArgs a = normArgs(ctx);
+  ctx.outputs.push_back(at::layer_norm(ctx.input(0), a.shape, a.weight, a.bias, a.eps));
+}
+void runRmsNorm(KernelContext& ctx) {
+  const NormArgs a = normArgs(ctx);
+  ctx.outputs.push_back(at::rms_norm(ctx.input(0), a.shape, a.weight, a.eps));
+}
+
+// ---- group_norm(x[N, C, *], weight?, bias?): attrs groups, hasWeight, hasBias, eps ---------------
+
+void inferGroupNorm(const InferContext& ctx, Outputs& out) {
+  const TensorMeta& x = *ctx.inputs[0];
+  const int64_t groups = ctx.intAttr(0);
+  if (x.ndim() < 2) ctx.fail(kShapeMismatch, "needs an input [N, C, ...], got " + formatShape(x.shape));
+  if (groups <= 0 || x.shape[1] % groups != 0) {
+    ctx.fail(kInvalidArgument, std::to_string(x.shape[1]) + " channels do not split into " + std::to_string(groups) + " groups");
+  }
+  for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+    if (ctx.inputs[k]->ndim() != 1 || ctx.inputs[k]->shape[0] != x.shape[1]) {
+      ctx.fail(kShapeMismatch, "weight/bias must be [" + std::to_string(x.shape[1]) + "], got " + formatShape(ctx.inputs[k]->shape));
+    }
+  }
+  if (!isFloating(x.dtype)) ctx.fail(kDtypeMismatch, "needs a floating input, got " + std::string(dtypeName(x.dtype)));
+  out.push_back(outputLike(ctx, x.shape, x.dtype));
+}
+void groupNormRows(const InferContext& ctx, SignatureRows& rows) {
+  c10::SmallVector<Placement, 3> in{S(0)};
+  in.append(ctx.inputs.size() - 1, R);
+  rows.push_back(rowOf(in, S(0)));
+}
+void runGroupNorm(KernelContext& ctx) {
+  size_t next = 1;
+  std::optional<at::Tensor> weight, bias;
+  if (ctx.attr(1) != 0) weight = ctx.input(next++);
+  if (ctx.attr(2) != 0) bias = ctx.input(next++);
+  ctx.outputs.push_back(at::group_norm(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3)));
+}
+
+// ---- embedding(ids, weight[V, D]) ------------------------------------------------------------
+
+void inferEmbedding(const InferContext& ctx, Outputs& out) {
+  const TensorMeta &ids = *ctx.inputs[0], &w = *ctx.inputs[1];
+  if (ids.dtype != DType::Long && ids.dtype != DType::Int) {
+    ctx.fail(kDtypeMismatch, "ids must be int64 or int32, got " + std::string(dtypeName(ids.dtype)));
+  }
+  if (w.ndim() != 2) ctx.fail(kShapeMismatch, "weight must be [num_embeddings, dim], got " + formatShape(w.shape));
+  Shape shape = ids.shape;
+  shape.push_back(w.shape[1]);
+  out.push_back(outputLike(ctx, std::move(shape), w.dtype));
+}
+// (R, S(1)) -> S(last): each rank holds some embedding columns; (S(i), R) -> S(i); (R, S(0)) -> P:
+// each rank looks up the ids in its rows and writes zeros for the others (summed on read).
+void embeddingRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t ndim = ctx.inputs[0]->ndim();
+  rows.push_back(row({R, S(1)}, S(ndim)));
+  for (int64_t i = 0; i < ndim; ++i) rows.push_back(row({S(i), R}, S(i)));
+  rows.push_back(row({R, S(0)}, P));
+}
+void runEmbedding(KernelContext& ctx) {
+  const at::Tensor &ids = ctx.input(0), &w = ctx.input(1);
+  const LocalPiece rowsHere = ctx.inputPiece(1);
+  const int64_t vocab = ctx.node.inputMetas[1].shape[0];
+  if (rowsHere.shape[0] == vocab) {  // the whole table is here
+    ctx.outputs.push_back(at::embedding(w, ids));
+    return;
+  }
+  const int64_t lo = rowsHere.offset[0], n = rowsHere.shape[0];
+  const at::Tensor mine = (ids >= lo).logical_and_(ids < lo + n);
+  if (n == 0) {
+    std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
+    shape.push_back(w.size(1));
+    ctx.outputs.push_back(at::zeros(shape, w.options()));
+    return;
+  }
+  at::Tensor out = at::embedding(w, (ids - lo).clamp_(0, n - 1));
+  ctx.outputs.push_back(out.mul_(mine.unsqueeze(-1).to(out.scalar_type())));
+}
+
+// ---- scaled_dot_product_attention(q, k, v, mask?): attrs hasMask, isCausal, hasScale, scale ----
+
+void inferSdpa(const InferContext& ctx, Outputs& out) {
+  const TensorMeta &q = *ctx.inputs[0], &k = *ctx.inputs[1], &v = *ctx.inputs[2];
+  if (q.ndim() < 2 || k.ndim() != q.ndim() || v.ndim() != q.ndim() || q.shape.back() != k.shape.back() ||
+      k.shape[k.ndim() - 2] != v.shape[v.ndim() - 2]) {
+    ctx.fail(kShapeMismatch, "q " + formatShape(q.shape) + ", k " + formatShape(k.shape) + " and v " + formatShape(v.shape) +
+                                 " do not fit [..., L, E], [..., S, E], [..., S, Ev]");
+  }
+  if (ctx.attr(0) != 0 && ctx.attr(1) != 0) ctx.fail(kInvalidArgument, "give either attnMask or isCausal, not both");
+  if (ctx.attr(0) != 0 && ctx.inputs[3]->dtype != DType::Bool && ctx.inputs[3]->dtype != q.dtype) {
+    ctx.fail(kDtypeMismatch, "attnMask must be bool or " + std::string(dtypeName(q.dtype)));
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.inputs[i]->dtype != q.dtype) ctx.fail(kDtypeMismatch, "q, k and v must share one dtype");
+  }
+  Shape shape = q.shape;
+  shape.back() = v.shape.back();
+  out.push_back(outputLike(ctx, std::move(shape), q.dtype));
+}
+// Batch and head dims (all but the last two) shard when q, k and v (and a mask that has them)
+// shard alike; the query sequence shards against whole k and v when not causal (the mask then
+// shards on its query dim).
+void sdpaRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t n = ctx.inputs[0]->ndim();
+  const bool hasMask = ctx.attr(0) != 0;
+  const Shape* mask = hasMask ? &ctx.inputs[3]->shape : nullptr;
+  auto maskDim = [&](int64_t d) -> Placement {  // the mask's placement for output dim d
+    const int64_t m = d - (n - static_cast<int64_t>(mask->size()));
+    return m >= 0 && (*mask)[m] != 1 ? S(m) : R;
+  };
+  for (int64_t d = 0; d < n - 2; ++d) {
+    c10::SmallVector<Placement, 4> in{S(d), S(d), S(d)};
+    if (hasMask) in.push_back(maskDim(d));
+    rows.push_back(rowOf(in, S(d)));
+  }
+  if (ctx.attr(1) == 0) {
+    c10::SmallVector<Placement, 4> in{S(n - 2), R, R};
+    if (hasMask) in.push_back(maskDim(n - 2));
+    rows.push_back(rowOf(in, S(n - 2)));
+  }
+}
+void runSdpa(KernelContext& ctx) {
+  const std::optional<at::Tensor> mask = ctx.attr(0) != 0 ? std::optional<at::Tensor>(ctx.input(3)) : std::nullopt;
+  const std::optional<double> scale = ctx.attr(2) != 0 ? std::optional<double>(ctx.attr(3)) : std::nullopt;
+  ctx.outputs.push_back(at::scaled_dot_product_attention(ctx.input(0), ctx.input(1), ctx.input(2), mask, 0.0, ctx.attr(1) != 0, scale));
+}
+
+}  // namespace
+
+void registerNnOps(OpRegistry& registry) {
+  registry.add({"linear", -1, "(x, weight, bias?)", inferLinear, runLinear, linearRows});
+  registry.add({"layer_norm", -1, "nNorm, shape..., hasWeight, hasBias, eps", inferNorm, runLayerNorm, normRows});
+  registry.add({"rms_norm", -1, "nNorm, shape..., hasWeight, hasBias(0), eps", inferNorm, runRmsNorm, normRows});
+  registry.add({"group_norm", -1, "groups, hasWeight, hasBias, eps", inferGroupNorm, runGroupNorm, groupNormRows});
+  OpDef embedding{"embedding", 2, "", inferEmbedding, runEmbedding, embeddingRows};
+  embedding.keepsInputMetas = true;
+  registry.add(embedding);
+  registry.add({"sdpa", -1, "hasMask, isCausal, hasScale, scale", inferSdpa, runSdpa, sdpaRows});
+}
+
+}  // namespace dtorch::core

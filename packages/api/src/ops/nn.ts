@@ -1,0 +1,156 @@
+// Neural-network ops of dt.functional: linear, normalisations, embedding, attention, rotary
+// embeddings (as diffusers applies them), and outer / einsum for permutations.
+import { DTorchError, ErrorCode, checkInteger, checkNumber, checkShape, invalidParameter } from '@dtorch/common';
+import { engine } from '@dtorch/core';
+import { output } from '../record.js';
+import { Tensor } from '../tensor.js';
+import type { DType } from '../dtype.js';
+import { cat, permute, reshape, stack, unbind, unsqueeze } from './shape.js';
+import { mul } from './elementwise.js';
+
+function checkTensor(name: string, x: unknown): Tensor {
+  if (!(x instanceof Tensor)) throw invalidParameter(name, 'Tensor', x);
+  return x;
+}
+
+function checkOptionalTensor(name: string, x: unknown): Tensor | undefined {
+  if (x === undefined || x === null) return undefined;
+  return checkTensor(name, x);
+}
+
+function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
+  const e = engine();
+  inputs.forEach((t, i) => (e.args[i] = t.id));
+  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
+  e.record(e.ops[name]!.code, inputs.length, attrs.length);
+  return output(inputs[0]!.mesh);
+}
+
+/** y = x Wᵀ + b, with W of shape [out, in]. */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
+  const inputs = [checkTensor('linear x', x), checkTensor('linear weight', weight)];
+  const b = checkOptionalTensor('linear bias', bias);
+  if (b) inputs.push(b);
+  return record('linear', inputs, []);
+}
+
+interface NormOptions {
+  weight?: Tensor;
+  bias?: Tensor;
+  eps?: number;
+}
+
+function norm(op: 'layer_norm' | 'rms_norm', x: Tensor, normalizedShape: number | readonly number[], options: NormOptions, eps: number): Tensor {
+  checkTensor(`${op} input`, x);
+  const shape = typeof normalizedShape === 'number' ? [normalizedShape] : checkShape(`${op} normalizedShape`, normalizedShape);
+  const weight = checkOptionalTensor(`${op} weight`, options.weight);
+  const bias = checkOptionalTensor(`${op} bias`, options.bias);
+  checkNumber(`${op} eps`, eps);
+  const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
+  return record(op, inputs, [shape.length, ...shape, weight ? 1 : 0, bias ? 1 : 0, eps]);
+}
+
+/** Layer normalisation over the last dims (`normalizedShape`), affine when weight/bias are given. */
+export function layerNorm(x: Tensor, normalizedShape: number | readonly number[], options: NormOptions = {}): Tensor {
+  return norm('layer_norm', x, normalizedShape, options, options.eps ?? 1e-5);
+}
+
+// torch.finfo(dtype).eps: the default eps of rms_norm
+const machineEps: Partial<Record<DType, number>> = { float32: 1.1920928955078125e-7, float64: 2.220446049250313e-16, float16: 0.0009765625, bfloat16: 0.0078125 };
+
+/** RMS normalisation over the last dims, as torch.nn.functional.rms_norm (default eps: the dtype's). */
+export function rmsNorm(x: Tensor, normalizedShape: number | readonly number[], options: { weight?: Tensor; eps?: number } = {}): Tensor {
+  if (options && 'bias' in options) throw new DTorchError(ErrorCode.InvalidArgument, 'rmsNorm takes no bias');
+  return norm('rms_norm', x, normalizedShape, { weight: options.weight }, options.eps ?? machineEps[checkTensor('rmsNorm input', x).dtype] ?? 1e-6);
+}
+
+/** Group normalisation of x [N, C, ...] in `numGroups` groups of channels. */
+export function groupNorm(x: Tensor, numGroups: number, options: NormOptions = {}): Tensor {
+  checkTensor('groupNorm input', x);
+  checkInteger('groupNorm numGroups', numGroups, 1);
+  const weight = checkOptionalTensor('groupNorm weight', options.weight);
+  const bias = checkOptionalTensor('groupNorm bias', options.bias);
+  const eps = options.eps ?? 1e-5;
+  checkNumber('groupNorm eps', eps);
+  const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
+  return record('group_norm', inputs, [numGroups, weight ? 1 : 0, bias ? 1 : 0, eps]);
+}
+
+/** Rows of `weight` [numEmbeddings, dim] picked by integer `ids`. */
+export function embedding(ids: Tensor, weight: Tensor): Tensor {
+  return record('embedding', [checkTensor('embedding ids', ids), checkTensor('embedding weight', weight)], []);
+}
+
+export interface AttentionOptions {
+  /** Bool (true = attend) or additive float mask, broadcast to [..., L, S]. */
+  attnMask?: Tensor;
+  isCausal?: boolean;
+  /** Default 1 / sqrt(E). */
+  scale?: number;
+}
+
+/** softmax(q kᵀ · scale + mask) v, as torch.nn.functional.scaled_dot_product_attention. */
+export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}): Tensor {
+  const inputs = [checkTensor('sdpa q', q), checkTensor('sdpa k', k), checkTensor('sdpa v', v)];
+  const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
+  if (mask) inputs.push(mask);
+  if (options.scale !== undefined) checkNumber('sdpa scale', options.scale);
+  return record('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+}
+
+/**
+ * Rotary position embeddings as diffusers' apply_rotary_emb (use_real=True): x [B, H, S, D],
+ * freqs (cos, sin) each [S, D]; pairs of the last dim rotate. `useRealUnbindDim` -1 pairs
+ * neighbours (Flux, CogVideoX), -2 pairs the two halves (Stable Audio, CogView4).
+ */
+export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], options: { useRealUnbindDim?: -1 | -2 } = {}): Tensor {
+  checkTensor('applyRotaryEmb x', x);
+  const [cos, sin] = [checkTensor('applyRotaryEmb cos', freqs[0]), checkTensor('applyRotaryEmb sin', freqs[1])];
+  const unbindDim = options.useRealUnbindDim ?? -1;
+  const lead = x.shape.slice(0, -1);
+  const d = x.shape.at(-1)!;
+  const pieces: Tensor[] = [];
+  const keep = (t: Tensor) => (pieces.push(t), t);
+  let rotated: Tensor;
+  if (unbindDim === -1) {
+    const [re, im] = unbind(keep(reshape(x, [...lead, d / 2, 2])), -1) as [Tensor, Tensor];
+    keep(re);
+    keep(im);
+    rotated = reshape(keep(stack([keep(im.neg()), re], -1)), [...lead, d]);
+  } else {
+    const [re, im] = unbind(keep(reshape(x, [...lead, 2, d / 2])), -2) as [Tensor, Tensor];
+    keep(re);
+    keep(im);
+    rotated = cat([keep(im.neg()), re], -1);
+  }
+  keep(rotated);
+  const xf = keep(x.to('float32'));
+  const out = keep(mul(xf, cos)).add(keep(mul(keep(rotated.to('float32')), sin)));
+  const result = out.dtype === x.dtype ? out : out.to(x.dtype);
+  for (const t of pieces) if (t !== result) t.dispose();
+  if (result !== out) out.dispose();
+  return result;
+}
+
+/** The outer product of two vectors. */
+export function outer(a: Tensor, b: Tensor): Tensor {
+  const [column, row] = [unsqueeze(checkTensor('outer a', a), 1), unsqueeze(checkTensor('outer b', b), 0)];
+  const result = mul(column, row);
+  column.dispose();
+  row.dispose();
+  return result;
+}
+
+/** einsum for one operand whose equation only permutes dims, e.g. 'bhsd->bshd'. */
+export function einsum(equation: string, ...operands: Tensor[]): Tensor {
+  const m = /^\s*([a-zA-Z]+)\s*->\s*([a-zA-Z]+)\s*$/.exec(equation);
+  if (!m || operands.length !== 1) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `einsum: only permutations of one operand ('abc->cab') are supported, got '${equation}' with ${operands.length} operand(s)`);
+  }
+  const [from, to] = [m[1]!, m[2]!];
+  const x = checkTensor('einsum operand', operands[0]);
+  if (from.length !== x.ndim || to.length !== from.length || [...to].some((c) => !from.includes(c)) || new Set(from).size !== from.length) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `einsum: '${equation}' is not a permutation of the ${x.ndim} dims of a tensor of shape [${x.shape.join(', ')}]`);
+  }
+  return permute(x, [...to].map((c) => from.indexOf(c)));
+}
