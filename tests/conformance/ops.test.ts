@@ -33,7 +33,7 @@ interface Case {
     end?: number;
     sizes?: number[];
     dims?: number[];
-    size?: number;
+    size?: number | number[];
     chunks?: number;
     piece?: number;
     index?: (number | null | '...' | { slice: (number | null)[] })[];
@@ -47,6 +47,12 @@ interface Case {
     scale?: number;
     unbind?: -1 | -2;
     equation?: string;
+    padding?: number[] | 'same';
+    stride?: number[];
+    dilation?: number[];
+    mode?: 'nearest' | 'bilinear';
+    corners?: boolean;
+    kernel?: number | number[];
   };
   expected: Encoded;
 }
@@ -112,6 +118,18 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   rotary: ([x, c, s], { unbind }) => dt.F.applyRotaryEmb(x as dt.Tensor, [c as dt.Tensor, s as dt.Tensor], { useRealUnbindDim: unbind }),
   outer: ([a, b]) => dt.outer(a as dt.Tensor, b as dt.Tensor),
   einsum: ([a], { equation }) => dt.einsum(equation!, a as dt.Tensor),
+  conv2d: ([x, w, b], { padding, stride, dilation, groups }) =>
+    dt.F.conv2d(x as dt.Tensor, w as dt.Tensor, b as dt.Tensor | undefined, {
+      padding: padding as [number, number] | 'same' | undefined,
+      stride: stride as [number, number] | undefined,
+      dilation: dilation as [number, number] | undefined,
+      groups,
+    }),
+  interpolate: ([x], { size, scale, mode, corners }) =>
+    dt.F.interpolate(x as dt.Tensor, { size: size as unknown as [number, number] | undefined, scaleFactor: scale, mode, alignCorners: corners }),
+  avgPool2d: ([x], { kernel, stride, padding }) =>
+    dt.F.avgPool2d(x as dt.Tensor, kernel as number, { stride: stride as [number, number], padding: padding as [number, number] }),
+  maxPool2d: ([x], { kernel, stride }) => dt.F.maxPool2d(x as dt.Tensor, kernel as [number, number], { stride: stride as [number, number] }),
   logSoftmax: ([a], { dim }) => (a as dt.Tensor).logSoftmax(dim as number),
   to: ([a], { dtype }) => (a as dt.Tensor).to(dtype!),
   gelu: ([a], { approximate }) => dt.F.gelu(a as dt.Tensor, { approximate }),

@@ -76,6 +76,27 @@ def nn_cases(g):
         case("apply_rotary_emb halves", "rotary", [rx, cos, sin], rotary_reference(rx, cos, sin, -2), unbind=-2),
         case("outer", "outer", [gamma, b], torch.outer(gamma, b)),
         case("einsum permute", "einsum", [q], torch.einsum("bhsd->bshd", q), equation="bhsd->bshd"),
+        *image_cases(g),
+    ]
+
+
+def image_cases(g):
+    F = torch.nn.functional
+    x = torch.randn(2, 4, 6, 5, generator=g)
+    w = torch.randn(6, 2, 3, 3, generator=g)
+    b = torch.randn(6, generator=g)
+    w1 = torch.randn(3, 4, 1, 1, generator=g)
+    return [
+        case("conv2d padding groups", "conv2d", [x, w, b], F.conv2d(x, w, b, padding=1, groups=2), padding=[1, 1], groups=2),
+        case("conv2d stride dilation", "conv2d", [x, w[:, :, :, :]], F.conv2d(x, w, stride=2, dilation=[1, 2], groups=2), stride=[2, 2], dilation=[1, 2], groups=2),
+        case("conv2d 1x1 same", "conv2d", [x, w1], F.conv2d(x, w1, padding="same"), padding="same"),
+        case("interpolate nearest 2x", "interpolate", [x], F.interpolate(x, scale_factor=2.0, mode="nearest"), scale=2.0, mode="nearest"),
+        case("interpolate nearest size", "interpolate", [x], F.interpolate(x, size=(4, 7), mode="nearest"), size=[4, 7], mode="nearest"),
+        case("interpolate bilinear", "interpolate", [x], F.interpolate(x, size=(9, 8), mode="bilinear"), size=[9, 8], mode="bilinear"),
+        case("interpolate bilinear corners", "interpolate", [x], F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True), scale=1.5, mode="bilinear", corners=True),
+        case("avg_pool2d", "avgPool2d", [x], F.avg_pool2d(x, 2), kernel=2),
+        case("avg_pool2d stride padding", "avgPool2d", [x], F.avg_pool2d(x, 3, stride=2, padding=1), kernel=3, stride=[2, 2], padding=[1, 1]),
+        case("max_pool2d", "maxPool2d", [x], F.max_pool2d(x, (2, 3), stride=1), kernel=[2, 3], stride=[1, 1]),
     ]
 
 

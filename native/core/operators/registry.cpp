@@ -13,6 +13,7 @@ OpRegistry::OpRegistry() {
   registerRedistributeOps(*this);
   registerShapeOps(*this);
   registerNnOps(*this);
+  registerImageOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -37,5 +37,6 @@ void registerCastOps(OpRegistry& registry);
 void registerRedistributeOps(OpRegistry& registry);
 void registerShapeOps(OpRegistry& registry);
 void registerNnOps(OpRegistry& registry);
+void registerImageOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

@@ -2,6 +2,7 @@
 export { relu, silu, gelu, sigmoid, tanh } from './ops/elementwise.js';
 export { softmax, logSoftmax } from './ops/reduction.js';
 export { pad } from './ops/shape.js';
+export { conv2d, interpolate, avgPool2d, maxPool2d, type Conv2dOptions, type InterpolateOptions, type PoolOptions } from './ops/image.js';
 export {
   linear, layerNorm, rmsNorm, groupNorm, embedding, scaledDotProductAttention, applyRotaryEmb, type AttentionOptions,
 } from './ops/nn.js';

@@ -1,0 +1,97 @@
+// Image ops of dt.functional on [N, C, H, W]: conv2d, interpolate, avgPool2d, maxPool2d.
+import { DTorchError, ErrorCode, checkInteger, invalidParameter, isInteger } from '@dtorch/common';
+import { engine } from '@dtorch/core';
+import { output } from '../record.js';
+import { Tensor } from '../tensor.js';
+
+type Pair = number | readonly [number, number];
+
+function pair(name: string, v: Pair, min: number): [number, number] {
+  const p = typeof v === 'number' ? [v, v] : v;
+  if (!Array.isArray(p) || p.length !== 2 || !p.every((x) => isInteger(x) && x >= min)) {
+    throw invalidParameter(name, `integer >= ${min} or a pair of them`, v);
+  }
+  return [p[0]!, p[1]!];
+}
+
+function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
+  inputs.forEach((t, i) => {
+    if (!(t instanceof Tensor)) throw invalidParameter(`${name} input #${i}`, 'Tensor', t);
+  });
+  const e = engine();
+  inputs.forEach((t, i) => (e.args[i] = t.id));
+  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
+  e.record(e.ops[name]!.code, inputs.length, attrs.length);
+  return output(inputs[0]!.mesh);
+}
+
+export interface Conv2dOptions {
+  stride?: Pair;
+  /** Zero padding per side, or 'valid' (none) or 'same' (output size = input size, stride 1). */
+  padding?: Pair | 'valid' | 'same';
+  dilation?: Pair;
+  groups?: number;
+}
+
+/** 2-D convolution, as torch.nn.functional.conv2d. */
+export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, options: Conv2dOptions = {}): Tensor {
+  const stride = pair('conv2d stride', options.stride ?? 1, 1);
+  const dilation = pair('conv2d dilation', options.dilation ?? 1, 1);
+  const groups = options.groups ?? 1;
+  checkInteger('conv2d groups', groups, 1);
+  let padding: [number, number];
+  if (options.padding === 'valid') padding = [0, 0];
+  else if (options.padding === 'same') {
+    if (stride[0] !== 1 || stride[1] !== 1) throw new DTorchError(ErrorCode.InvalidArgument, "conv2d: padding 'same' needs stride 1");
+    if (!(weight instanceof Tensor)) throw invalidParameter('conv2d weight', 'Tensor', weight);
+    const total = [dilation[0] * (weight.shape[2]! - 1), dilation[1] * (weight.shape[3]! - 1)];
+    if (total[0]! % 2 || total[1]! % 2) {
+      throw new DTorchError(ErrorCode.InvalidArgument, "conv2d: padding 'same' with an even kernel extent needs uneven padding; pad with F.pad first");
+    }
+    padding = [total[0]! / 2, total[1]! / 2];
+  } else padding = pair('conv2d padding', options.padding ?? 0, 0);
+  const inputs = bias === undefined || bias === null ? [x, weight] : [x, weight, bias];
+  return record('conv2d', inputs, [...stride, ...padding, ...dilation, groups]);
+}
+
+export interface InterpolateOptions {
+  size?: Pair;
+  scaleFactor?: number | readonly [number, number];
+  mode?: 'nearest' | 'bilinear';
+  alignCorners?: boolean;
+}
+
+/** Resizes the H and W of x [N, C, H, W], as torch.nn.functional.interpolate. */
+export function interpolate(x: Tensor, options: InterpolateOptions): Tensor {
+  if (!(x instanceof Tensor)) throw invalidParameter('interpolate input', 'Tensor', x);
+  const mode = options.mode ?? 'nearest';
+  if (mode !== 'nearest' && mode !== 'bilinear') throw invalidParameter('interpolate mode', "'nearest' or 'bilinear'", mode);
+  if ((options.size === undefined) === (options.scaleFactor === undefined)) {
+    throw new DTorchError(ErrorCode.InvalidArgument, 'interpolate: give exactly one of size and scaleFactor');
+  }
+  if (options.alignCorners && mode === 'nearest') throw new DTorchError(ErrorCode.InvalidArgument, 'interpolate: alignCorners only applies to bilinear');
+  let size: [number, number];
+  let scales: [number, number] = [0, 0];
+  if (options.size !== undefined) size = pair('interpolate size', options.size, 1);
+  else {
+    const s = typeof options.scaleFactor === 'number' ? [options.scaleFactor, options.scaleFactor] : options.scaleFactor!;
+    if (!s.every((v) => typeof v === 'number' && v > 0)) throw invalidParameter('interpolate scaleFactor', 'positive number(s)', options.scaleFactor);
+    scales = [s[0]!, s[1]!];
+    size = [Math.floor(x.shape[2]! * scales[0]), Math.floor(x.shape[3]! * scales[1])];
+  }
+  return record('interpolate', [x], [mode === 'nearest' ? 0 : 1, ...size, ...scales, options.alignCorners ? 1 : 0]);
+}
+
+export interface PoolOptions {
+  stride?: Pair;
+  padding?: Pair;
+}
+
+function pool(op: 'avg_pool2d' | 'max_pool2d', x: Tensor, kernelSize: Pair, options: PoolOptions): Tensor {
+  const kernel = pair(`${op} kernelSize`, kernelSize, 1);
+  const stride = pair(`${op} stride`, options.stride ?? kernel, 1);
+  const padding = pair(`${op} padding`, options.padding ?? 0, 0);
+  return record(op, [x], [...kernel, ...stride, ...padding]);
+}
+export const avgPool2d = (x: Tensor, kernelSize: Pair, options: PoolOptions = {}): Tensor => pool('avg_pool2d', x, kernelSize, options);
+export const maxPool2d = (x: Tensor, kernelSize: Pair, options: PoolOptions = {}): Tensor => pool('max_pool2d', x, kernelSize, options);
