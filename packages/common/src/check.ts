@@ -48,6 +48,13 @@ export function checkShape(name: string, value: unknown): number[] {
   return value as number[];
 }
 
+/** An options object (undefined gives {}); anything else is refused. */
+export function checkOptions<T extends object>(name: string, value: unknown): Partial<T> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw invalidParameter(name, 'options object', value);
+  return value as Partial<T>;
+}
+
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }

@@ -3,6 +3,7 @@ export { config, readConfig, type DTorchConfig } from './env.js';
 export { log, setLogLevel, logLevelEnabled, type LogLevel } from './log.js';
 export {
   checkBoolean,
+  checkOptions,
   checkInteger,
   checkNumber,
   checkShape,

@@ -74,6 +74,7 @@ export function arange(start: number, end?: number, step = 1, options?: Creation
   if (end === undefined) [start, end] = [0, start];
   checkNumber('arange end', end);
   checkNumber('arange step', step);
+  if (![start, end, step].every(Number.isFinite)) throw invalidParameter('arange bounds', 'finite numbers', [start, end, step]);
   const integral = isInteger(start) && isInteger(end) && isInteger(step);
   const r = resolve(options, integral ? 'int64' : 'float32', 'arange', 1);
   const e = engine();

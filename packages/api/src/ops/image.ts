@@ -1,5 +1,5 @@
 // Image ops of dt.functional on [N, C, H, W]: conv2d, interpolate, avgPool2d, maxPool2d.
-import { DTorchError, ErrorCode, checkInteger, invalidParameter, isInteger } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkOptions, invalidParameter, isInteger } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { output } from '../record.js';
 import { Tensor } from '../tensor.js';
@@ -34,7 +34,8 @@ export interface Conv2dOptions {
 }
 
 /** 2-D convolution, as torch.nn.functional.conv2d. */
-export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, options: Conv2dOptions = {}): Tensor {
+export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, opts?: Conv2dOptions): Tensor {
+  const options = checkOptions<Conv2dOptions>('conv2d options', opts);
   const stride = pair('conv2d stride', options.stride ?? 1, 1);
   const dilation = pair('conv2d dilation', options.dilation ?? 1, 1);
   const groups = options.groups ?? 1;
@@ -62,8 +63,10 @@ export interface InterpolateOptions {
 }
 
 /** Resizes the H and W of x [N, C, H, W], as torch.nn.functional.interpolate. */
-export function interpolate(x: Tensor, options: InterpolateOptions): Tensor {
+export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter('interpolate input', 'Tensor', x);
+  if (x.ndim !== 4) throw new DTorchError(ErrorCode.ShapeMismatch, `interpolate: needs an input [N, C, H, W], got ${x.describe()}`);
+  const options = checkOptions<InterpolateOptions>('interpolate options', opts);
   const mode = options.mode ?? 'nearest';
   if (mode !== 'nearest' && mode !== 'bilinear') throw invalidParameter('interpolate mode', "'nearest' or 'bilinear'", mode);
   if ((options.size === undefined) === (options.scaleFactor === undefined)) {
@@ -87,11 +90,12 @@ export interface PoolOptions {
   padding?: Pair;
 }
 
-function pool(op: 'avg_pool2d' | 'max_pool2d', x: Tensor, kernelSize: Pair, options: PoolOptions): Tensor {
+function pool(op: 'avg_pool2d' | 'max_pool2d', x: Tensor, kernelSize: Pair, opts: PoolOptions | undefined): Tensor {
+  const options = checkOptions<PoolOptions>(`${op} options`, opts);
   const kernel = pair(`${op} kernelSize`, kernelSize, 1);
   const stride = pair(`${op} stride`, options.stride ?? kernel, 1);
   const padding = pair(`${op} padding`, options.padding ?? 0, 0);
   return record(op, [x], [...kernel, ...stride, ...padding]);
 }
-export const avgPool2d = (x: Tensor, kernelSize: Pair, options: PoolOptions = {}): Tensor => pool('avg_pool2d', x, kernelSize, options);
-export const maxPool2d = (x: Tensor, kernelSize: Pair, options: PoolOptions = {}): Tensor => pool('max_pool2d', x, kernelSize, options);
+export const avgPool2d = (x: Tensor, kernelSize: Pair, options?: PoolOptions): Tensor => pool('avg_pool2d', x, kernelSize, options);
+export const maxPool2d = (x: Tensor, kernelSize: Pair, options?: PoolOptions): Tensor => pool('max_pool2d', x, kernelSize, options);

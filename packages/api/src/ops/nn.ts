@@ -1,6 +1,6 @@
 // Neural-network ops of dt.functional: linear, normalisations, embedding, attention, rotary
 // embeddings (as diffusers applies them), and outer / einsum for permutations.
-import { DTorchError, ErrorCode, checkInteger, checkNumber, checkShape, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkNumber, checkOptions, checkShape, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { output } from '../record.js';
 import { Tensor } from '../tensor.js';
@@ -51,22 +51,25 @@ function norm(op: 'layer_norm' | 'rms_norm', x: Tensor, normalizedShape: number 
 }
 
 /** Layer normalisation over the last dims (`normalizedShape`), affine when weight/bias are given. */
-export function layerNorm(x: Tensor, normalizedShape: number | readonly number[], options: NormOptions = {}): Tensor {
-  return norm('layer_norm', x, normalizedShape, options, options.eps ?? 1e-5);
+export function layerNorm(x: Tensor, normalizedShape: number | readonly number[], options?: NormOptions): Tensor {
+  const o = checkOptions<NormOptions>('layerNorm options', options);
+  return norm('layer_norm', x, normalizedShape, o, o.eps ?? 1e-5);
 }
 
 // torch.finfo(dtype).eps: the default eps of rms_norm
 const machineEps: Partial<Record<DType, number>> = { float32: 1.1920928955078125e-7, float64: 2.220446049250313e-16, float16: 0.0009765625, bfloat16: 0.0078125 };
 
 /** RMS normalisation over the last dims, as torch.nn.functional.rms_norm (default eps: the dtype's). */
-export function rmsNorm(x: Tensor, normalizedShape: number | readonly number[], options: { weight?: Tensor; eps?: number } = {}): Tensor {
-  if (options && 'bias' in options) throw new DTorchError(ErrorCode.InvalidArgument, 'rmsNorm takes no bias');
-  return norm('rms_norm', x, normalizedShape, { weight: options.weight }, options.eps ?? machineEps[checkTensor('rmsNorm input', x).dtype] ?? 1e-6);
+export function rmsNorm(x: Tensor, normalizedShape: number | readonly number[], options?: { weight?: Tensor; eps?: number }): Tensor {
+  const o = checkOptions<NormOptions>('rmsNorm options', options);
+  if (o.bias !== undefined) throw new DTorchError(ErrorCode.InvalidArgument, 'rmsNorm takes no bias');
+  return norm('rms_norm', x, normalizedShape, { weight: o.weight }, o.eps ?? machineEps[checkTensor('rmsNorm input', x).dtype] ?? 1e-6);
 }
 
 /** Group normalisation of x [N, C, ...] in `numGroups` groups of channels. */
-export function groupNorm(x: Tensor, numGroups: number, options: NormOptions = {}): Tensor {
+export function groupNorm(x: Tensor, numGroups: number, options?: NormOptions): Tensor {
   checkTensor('groupNorm input', x);
+  options = checkOptions<NormOptions>('groupNorm options', options);
   checkInteger('groupNorm numGroups', numGroups, 1);
   const weight = checkOptionalTensor('groupNorm weight', options.weight);
   const bias = checkOptionalTensor('groupNorm bias', options.bias);
@@ -90,7 +93,8 @@ export interface AttentionOptions {
 }
 
 /** softmax(q kᵀ · scale + mask) v, as torch.nn.functional.scaled_dot_product_attention. */
-export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}): Tensor {
+export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttentionOptions): Tensor {
+  const options = checkOptions<AttentionOptions>('sdpa options', opts);
   const inputs = [checkTensor('sdpa q', q), checkTensor('sdpa k', k), checkTensor('sdpa v', v)];
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
@@ -103,10 +107,15 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, optio
  * freqs (cos, sin) each [S, D]; pairs of the last dim rotate. `useRealUnbindDim` -1 pairs
  * neighbours (Flux, CogVideoX), -2 pairs the two halves (Stable Audio, CogView4).
  */
-export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], options: { useRealUnbindDim?: -1 | -2 } = {}): Tensor {
+export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], options?: { useRealUnbindDim?: -1 | -2 }): Tensor {
   checkTensor('applyRotaryEmb x', x);
+  if (!Array.isArray(freqs) || freqs.length !== 2) throw invalidParameter('applyRotaryEmb freqs', '[cos, sin] tensors', freqs);
   const [cos, sin] = [checkTensor('applyRotaryEmb cos', freqs[0]), checkTensor('applyRotaryEmb sin', freqs[1])];
-  const unbindDim = options.useRealUnbindDim ?? -1;
+  const unbindDim = checkOptions<{ useRealUnbindDim: -1 | -2 }>('applyRotaryEmb options', options).useRealUnbindDim ?? -1;
+  if (unbindDim !== -1 && unbindDim !== -2) throw invalidParameter('applyRotaryEmb useRealUnbindDim', '-1 or -2', unbindDim);
+  if (x.ndim < 1 || x.shape.at(-1)! % 2 !== 0) {
+    throw new DTorchError(ErrorCode.ShapeMismatch, `applyRotaryEmb: the last dim of x ${x.describe()} must be even`);
+  }
   const lead = x.shape.slice(0, -1);
   const d = x.shape.at(-1)!;
   const pieces: Tensor[] = [];
@@ -143,6 +152,7 @@ export function outer(a: Tensor, b: Tensor): Tensor {
 
 /** einsum for one operand whose equation only permutes dims, e.g. 'bhsd->bshd'. */
 export function einsum(equation: string, ...operands: Tensor[]): Tensor {
+  if (typeof equation !== 'string') throw invalidParameter('einsum equation', 'string', equation);
   const m = /^\s*([a-zA-Z]+)\s*->\s*([a-zA-Z]+)\s*$/.exec(equation);
   if (!m || operands.length !== 1) {
     throw new DTorchError(ErrorCode.InvalidArgument, `einsum: only permutations of one operand ('abc->cab') are supported, got '${equation}' with ${operands.length} operand(s)`);

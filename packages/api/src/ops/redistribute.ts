@@ -47,6 +47,7 @@ function meshOfRank(mesh: DeviceMesh, rank: number): DeviceMesh {
 }
 
 function checkRank(x: Tensor, rank: number, fn: string): number {
+  if (!(x instanceof Tensor)) throw invalidParameter(`${fn} input`, 'Tensor', x);
   checkInteger(`${fn} rank`, rank, 0);
   if (rank >= x.mesh.size) {
     throw new DTorchError(ErrorCode.InvalidArgument, `${fn}: rank ${rank} is not on ${x.mesh} (ranks 0..${x.mesh.size - 1})`);
@@ -73,6 +74,7 @@ export function localShape(x: Tensor, rank: number): number[] {
 }
 
 export function localShapes(x: Tensor): number[][] {
+  if (!(x instanceof Tensor)) throw invalidParameter('localShapes input', 'Tensor', x);
   return engine().layout(x.id).map((p) => p.shape);
 }
 

@@ -59,6 +59,7 @@ export function unflatten(x: Tensor, dim: number, sizes: readonly number[]): Ten
 /** Drops size-1 dims: all of them, or those listed. */
 export function squeeze(x: Tensor, dim?: number | readonly number[]): Tensor {
   checkTensor('squeeze', x);
+  if (dim !== undefined && typeof dim !== 'number' && !Array.isArray(dim)) throw invalidParameter('squeeze dim', 'integer or array of integers', dim);
   const dims = dim === undefined ? x.shape.map((_, d) => d) : (typeof dim === 'number' ? [dim] : dim).map((d) => normDim('squeeze', d, x.ndim));
   return reshape(x, x.shape.filter((s, d) => !(s === 1 && dims.includes(d))));
 }
@@ -110,6 +111,7 @@ function checkTensors(fn: string, tensors: unknown): Tensor[] {
 
 export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('cat', tensors);
+  checkInteger('cat dim', dim);
   if (ts.length === 1) return clone(ts[0]!);
   record('cat', ts, [dim]);
   return output(ts[0]!.mesh);
@@ -162,7 +164,7 @@ export function unbind(x: Tensor, dim = 0): Tensor[] {
 /** Elements start, start+step, ... before end along `dim` (Python slice semantics). */
 export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_SAFE_INTEGER, step = 1): Tensor {
   checkTensor('slice', x);
-  for (const [name, v] of [['start', start], ['end', end], ['step', step]] as const) checkInteger(`slice ${name}`, v);
+  for (const [name, v] of [['dim', dim], ['start', start], ['end', end], ['step', step]] as const) checkInteger(`slice ${name}`, v);
   record('slice', [x], [dim, start, end, step]);
   return output(x.mesh);
 }
@@ -175,6 +177,7 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
 export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
   checkTensor('indexSelect', x);
   checkTensor('indexSelect index', index);
+  checkInteger('indexSelect dim', dim);
   record('index_select', [x, index], [dim]);
   return output(x.mesh);
 }
