@@ -17,6 +17,15 @@ const DeviceMesh& MeshTable::add(DeviceMesh mesh) {
   return *meshes_.back();
 }
 
+const DeviceMesh* MeshTable::find(DeviceKind kind, const std::vector<int>& devices, const std::vector<int64_t>& shape) const {
+  const int count = count_.load(std::memory_order_acquire);
+  for (int i = 0; i < count; ++i) {
+    const DeviceMesh& m = *meshes_[i];
+    if (m.kind == kind && m.devices == devices && m.shape == shape) return &m;
+  }
+  return nullptr;
+}
+
 const DeviceMesh& MeshTable::get(int id) const {
   if (id < 0 || id >= count_.load(std::memory_order_acquire)) {
     common::fail(common::code::kInvalidMesh, "no device mesh with id " + std::to_string(id));

@@ -17,6 +17,8 @@ class MeshTable {
   MeshTable() { meshes_.reserve(kCapacity); }
 
   const DeviceMesh& add(DeviceMesh mesh);
+  // The mesh with these devices in this shape, if one was made already (meshes are values).
+  const DeviceMesh* find(DeviceKind kind, const std::vector<int>& devices, const std::vector<int64_t>& shape) const;
   // Throws INVALID_MESH for an id that was never created.
   const DeviceMesh& get(int id) const;
 

@@ -14,6 +14,7 @@ OpRegistry::OpRegistry() {
   registerShapeOps(*this);
   registerNnOps(*this);
   registerImageOps(*this);
+  registerAttentionOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

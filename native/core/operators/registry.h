@@ -38,5 +38,6 @@ void registerRedistributeOps(OpRegistry& registry);
 void registerShapeOps(OpRegistry& registry);
 void registerNnOps(OpRegistry& registry);
 void registerImageOps(OpRegistry& registry);
+void registerAttentionOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

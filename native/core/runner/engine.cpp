@@ -50,6 +50,7 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
       }
     }
   }
+  if (const DeviceMesh* existing = meshes_.find(kind, devices, shape)) return *existing;  // one id per layout
   DeviceMesh mesh;
   mesh.kind = kind;
   mesh.devices = std::move(devices);

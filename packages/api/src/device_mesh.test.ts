@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DeviceMesh } from './device_mesh.js';
+import * as dt from './index.js';
 
 describe('DeviceMesh', () => {
   it('describes 1-D and N-D meshes', () => {
@@ -22,6 +23,13 @@ describe('DeviceMesh', () => {
     expect(() => new DeviceMesh('cpu', [-1])).toThrow(/device indices are non-negative integers/);
     expect(() => new DeviceMesh('tpu' as never, [0])).toThrow("Expected 'cpu' or 'cuda' for device type");
     expect(() => new DeviceMesh('cpu', [])).toThrow('a device mesh needs at least one device');
+  });
+
+  it('are values: meshes of the same devices in the same shape are one mesh to the engine', async () => {
+    const [a, b] = [new DeviceMesh('cpu', [0, 1]), new DeviceMesh('cpu', [0, 1])];
+    expect(a.id).toBe(b.id);
+    expect(new DeviceMesh('cpu', [1, 0]).id).not.toBe(a.id);
+    expect(await dt.ones([2], { mesh: a }).add(dt.ones([2], { mesh: b })).array()).toEqual([2, 2]);
   });
 
   it('names the CUDA devices this process can see', () => {

@@ -22,6 +22,7 @@ export {
   empty,
   full,
   arange,
+  eye,
   rand,
   randn,
   randint,

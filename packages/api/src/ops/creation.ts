@@ -86,6 +86,23 @@ export function arange(start: number, end?: number, step = 1, options?: Creation
   return output(r.mesh);
 }
 
+/** The n x m identity matrix (m defaults to n), float32 by default, as torch.eye. */
+export function eye(n: number, m?: number | CreationOptions, options?: CreationOptions): Tensor {
+  if (typeof m === 'object') [m, options] = [undefined, m];
+  const cols = m ?? n;
+  if (!isInteger(n) || n < 0) throw invalidParameter('eye n', 'non-negative integer', n);
+  if (!isInteger(cols) || cols < 0) throw invalidParameter('eye m', 'non-negative integer', cols);
+  const r = resolve(options, 'float32', 'eye', 2);
+  const replicated = { mesh: r.mesh };
+  const rows = arange(n, undefined, 1, replicated).reshape([n, 1]);
+  const columns = arange(cols, undefined, 1, replicated).reshape([1, cols]);
+  const diagonal = rows.eq(columns);
+  const typed = r.dtype === 'bool' ? diagonal : diagonal.to(r.dtype);
+  const placed = r.placements.every((p) => p.isReplicate()) ? typed : typed.redistribute(r.placements);
+  for (const t of [rows, columns, diagonal, typed]) if (t !== placed) t.dispose();
+  return placed;
+}
+
 // ---- random -----------------------------------------------------------------------------
 
 const SEED_LIMIT = 2 ** 48; // seeds travel as doubles; stay well inside exact integers

@@ -3,6 +3,7 @@
 import { DTorchError, ErrorCode, checkInteger, checkNumber, checkOptions, checkShape, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { output } from '../record.js';
+import { Shard, formatPlacements, type Placement } from '../placement.js';
 import { Tensor } from '../tensor.js';
 import type { DType } from '../dtype.js';
 import { cat, permute, reshape, stack, unbind, unsqueeze } from './shape.js';
@@ -92,15 +93,90 @@ export interface AttentionOptions {
   scale?: number;
 }
 
-/** softmax(q kᵀ · scale + mask) v, as torch.nn.functional.scaled_dot_product_attention. */
+/**
+ * softmax(q kᵀ · scale + mask) v, as torch.nn.functional.scaled_dot_product_attention.
+ * Context parallel: on a mesh with dims named 'ulysses' and/or 'ring', q, k and v sharded on
+ * the sequence dim (-2) along them run Ulysses (all-to-all sequence -> heads, attention,
+ * all-to-all back) and/or ring attention (key/value blocks passed around the ring, merged by
+ * log-sum-exp); on a 2-D mesh put 'ring' before 'ulysses' so that each keeps a contiguous
+ * sequence block.
+ */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttentionOptions): Tensor {
   const options = checkOptions<AttentionOptions>('sdpa options', opts);
+  checkTensor('sdpa q', q);
+  const parallel = contextParallelDims(q);
+  if (parallel) return contextParallelAttention(q, checkTensor('sdpa k', k), checkTensor('sdpa v', v), options, parallel);
+  return attention(q, k, v, options);
+}
+
+function attention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions): Tensor {
   const inputs = [checkTensor('sdpa q', q), checkTensor('sdpa k', k), checkTensor('sdpa v', v)];
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
   if (options.scale !== undefined) checkNumber('sdpa scale', options.scale);
   return record('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
 }
+
+interface ParallelDims {
+  ulysses: number; // mesh dim, or -1
+  ring: number;
+}
+
+// The mesh dims named 'ulysses' / 'ring' along which q is sharded on its sequence dim.
+function contextParallelDims(q: Tensor): ParallelDims | undefined {
+  const names = q.mesh.dimNames ?? [];
+  const seq = q.ndim - 2;
+  const along = (name: string) => {
+    const d = names.indexOf(name);
+    return d >= 0 && seq >= 0 && q.placements[d]!.isShard(seq) ? d : -1;
+  };
+  const dims = { ulysses: along('ulysses'), ring: along('ring') };
+  return dims.ulysses >= 0 || dims.ring >= 0 ? dims : undefined;
+}
+
+function withPlacement(t: Tensor, meshDim: number, p: Placement): Tensor {
+  return t.redistribute(t.placements.map((q, d) => (d === meshDim ? p : q)));
+}
+
+function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions, dims: ParallelDims): Tensor {
+  const seq = q.ndim - 2;
+  const heads = q.ndim - 3;
+  if (heads < 0) throw new DTorchError(ErrorCode.ShapeMismatch, `sdpa: Ulysses/ring attention needs q [..., H, S, E], got ${q.describe()}`);
+  for (const t of [k, v]) {
+    if (t.placements.map(String).join() !== q.placements.map(String).join()) {
+      throw new DTorchError(ErrorCode.PlacementMismatch, `sdpa: context parallel attention needs q, k and v placed alike; got q ${dt(q)}, k ${dt(k)}, v ${dt(v)}`);
+    }
+  }
+  const temporaries: Tensor[] = [];
+  let [qq, kk, vv] = [q, k, v];
+  if (dims.ulysses >= 0) {
+    // all-to-all: each rank trades its sequence block for a block of heads
+    [qq, kk, vv] = [qq, kk, vv].map((t) => withPlacement(t, dims.ulysses, Shard(heads))) as [Tensor, Tensor, Tensor];
+    temporaries.push(qq, kk, vv);
+  }
+  let out: Tensor;
+  if (dims.ring >= 0) {
+    if (options.attnMask) {
+      throw new DTorchError(ErrorCode.InvalidArgument, 'sdpa: ring attention takes isCausal but not attnMask; use Ulysses alone for masks');
+    }
+    const e = engine();
+    [qq, kk, vv].forEach((t, i) => (e.args[i] = t.id));
+    const attrs = [dims.ring, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0];
+    attrs.forEach((a, i) => (e.args[3 + i] = a));
+    e.record(e.ops['ring_attention']!.code, 3, attrs.length);
+    out = output(q.mesh);
+  } else {
+    out = attention(qq, kk, vv, options);
+  }
+  if (dims.ulysses >= 0) {
+    temporaries.push(out);
+    out = withPlacement(out, dims.ulysses, Shard(seq)); // and back: heads for the sequence block
+  }
+  for (const t of temporaries) t.dispose();
+  return out;
+}
+
+const dt = (t: Tensor) => formatPlacements(t.placements);
 
 /**
  * Rotary position embeddings as diffusers' apply_rotary_emb (use_real=True): x [B, H, S, D],
