@@ -11,6 +11,9 @@ import { Gen, numel, propertyMeshes, propertySeed } from './random.js';
 
 const meshes = propertyMeshes();
 const one = meshes[0]!;
+const floats: dt.DType[] = ['float32', 'float32', 'bfloat16', 'float16'];
+const numeric: dt.DType[] = [...floats, 'int64', 'int32'];
+const every: dt.DType[] = [...numeric, 'bool', 'uint8'];
 
 interface OpCase {
   name: string;
@@ -19,6 +22,7 @@ interface OpCase {
   bools?: boolean[]; // inputs made as bool tensors (value > 0)
   ints?: number[]; // input 0 made as int64 ids in [0, ints[0])
   composite?: boolean; // built from other ops: a refusal names the inner op and its inputs
+  dtypes?: dt.DType[]; // dtypes the case may run in (default float32)
   run: (inputs: dt.Tensor[]) => dt.Tensor;
 }
 
@@ -41,18 +45,18 @@ function randomOp(g: Gen): OpCase {
       return { name: op, shapes: [a], tolerance: exact ? 0 : 1e-6, run: ([x]) => x![op]() };
     }
     case 'linear-unary':
-      return { name: 'neg', shapes: [a], tolerance: 0, run: ([x]) => x!.neg() };
+      return { name: 'neg', shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x!.neg() };
     case 'binary': {
       const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
       const b = broadcastPartner(g, a);
       return g.chance(0.5)
-        ? { name: op, shapes: [a, b], tolerance: 0, run: ([x, y]) => x![op](y!) }
-        : { name: op, shapes: [b, a], tolerance: 0, run: ([x, y]) => x![op](y!) };
+        ? { name: op, shapes: [a, b], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!) }
+        : { name: op, shapes: [b, a], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!) };
     }
     case 'compare': {
       const op = g.pick(['eq', 'lt', 'ge', 'minimum', 'maximum'] as const);
       const b = broadcastPartner(g, a);
-      return { name: op, shapes: [a, b], tolerance: 0, run: ([x, y]) => x![op](y!) };
+      return { name: op, shapes: [a, b], tolerance: 0, dtypes: numeric, run: ([x, y]) => x![op](y!) };
     }
     case 'where': {
       const [c, b] = [broadcastPartner(g, a), broadcastPartner(g, a)];
@@ -61,7 +65,7 @@ function randomOp(g: Gen): OpCase {
     case 'scalar': {
       const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
       const s = g.pick([2, -3, 0.5]);
-      return { name: `${op}(${s})`, shapes: [a], tolerance: 0, run: ([x]) => x![op](s) };
+      return { name: `${op}(${s})`, shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x![op](s) };
     }
     case 'matmul': {
       const [m, k, n] = [g.int(1, 6), g.int(1, 6), g.int(1, 6)];
@@ -88,7 +92,7 @@ function randomOp(g: Gen): OpCase {
         argmax: ([x]: dt.Tensor[]) => x!.argmax(dim, keepdim),
         any: ([x]: dt.Tensor[]) => x!.gt(0).any(dim, keepdim),
       }[which];
-      return { name: `${which}(${dim}, ${keepdim})`, shapes: [a], tolerance: 0, run };
+      return { name: `${which}(${dim}, ${keepdim})`, shapes: [a], tolerance: 0, dtypes: which === 'any' ? numeric : ['float32', 'int64', 'bfloat16'], run };
     }
     case 'softmax': {
       const dim = g.int(-a.length, a.length - 1);
@@ -110,15 +114,15 @@ function randomOp(g: Gen): OpCase {
         pad: (x) => dt.F.pad(x, [1, 0]),
         contiguous: (x) => x.transpose(0, d).contiguous(),
       };
-      return { name: which, shapes: [a], tolerance: 0, composite: true, run: ([x]) => run[which](x!) };
+      return { name: which, shapes: [a], tolerance: 0, composite: true, dtypes: every, run: ([x]) => run[which](x!) };
     }
     case 'join': {
       const d = g.int(0, a.length - 1);
       const b = a.map((s, i) => (i === d ? g.int(0, 4) : s));
       const which = g.pick(['cat', 'stack', 'split'] as const);
-      if (which === 'cat') return { name: `cat(${d})`, shapes: [a, b], tolerance: 0, run: ([x, y]) => dt.cat([x!, y!], d) };
-      if (which === 'stack') return { name: `stack(${d})`, shapes: [a, a], tolerance: 0, composite: true, run: ([x, y]) => dt.stack([x!, y!], d) };
-      return { name: `split(${d})`, shapes: [a], tolerance: 0, run: ([x]) => x!.split(2, d).at(-1)! };
+      if (which === 'cat') return { name: `cat(${d})`, shapes: [a, b], tolerance: 0, dtypes: every, run: ([x, y]) => dt.cat([x!, y!], d) };
+      if (which === 'stack') return { name: `stack(${d})`, shapes: [a, a], tolerance: 0, composite: true, dtypes: every, run: ([x, y]) => dt.stack([x!, y!], d) };
+      return { name: `split(${d})`, shapes: [a], tolerance: 0, dtypes: every, run: ([x]) => x!.split(2, d).at(-1)! };
     }
     case 'nn': {
       const [n, din, dout] = [g.int(1, 5), g.int(1, 6), g.int(1, 6)];
@@ -150,7 +154,7 @@ function randomOp(g: Gen): OpCase {
       }
     }
     case 'cast':
-      return { name: 'to(float64)', shapes: [a], tolerance: 0, run: ([x]) => x!.to('float64') };
+      return { name: 'to(float64)', shapes: [a], tolerance: 0, dtypes: every, run: ([x]) => x!.to('float64') };
   }
 }
 
@@ -168,12 +172,15 @@ describe('ops on distributed tensors (property)', () => {
       const op = randomOp(g);
       const data = op.shapes.map((s) => g.values(numel(s)).map((v) => (op.name === 'div' ? v + 0.5 : v)));
       const placements = op.shapes.map((s) => g.placements(mesh, s.length, ['sum', 'avg']));
-      const what = `case ${i} (seed ${propertySeed + 3}): ${op.name} of [${op.shapes.map((s) => `[${s}]`)}] with ${placements
+      const dtype = op.dtypes ? g.pick(op.dtypes) : 'float32';
+      const what = `case ${i} (seed ${propertySeed + 3}): ${op.name} in ${dtype} of [${op.shapes.map((s) => `[${s}]`)}] with ${placements
         .map(dt.formatPlacements)
         .join(', ')} on ${mesh}`;
       const make = (k: number, m: dt.DeviceMesh, p?: dt.Placement[]) => {
-        const values = op.bools?.[k] ? data[k]!.map((v) => v > 0) : op.ints && k === 0 ? data[k]!.map((v) => Math.abs(v) % op.ints![0]!) : data[k]!;
-        return dt.tensor(values, { shape: op.shapes[k], mesh: m, placements: p, dtype: op.ints && k === 0 ? 'int64' : undefined });
+        if (op.bools?.[k]) return dt.tensor(data[k]!.map((v) => v > 0), { shape: op.shapes[k], mesh: m, placements: p });
+        if (op.ints && k === 0) return dt.tensor(data[k]!.map((v) => Math.abs(v) % op.ints![0]!), { shape: op.shapes[k], mesh: m, placements: p, dtype: 'int64' });
+        const values = dtype === 'bool' ? data[k]!.map((v) => v > 0) : dtype === 'uint8' ? data[k]!.map(Math.abs) : data[k]!;
+        return dt.tensor(values as number[], { shape: op.shapes[k], mesh: m, placements: p, dtype });
       };
       const expected = dt.tidy(() => op.run(op.shapes.map((_, k) => make(k, one))));
       const inputs = op.shapes.map((_, k) => make(k, mesh, placements[k]));
@@ -194,8 +201,10 @@ describe('ops on distributed tensors (property)', () => {
       expect(actual.shape, what).toEqual(expected.shape);
       expect(actual.dtype, what).toBe(expected.dtype);
       const [got, want] = [await valuesOf(actual), await valuesOf(expected)];
-      // a Partial result is reduced when read: float sums round, so not bit-exact
-      const tolerance = actual.placements.some((p) => p.isPartial()) ? Math.max(op.tolerance, 1e-6) : op.tolerance;
+      // a Partial result is reduced when read: float sums round, so not bit-exact; half
+      // precisions round each part more coarsely
+      const coarse = dtype === 'bfloat16' ? 2e-2 : dtype === 'float16' ? 2e-3 : 1e-6;
+      const tolerance = actual.placements.some((p) => p.isPartial()) ? Math.max(op.tolerance, coarse) : op.tolerance;
       if (tolerance === 0) {
         expect(got, what).toEqual(want);
       } else {
