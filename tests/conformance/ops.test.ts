@@ -104,6 +104,8 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   unbindPiece: ([a], { dim, piece }) => (a as dt.Tensor).unbind(dim as number)[piece!]!,
   get: ([a], { index }) =>
     (a as dt.Tensor).get(...index!.map((i) => (i !== null && typeof i === 'object' ? dt.slice(...(i.slice as [number, number, number])) : i))),
+  set: ([a, v], { index }) =>
+    (a as dt.Tensor).clone().set(...index!.map((i) => (i !== null && typeof i === 'object' ? dt.slice(...(i.slice as [number, number, number])) : i)), v as dt.Tensor),
   indexSelect: ([a, i], { dim }) => (a as dt.Tensor).indexSelect(dim as number, i as dt.Tensor),
   repeat: ([a], { repeats }) => (a as dt.Tensor).repeat(...(repeats as number[])),
   repeatInterleave: ([a], { repeats, dim }) => (a as dt.Tensor).repeatInterleave(repeats as number, dim as number),

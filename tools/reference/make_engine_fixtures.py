@@ -32,6 +32,12 @@ def case(name, op, inputs, out, **attrs):
             "attrs": attrs, "expected": enc(out)}
 
 
+def assigned(t, index, value):
+    out = t.clone()
+    out[index] = value
+    return out
+
+
 def rotary_reference(x, cos, sin, unbind_dim):
     """diffusers' apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=...)."""
     cos, sin = cos[None, None], sin[None, None]
@@ -199,6 +205,8 @@ def main():
         case("index select", "indexSelect", [batch, torch.tensor([2, 0, 2])], batch.index_select(1, torch.tensor([2, 0, 2])), dim=1),
         case("repeat", "repeat", [a], a.repeat(2, 1, 3), repeats=[2, 1, 3]),
         case("repeat_interleave", "repeatInterleave", [a], a.repeat_interleave(2, dim=0), repeats=2, dim=0),
+        case("set int and slice", "set", [batch, torch.tensor([7.0, 8.0, 9.0, 10.0])], assigned(batch, (1, slice(1, 3)), torch.tensor([7.0, 8.0, 9.0, 10.0])), index=[1, {"slice": [1, 3, 1]}]),
+        case("set ellipsis step scalar", "set", [a, -2.5], assigned(a, (Ellipsis, slice(None, None, 2)), -2.5), index=["...", {"slice": [None, None, 2]}]),
         case("pad", "pad", [batch], torch.nn.functional.pad(batch, (1, 2, 0, 1), value=-1.0), pad=[1, 2, 0, 1], value=-1.0),
     ]
     cases += nn_cases(g)

@@ -277,6 +277,25 @@ void runSlice(KernelContext& ctx) {
   ctx.outputs.push_back(ctx.input(0).slice(ctx.intAttr(0), ctx.intAttr(n - 2), ctx.intAttr(n - 1), ctx.intAttr(3)));
 }
 
+// ---- slice_scatter(x, src): attrs dim, start, end, step (x with src written into that slice) ----
+
+void inferSliceScatter(const InferContext& ctx, Outputs& out) {
+  const SliceArgs s = sliceArgs(ctx);
+  Shape region = ctx.inputs[0]->shape;
+  region[s.dim] = s.size;
+  if (ctx.inputs[1]->shape != region) {
+    ctx.fail(kShapeMismatch, "src of shape " + formatShape(ctx.inputs[1]->shape) + " does not fill the slice of shape " + formatShape(region));
+  }
+  ctx.derived.push_back(static_cast<double>(s.start));
+  ctx.derived.push_back(static_cast<double>(s.end));
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, ctx.inputs[0]->dtype));
+}
+void runSliceScatter(KernelContext& ctx) {
+  const size_t n = ctx.node.attrs.size();
+  const at::Tensor src = ctx.input(1).to(ctx.input(0).scalar_type());
+  ctx.outputs.push_back(at::slice_scatter(ctx.input(0), src, ctx.intAttr(0), ctx.intAttr(n - 2), ctx.intAttr(n - 1), ctx.intAttr(3)));
+}
+
 // ---- index_select(x, index): attrs dim ---------------------------------------------------------
 
 void inferIndexSelect(const InferContext& ctx, Outputs& out) {
@@ -372,6 +391,7 @@ void registerShapeOps(OpRegistry& registry) {
   registry.add({"split", 1, "dim, nSizes, sizes...", inferSplit, runSplit, splitRows});
   registry.add({"slice", 1, "dim, start, end, step", inferSlice, runSlice, sliceRows});
   registry.add({"index_select", 2, "dim", inferIndexSelect, runIndexSelect, indexSelectRows});
+  registry.add({"slice_scatter", 2, "dim, start, end, step", inferSliceScatter, runSliceScatter, sliceRows});
   registry.add({"repeat", 1, "ndim, repeats...", inferRepeat, runRepeat, repeatRows});
   registry.add({"pad", 1, "nPads, pads..., value", inferPad, runPad, padRows});
 }

@@ -28,6 +28,19 @@ describe('Tensor', () => {
     await expect(x.item()).rejects.toThrow('item(): Tensor(shape=[2, 2], dtype=float32, placements=[R]) has 4 elements');
   });
 
+  it('assigns with set(): the tensor refers to its new value, and nothing leaks', async () => {
+    const x = dt.zeros([2, 3]);
+    const column = dt.tensor([1, 2]);
+    await dt.sync();
+    const before = dt.memory().numTensors;
+    expect(x.set(1, dt.slice(1), 5)).toBe(x);
+    expect(await x.array()).toEqual([[0, 0, 0], [0, 5, 5]]);
+    x.set('...', 0, column);
+    expect(await x.array()).toEqual([[1, 0, 0], [2, 5, 5]]);
+    expect(dt.memory().numTensors).toBe(before);
+    expect(() => x.set(dt.tensor([0], { dtype: 'int64' }), 1)).toThrow("set: only integers, dt.slice() and '...' index an assignment");
+  });
+
   it('throws TENSOR_DISPOSED when a disposed tensor is used', () => {
     const x = dt.ones([2]);
     x.dispose();

@@ -23,7 +23,7 @@ export type Scalar = number | boolean;
 export type NestedArray = number | boolean | bigint | NestedArray[];
 
 export class Tensor {
-  readonly #id: number;
+  #id: number;
   #disposed = false;
   /** Set by keep(): no tidy() frees this tensor. */
   kept = false;
@@ -71,6 +71,22 @@ export class Tensor {
   /** Bytes of the full (logical) tensor. */
   get nbytes(): number {
     return this.numel * bytesPerElement(this.dtype);
+  }
+
+  /**
+   * @internal Takes over `other`'s value (its id, same shape and dtype): how an assignment
+   * such as set() updates this tensor. Releases the old value; `other` becomes disposed.
+   */
+  adopt(other: Tensor): void {
+    if (other.shape.join() !== this.shape.join() || other.dtype !== this.dtype || other.mesh !== this.mesh) {
+      throw new DTorchError(ErrorCode.Internal, `cannot adopt ${other} into ${this}`);
+    }
+    const old = this.id;
+    this.#id = other.id;
+    (this as { placements: readonly Placement[] }).placements = other.placements;
+    other.#disposed = true;
+    collected.register(this, this.#id);
+    engine().release(old);
   }
 
   dispose(): void {
@@ -335,6 +351,10 @@ export class Tensor {
   /** x[...]: integers, dt.slice(start, end, step), null (new axis), '...', int tensors. */
   get(...indices: shapes.Index[]): Tensor {
     return shapes.get(this, ...indices);
+  }
+  /** x[...] = value; the last argument is the value. Returns this tensor, now updated. */
+  set(...indicesAndValue: [...shapes.Index[], Tensor | number | boolean]): Tensor {
+    return shapes.set(this, ...indicesAndValue);
   }
 
   // ---- distribution ------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 import { DTorchError, ErrorCode, checkInteger, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { output, outputs } from '../record.js';
+import { Replicate } from '../placement.js';
+import { full } from './creation.js';
 import { Tensor } from '../tensor.js';
 
 function checkTensor(name: string, x: unknown): Tensor {
@@ -292,4 +294,78 @@ export function get(x: Tensor, ...indices: Index[]): Tensor {
   if (shape.join() !== current.shape.join()) step(reshape(current, shape));
   for (const t of temporaries) t.dispose();
   return current === x ? clone(x) : current;
+}
+
+/**
+ * x[...] = value, as PyTorch assigns: the indices are integers, dt.slice() ranges and '...';
+ * value (a tensor or a number) broadcasts to the indexed region. Tensors are values in DTorch:
+ * `x` afterwards refers to the updated tensor (its old value is released).
+ */
+export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number | boolean]): Tensor {
+  checkTensor('set', x);
+  const value = indicesAndValue.at(-1) as Tensor | number | boolean;
+  const indices = indicesAndValue.slice(0, -1) as Index[];
+  if (indices.some((i) => i === null || i instanceof Tensor)) {
+    throw new DTorchError(ErrorCode.InvalidArgument, "set: only integers, dt.slice() and '...' index an assignment");
+  }
+  const consuming = indices.filter((i) => i !== '...').length;
+  if (consuming > x.ndim) throw new DTorchError(ErrorCode.InvalidArgument, `set: ${consuming} indices for a ${x.ndim}-d tensor`);
+  // one (start, end, step) per dim; integers keep a size-1 dim here and drop it for the value
+  const ranges: [number, number, number][] = [];
+  const dropped: boolean[] = [];
+  for (const index of indices) {
+    if (index === '...') {
+      for (let k = 0; k < x.ndim - consuming; k++) {
+        ranges.push([0, x.shape[ranges.length]!, 1]);
+        dropped.push(false);
+      }
+      continue;
+    }
+    const size = x.shape[ranges.length]!;
+    if (typeof index === 'number') {
+      checkInteger('set index', index);
+      const at = index < 0 ? index + size : index;
+      if (at < 0 || at >= size) throw new DTorchError(ErrorCode.InvalidArgument, `set: index ${index} is out of range for dim ${ranges.length} of size ${size}`);
+      ranges.push([at, at + 1, 1]);
+      dropped.push(true);
+    } else if (index instanceof Slice) {
+      const step = index.step ?? 1;
+      checkInteger('set slice step', step, 1);
+      const clampIndex = (i: number) => Math.min(Math.max(i < 0 ? i + size : i, 0), size);
+      const start = clampIndex(index.start ?? 0);
+      ranges.push([start, Math.max(start, clampIndex(index.end ?? size)), step]);
+      dropped.push(false);
+    } else {
+      throw invalidParameter('set index', "integer, dt.slice() or '...'", index);
+    }
+  }
+  while (ranges.length < x.ndim) {
+    ranges.push([0, x.shape[ranges.length]!, 1]);
+    dropped.push(false);
+  }
+  const region = ranges.map(([s, e, st]) => Math.ceil((e - s) / st));
+  const temporaries: Tensor[] = [];
+  const keep = (t: Tensor) => (temporaries.push(t), t);
+  let src = value instanceof Tensor ? value : keep(scalarTensorLike(value, x));
+  src = keep(expand(src, region.filter((_, d) => !dropped[d])));
+  src = keep(reshape(src, region));
+  // write the region in, innermost dim first: x[r0][r1]... = src
+  const write = (t: Tensor, d: number, inner: Tensor): Tensor => {
+    if (d === x.ndim) return inner;
+    const [start, end, step] = ranges[d]!;
+    const part = keep(sliceAlong(t, d, start, end, step));
+    const updated = write(part, d + 1, inner);
+    if (updated !== inner) keep(updated);
+    record('slice_scatter', [t, updated], [d, start, end, step]);
+    return output(t.mesh);
+  };
+  const result = write(x, 0, src);
+  for (const t of temporaries) if (t !== result && t !== value) t.dispose();
+  x.adopt(result);
+  return x;
+}
+
+function scalarTensorLike(value: number | boolean, like: Tensor): Tensor {
+  if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('set value', 'Tensor, number or boolean', value);
+  return full([], value, { dtype: like.dtype, mesh: like.mesh, placements: like.placements.map(() => Replicate()) });
 }
