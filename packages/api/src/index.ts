@@ -17,6 +17,7 @@ export { checkDtype, dtypeNames, type DType } from './dtype.js';
 export { tidy, keep, dispose, memory, sync, workers, resetPeakMemory, setCaptureStacks } from './scope.js';
 export {
   tensor,
+  fromBuffer,
   zeros,
   ones,
   empty,

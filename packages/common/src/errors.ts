@@ -15,6 +15,7 @@ export const ErrorCode = {
   Timeout: 'TIMEOUT',
   Shutdown: 'ENGINE_SHUT_DOWN',
   NativeMissing: 'NATIVE_ADDON_MISSING',
+  BadFile: 'BAD_FILE',
   Internal: 'INTERNAL',
 } as const;
 

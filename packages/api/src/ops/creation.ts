@@ -239,6 +239,21 @@ export function tensor(data: NestedArray | HostArray, options?: TensorOptions): 
   return output(r.mesh);
 }
 
+/**
+ * A tensor from raw little-endian bytes of `dtype` (e.g. read from a safetensors file; bfloat16
+ * and float16 as their 16-bit patterns), copied now.
+ */
+export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly number[], options?: CreationOptions): Tensor {
+  if (!(bytes instanceof Uint8Array)) throw invalidParameter('fromBuffer bytes', 'Uint8Array', bytes);
+  checkDtype(dtype, 'fromBuffer dtype');
+  checkShape('fromBuffer shape', shape);
+  const r = resolve({ ...options, dtype }, dtype, 'fromBuffer', shape.length);
+  const e = engine();
+  const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
+  e.recordData(e.ops['from_data']!.code, n, bytes, dtype);
+  return output(r.mesh);
+}
+
 // ---- *Like --------------------------------------------------------------------------------
 
 function likeOptions(t: Tensor, options?: CreationOptions): CreationOptions {

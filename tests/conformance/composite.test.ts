@@ -1,0 +1,50 @@
+// The composite ops against PyTorch, from tests/fixtures/composite_ops.safetensors (written by
+// tools/reference/make_composite_fixtures.py), on every mesh kind present: gelu tanh, rms norm
+// (float32 and bfloat16), group norm, conv2d with padding and groups, bilinear interpolate, sdpa
+// with a mask and causal, applyRotaryEmb (both pairings). float32 <= 1e-5; bfloat16 <= 1e-2.
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import { readSafetensorsHeader, readTensorBytes, type SafetensorsDtype } from '@dtorch/external';
+import { meshCases } from './meshes.js';
+
+const header = readSafetensorsHeader(fileURLToPath(new URL('../fixtures/composite_ops.safetensors', import.meta.url)));
+const dtypes: Partial<Record<SafetensorsDtype, dt.DType>> = { F32: 'float32', BF16: 'bfloat16', F16: 'float16', BOOL: 'bool', I64: 'int64' };
+
+function load(name: string, mesh: dt.DeviceMesh): dt.Tensor {
+  const entry = header.tensors.get(name)!;
+  return dt.fromBuffer(readTensorBytes(header, name), dtypes[entry.dtype]!, entry.shape, { mesh });
+}
+
+type Attrs = Record<string, unknown>;
+const ops: Record<string, (x: dt.Tensor[], a: Attrs) => dt.Tensor> = {
+  gelu: ([x], a) => dt.F.gelu(x!, { approximate: a['approximate'] as 'tanh' }),
+  rmsNorm: ([x, w], a) => dt.F.rmsNorm(x!, a['shape'] as number[], { weight: w, eps: a['eps'] as number }),
+  groupNorm: ([x, w, b], a) => dt.F.groupNorm(x!, a['groups'] as number, { weight: w, bias: b, eps: a['eps'] as number }),
+  conv2d: ([x, w, b], a) => dt.F.conv2d(x!, w!, b, { padding: a['padding'] as [number, number], groups: a['groups'] as number }),
+  interpolate: ([x], a) => dt.F.interpolate(x!, { size: a['size'] as [number, number], mode: a['mode'] as 'bilinear' }),
+  sdpa: ([q, k, v, m], a) => dt.F.scaledDotProductAttention(q!, k!, v!, { attnMask: m, isCausal: a['causal'] as boolean }),
+  rotary: ([x, c, s], a) => dt.F.applyRotaryEmb(x!, [c!, s!], { useRealUnbindDim: a['unbind'] as -1 }),
+};
+
+const cases = Object.entries(header.metadata)
+  .filter(([name]) => name !== 'torch')
+  .map(([name, json]) => ({ name, ...(JSON.parse(json) as { op: string; attrs: Attrs; inputs: number }) }));
+
+describe.each(meshCases)('composite ops on $name', ({ make, skip }) => {
+  it.skipIf(skip)(`match PyTorch (${cases.length} cases)${skip ? ` (skipped: ${skip})` : ''}`, async () => {
+    expect(cases.length).toBeGreaterThanOrEqual(10);
+    const mesh = make();
+    for (const c of cases) {
+      const inputs = Array.from({ length: c.inputs }, (_, i) => load(`${c.name}.in${i}`, mesh));
+      const out = ops[c.op]!(inputs, c.attrs);
+      const expected = load(`${c.name}.out`, mesh);
+      expect(out.shape, c.name).toEqual(expected.shape);
+      expect(out.dtype, c.name).toBe(expected.dtype);
+      const [got, want] = [(await out.data()) as Float32Array, (await expected.data()) as Float32Array];
+      const tolerance = out.dtype === 'bfloat16' ? 1e-2 : 1e-5;
+      got.forEach((v, i) => expect(Math.abs(v - want[i]!), `${c.name} at ${i}`).toBeLessThanOrEqual(tolerance * Math.max(1, Math.abs(want[i]!))));
+      dt.dispose([inputs, out, expected]);
+    }
+  });
+});
