@@ -11,21 +11,11 @@ import json
 import pathlib
 
 import torch
+
+from diffusers_reference import apply_rotary_emb
 from safetensors.torch import save_file
 
 F = torch.nn.functional
-
-
-def rotary(x, cos, sin, unbind_dim):
-    """diffusers' apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=unbind_dim)."""
-    cos, sin = cos[None, None], sin[None, None]
-    if unbind_dim == -1:
-        re, im = x.reshape(*x.shape[:-1], -1, 2).unbind(-1)
-        rotated = torch.stack([-im, re], dim=-1).flatten(3)
-    else:
-        re, im = x.reshape(*x.shape[:-1], 2, -1).unbind(-2)
-        rotated = torch.cat([-im, re], dim=-1)
-    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
 def main():
@@ -50,8 +40,8 @@ def main():
         "interpolate_bilinear": ("interpolate", [img], F.interpolate(img, size=(11, 9), mode="bilinear"), {"size": [11, 9], "mode": "bilinear"}),
         "sdpa_mask": ("sdpa", [q, k, v, mask], F.scaled_dot_product_attention(q, k, v, attn_mask=mask), {}),
         "sdpa_causal": ("sdpa", [q, k, v], F.scaled_dot_product_attention(q, k, v, is_causal=True), {"causal": True}),
-        "rotary_pairs": ("rotary", [rx, cos, sin], rotary(rx, cos, sin, -1), {"unbind": -1}),
-        "rotary_halves": ("rotary", [rx, cos, sin], rotary(rx, cos, sin, -2), {"unbind": -2}),
+        "rotary_pairs": ("rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -1), {"unbind": -1}),
+        "rotary_halves": ("rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -2), {"unbind": -2}),
     }
     tensors, metadata = {}, {}
     for name, (op, inputs, out, attrs) in cases.items():

@@ -11,6 +11,8 @@ import pathlib
 
 import torch
 
+from diffusers_reference import apply_rotary_emb
+
 DTYPE_NAMES = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
     torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
@@ -36,18 +38,6 @@ def assigned(t, index, value):
     out = t.clone()
     out[index] = value
     return out
-
-
-def rotary_reference(x, cos, sin, unbind_dim):
-    """diffusers' apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=...)."""
-    cos, sin = cos[None, None], sin[None, None]
-    if unbind_dim == -1:
-        x_real, x_imag = x.reshape(*x.shape[:-1], -1, 2).unbind(-1)
-        x_rotated = torch.stack([-x_imag, x_real], dim=-1).flatten(3)
-    else:
-        x_real, x_imag = x.reshape(*x.shape[:-1], 2, -1).unbind(-2)
-        x_rotated = torch.cat([-x_imag, x_real], dim=-1)
-    return (x.float() * cos + x_rotated.float() * sin).to(x.dtype)
 
 
 def nn_cases(g):
@@ -78,8 +68,8 @@ def nn_cases(g):
         case("sdpa causal", "sdpa", [q, k, v], F.scaled_dot_product_attention(q, k, v, is_causal=True), causal=True),
         case("sdpa bool mask scale", "sdpa", [q, k, v, bool_mask], F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask, scale=0.3), scale=0.3),
         case("sdpa float mask", "sdpa", [q, k, v, float_mask], F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)),
-        case("apply_rotary_emb pairs", "rotary", [rx, cos, sin], rotary_reference(rx, cos, sin, -1), unbind=-1),
-        case("apply_rotary_emb halves", "rotary", [rx, cos, sin], rotary_reference(rx, cos, sin, -2), unbind=-2),
+        case("apply_rotary_emb pairs", "rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -1), unbind=-1),
+        case("apply_rotary_emb halves", "rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -2), unbind=-2),
         case("outer", "outer", [gamma, b], torch.outer(gamma, b)),
         case("einsum permute", "einsum", [q], torch.einsum("bhsd->bshd", q), equation="bhsd->bshd"),
         *image_cases(g),

@@ -31,36 +31,36 @@ at::Tensor chunkOf(const at::Tensor& t, int64_t dim, int64_t parts, int64_t inde
 }
 }  // namespace
 
-at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim) {
+template <typename Combine>
+at::Tensor SharedMemoryCall::meet(const at::Tensor& local, Combine&& combine) {
   const auto& all = rendezvous_.exchange(position_, local, timeout_);
-  at::Tensor out = at::cat(all, dim);
+  at::Tensor out = combine(all);
   rendezvous_.depart();
   return out;
+}
+
+at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim) {
+  return meet(local, [&](const std::vector<at::Tensor>& all) { return at::cat(all, dim); });
 }
 
 at::Tensor SharedMemoryCall::allReduce(const at::Tensor& local, ReduceOp op) {
-  const auto& all = rendezvous_.exchange(position_, local, timeout_);
-  at::Tensor out = reduceInOrder(all, op);
-  rendezvous_.depart();
-  return out;
+  return meet(local, [&](const std::vector<at::Tensor>& all) { return reduceInOrder(all, op); });
 }
 
 at::Tensor SharedMemoryCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
-  const auto& all = rendezvous_.exchange(position_, local, timeout_);
-  std::vector<at::Tensor> mine;
-  for (const at::Tensor& t : all) mine.push_back(chunkOf(t, dim, rendezvous_.size(), position_));
-  at::Tensor out = reduceInOrder(mine, op);
-  rendezvous_.depart();
-  return out;
+  return meet(local, [&](const std::vector<at::Tensor>& all) {
+    std::vector<at::Tensor> mine;
+    for (const at::Tensor& t : all) mine.push_back(chunkOf(t, dim, rendezvous_.size(), position_));
+    return reduceInOrder(mine, op);
+  });
 }
 
 at::Tensor SharedMemoryCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim) {
-  const auto& all = rendezvous_.exchange(position_, local, timeout_);
-  std::vector<at::Tensor> pieces;
-  for (const at::Tensor& t : all) pieces.push_back(chunkOf(t, splitDim, rendezvous_.size(), position_));
-  at::Tensor out = at::cat(pieces, concatDim);
-  rendezvous_.depart();
-  return out;
+  return meet(local, [&](const std::vector<at::Tensor>& all) {
+    std::vector<at::Tensor> pieces;
+    for (const at::Tensor& t : all) pieces.push_back(chunkOf(t, splitDim, rendezvous_.size(), position_));
+    return at::cat(pieces, concatDim);
+  });
 }
 
 }  // namespace dtorch::core

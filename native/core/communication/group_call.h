@@ -38,6 +38,10 @@ class SharedMemoryCall final : public GroupCall {
   at::Tensor allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim) override;
 
  private:
+  // Deposits `local`, combines everyone's tensors, leaves.
+  template <typename Combine>
+  at::Tensor meet(const at::Tensor& local, Combine&& combine);
+
   Rendezvous& rendezvous_;
   int position_;
   std::chrono::milliseconds timeout_;

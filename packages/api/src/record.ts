@@ -1,5 +1,6 @@
 // Turning what the engine recorded (its `out` buffer) into Tensors, and writing the common
 // attribute layouts into its `args` buffer.
+import { invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import type { DeviceMesh } from './device_mesh.js';
 import type { DType } from './dtype.js';
@@ -46,6 +47,32 @@ export function outputs(mesh: DeviceMesh): Tensor[] {
 /** The single output of the last recorded op. */
 export function output(mesh: DeviceMesh): Tensor {
   return tensorAt(engine().out, 2, mesh);
+}
+
+// Writes the input ids, then `attrs`, and records op `name`.
+function recordInputs(name: string, inputs: readonly Tensor[], attrs: readonly number[]): void {
+  const e = engine();
+  inputs.forEach((t, i) => (e.args[i] = t.id));
+  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
+  e.record(e.ops[name]!.code, inputs.length, attrs.length);
+}
+
+/** Records op `name` on `inputs` with `attrs`; its output, on the first input's mesh. */
+export function recordOp(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
+  recordInputs(name, inputs, attrs);
+  return output(inputs[0]!.mesh);
+}
+
+/** Like recordOp, for ops with several outputs. */
+export function recordOpOutputs(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor[] {
+  recordInputs(name, inputs, attrs);
+  return outputs(inputs[0]!.mesh);
+}
+
+/** `x` when it is a Tensor; else INVALID_ARGUMENT naming `what`. */
+export function checkTensor(what: string, x: unknown): Tensor {
+  if (!(x instanceof Tensor)) throw invalidParameter(what, 'Tensor', x);
+  return x;
 }
 
 /** Writes `meshId, nPlacements, placements..., dtype` at args[0..]; returns the next index. */

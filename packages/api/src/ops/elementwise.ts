@@ -4,22 +4,14 @@
 import { DTorchError, ErrorCode, checkNumber, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
 import { Replicate } from '../placement.js';
-import { output } from '../record.js';
+import { checkTensor as checkInput, output, recordOp } from '../record.js';
 import { full } from './creation.js';
 import { Tensor, type Scalar } from '../tensor.js';
 
-function checkTensor(name: string, x: unknown): Tensor {
-  if (!(x instanceof Tensor)) throw invalidParameter(`${name} input`, 'Tensor', x);
-  return x;
-}
+const checkTensor = (fn: string, x: unknown): Tensor => checkInput(`${fn} input`, x);
 
 function unary(name: string, x: Tensor, attrs: readonly number[] = []): Tensor {
-  checkTensor(name, x);
-  const e = engine();
-  e.args[0] = x.id;
-  attrs.forEach((v, i) => (e.args[1 + i] = v));
-  e.record(e.ops[name]!.code, 1, attrs.length);
-  return output(x.mesh);
+  return recordOp(name, [checkTensor(name, x)], attrs);
 }
 
 export const neg = (x: Tensor): Tensor => unary('neg', x);
@@ -153,13 +145,7 @@ export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
     temporaries.push(t);
     return t;
   };
-  const [ta, tb] = [asTensor(a), asTensor(b)];
-  const e = engine();
-  e.args[0] = condition.id;
-  e.args[1] = ta.id;
-  e.args[2] = tb.id;
-  e.record(e.ops['where']!.code, 3, 0);
-  const result = output(condition.mesh);
+  const result = recordOp('where', [condition, asTensor(a), asTensor(b)], []);
   for (const t of temporaries) t.dispose();
   return result;
 }
@@ -168,12 +154,5 @@ export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
 export function maskedFill(x: Tensor, mask: Tensor, value: Scalar): Tensor {
   checkTensor('maskedFill', x);
   checkTensor('maskedFill mask', mask);
-  const kind = scalarKind('maskedFill value', value);
-  const e = engine();
-  e.args[0] = x.id;
-  e.args[1] = mask.id;
-  e.args[2] = Number(value);
-  e.args[3] = kind;
-  e.record(e.ops['masked_fill']!.code, 2, 2);
-  return output(x.mesh);
+  return recordOp('masked_fill', [x, mask], [Number(value), scalarKind('maskedFill value', value)]);
 }

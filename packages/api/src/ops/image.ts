@@ -1,7 +1,6 @@
 // Image ops of dt.functional on [N, C, H, W]: conv2d, interpolate, avgPool2d, maxPool2d.
 import { DTorchError, ErrorCode, checkInteger, checkOptions, invalidParameter, isInteger } from '@dtorch/common';
-import { engine } from '@dtorch/core';
-import { output } from '../record.js';
+import { checkTensor, recordOp } from '../record.js';
 import { Tensor } from '../tensor.js';
 
 type Pair = number | readonly [number, number];
@@ -15,14 +14,8 @@ function pair(name: string, v: Pair, min: number): [number, number] {
 }
 
 function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
-  inputs.forEach((t, i) => {
-    if (!(t instanceof Tensor)) throw invalidParameter(`${name} input #${i}`, 'Tensor', t);
-  });
-  const e = engine();
-  inputs.forEach((t, i) => (e.args[i] = t.id));
-  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
-  e.record(e.ops[name]!.code, inputs.length, attrs.length);
-  return output(inputs[0]!.mesh);
+  inputs.forEach((t, i) => checkTensor(`${name} input #${i}`, t));
+  return recordOp(name, inputs, attrs);
 }
 
 export interface Conv2dOptions {

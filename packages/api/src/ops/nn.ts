@@ -1,30 +1,16 @@
 // Neural-network ops of dt.functional: linear, normalisations, embedding, attention, rotary
 // embeddings (as diffusers applies them), and outer / einsum for permutations.
 import { DTorchError, ErrorCode, checkInteger, checkNumber, checkOptions, checkShape, invalidParameter } from '@dtorch/common';
-import { engine } from '@dtorch/core';
-import { output } from '../record.js';
+import { checkTensor, recordOp } from '../record.js';
 import { Shard, formatPlacements, type Placement } from '../placement.js';
 import { Tensor } from '../tensor.js';
 import type { DType } from '../dtype.js';
 import { cat, permute, reshape, stack, unbind, unsqueeze } from './shape.js';
 import { mul } from './elementwise.js';
 
-function checkTensor(name: string, x: unknown): Tensor {
-  if (!(x instanceof Tensor)) throw invalidParameter(name, 'Tensor', x);
-  return x;
-}
-
 function checkOptionalTensor(name: string, x: unknown): Tensor | undefined {
   if (x === undefined || x === null) return undefined;
   return checkTensor(name, x);
-}
-
-function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
-  const e = engine();
-  inputs.forEach((t, i) => (e.args[i] = t.id));
-  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
-  e.record(e.ops[name]!.code, inputs.length, attrs.length);
-  return output(inputs[0]!.mesh);
 }
 
 /** y = x Wᵀ + b, with W of shape [out, in]. */
@@ -32,7 +18,7 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
   const inputs = [checkTensor('linear x', x), checkTensor('linear weight', weight)];
   const b = checkOptionalTensor('linear bias', bias);
   if (b) inputs.push(b);
-  return record('linear', inputs, []);
+  return recordOp('linear', inputs, []);
 }
 
 interface NormOptions {
@@ -48,7 +34,7 @@ function norm(op: 'layer_norm' | 'rms_norm', x: Tensor, normalizedShape: number 
   const bias = checkOptionalTensor(`${op} bias`, options.bias);
   checkNumber(`${op} eps`, eps);
   const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
-  return record(op, inputs, [shape.length, ...shape, weight ? 1 : 0, bias ? 1 : 0, eps]);
+  return recordOp(op, inputs, [shape.length, ...shape, weight ? 1 : 0, bias ? 1 : 0, eps]);
 }
 
 /** Layer normalisation over the last dims (`normalizedShape`), affine when weight/bias are given. */
@@ -77,12 +63,12 @@ export function groupNorm(x: Tensor, numGroups: number, options?: NormOptions): 
   const eps = options.eps ?? 1e-5;
   checkNumber('groupNorm eps', eps);
   const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
-  return record('group_norm', inputs, [numGroups, weight ? 1 : 0, bias ? 1 : 0, eps]);
+  return recordOp('group_norm', inputs, [numGroups, weight ? 1 : 0, bias ? 1 : 0, eps]);
 }
 
 /** Rows of `weight` [numEmbeddings, dim] picked by integer `ids`. */
 export function embedding(ids: Tensor, weight: Tensor): Tensor {
-  return record('embedding', [checkTensor('embedding ids', ids), checkTensor('embedding weight', weight)], []);
+  return recordOp('embedding', [checkTensor('embedding ids', ids), checkTensor('embedding weight', weight)], []);
 }
 
 export interface AttentionOptions {
@@ -114,7 +100,7 @@ function attention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions): 
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
   if (options.scale !== undefined) checkNumber('sdpa scale', options.scale);
-  return record('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+  return recordOp('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
 }
 
 interface ParallelDims {
@@ -159,12 +145,8 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
     if (options.attnMask) {
       throw new DTorchError(ErrorCode.InvalidArgument, 'sdpa: ring attention takes isCausal but not attnMask; use Ulysses alone for masks');
     }
-    const e = engine();
-    [qq, kk, vv].forEach((t, i) => (e.args[i] = t.id));
     const attrs = [dims.ring, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0];
-    attrs.forEach((a, i) => (e.args[3 + i] = a));
-    e.record(e.ops['ring_attention']!.code, 3, attrs.length);
-    out = output(q.mesh);
+    out = recordOp('ring_attention', [qq, kk, vv], attrs);
   } else {
     out = attention(qq, kk, vv, options);
   }

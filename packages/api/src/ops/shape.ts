@@ -2,16 +2,12 @@
 // slice, index_select, repeat, pad, contiguous, clone); the rest are written with them here,
 // as PyTorch defines them.
 import { DTorchError, ErrorCode, checkInteger, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
-import { engine } from '@dtorch/core';
-import { output, outputs } from '../record.js';
+import { checkTensor as checkInput, recordOp, recordOpOutputs } from '../record.js';
 import { Replicate } from '../placement.js';
 import { full } from './creation.js';
 import { Tensor } from '../tensor.js';
 
-function checkTensor(name: string, x: unknown): Tensor {
-  if (!(x instanceof Tensor)) throw invalidParameter(`${name} input`, 'Tensor', x);
-  return x;
-}
+const checkTensor = (fn: string, x: unknown): Tensor => checkInput(`${fn} input`, x);
 
 function normDim(fn: string, dim: number, ndim: number): number {
   checkInteger(`${fn} dim`, dim);
@@ -27,20 +23,12 @@ function checkIntList(fn: string, what: string, values: unknown): number[] {
   return values as number[];
 }
 
-// Records op `name` with input ids, then `attrs`.
-function record(name: string, inputs: readonly Tensor[], attrs: readonly number[]): void {
-  const e = engine();
-  inputs.forEach((t, i) => (e.args[i] = t.id));
-  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
-  e.record(e.ops[name]!.code, inputs.length, attrs.length);
-}
 
 /** The same elements in `shape` (one dim may be -1). */
 export function reshape(x: Tensor, shape: readonly number[]): Tensor {
   checkTensor('reshape', x);
   const s = checkIntList('reshape', 'shape', shape);
-  record('reshape', [x], [s.length, ...s]);
-  return output(x.mesh);
+  return recordOp('reshape', [x], [s.length, ...s]);
 }
 export const view = reshape;
 
@@ -75,8 +63,7 @@ export function unsqueeze(x: Tensor, dim: number): Tensor {
 export function permute(x: Tensor, dims: readonly number[]): Tensor {
   checkTensor('permute', x);
   const d = checkIntList('permute', 'dims', dims);
-  record('permute', [x], [d.length, ...d]);
-  return output(x.mesh);
+  return recordOp('permute', [x], [d.length, ...d]);
 }
 
 export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
@@ -90,18 +77,15 @@ export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
 export function expand(x: Tensor, shape: readonly number[]): Tensor {
   checkTensor('expand', x);
   const s = checkIntList('expand', 'shape', shape);
-  record('expand', [x], [s.length, ...s]);
-  return output(x.mesh);
+  return recordOp('expand', [x], [s.length, ...s]);
 }
 
 export function contiguous(x: Tensor): Tensor {
-  record('contiguous', [checkTensor('contiguous', x)], []);
-  return output(x.mesh);
+  return recordOp('contiguous', [checkTensor('contiguous', x)], []);
 }
 
 export function clone(x: Tensor): Tensor {
-  record('clone', [checkTensor('clone', x)], []);
-  return output(x.mesh);
+  return recordOp('clone', [checkTensor('clone', x)], []);
 }
 
 function checkTensors(fn: string, tensors: unknown): Tensor[] {
@@ -115,8 +99,7 @@ export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('cat', tensors);
   checkInteger('cat dim', dim);
   if (ts.length === 1) return clone(ts[0]!);
-  record('cat', ts, [dim]);
-  return output(ts[0]!.mesh);
+  return recordOp('cat', ts, [dim]);
 }
 
 export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
@@ -142,8 +125,7 @@ export function split(x: Tensor, sizeOrSizes: number | readonly number[], dim = 
   } else {
     sizes = checkIntList('split', 'sizes', sizeOrSizes);
   }
-  record('split', [x], [d, sizes.length, ...sizes]);
-  return outputs(x.mesh);
+  return recordOpOutputs('split', [x], [d, sizes.length, ...sizes]);
 }
 
 /** torch.chunk: pieces of ceil(size / chunks) along `dim`; there may be fewer than `chunks`. */
@@ -167,8 +149,7 @@ export function unbind(x: Tensor, dim = 0): Tensor[] {
 export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_SAFE_INTEGER, step = 1): Tensor {
   checkTensor('slice', x);
   for (const [name, v] of [['dim', dim], ['start', start], ['end', end], ['step', step]] as const) checkInteger(`slice ${name}`, v);
-  record('slice', [x], [dim, start, end, step]);
-  return output(x.mesh);
+  return recordOp('slice', [x], [dim, start, end, step]);
 }
 
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
@@ -180,16 +161,14 @@ export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
   checkTensor('indexSelect', x);
   checkTensor('indexSelect index', index);
   checkInteger('indexSelect dim', dim);
-  record('index_select', [x, index], [dim]);
-  return output(x.mesh);
+  return recordOp('index_select', [x, index], [dim]);
 }
 
 /** Tiles the tensor `repeats[d]` times along each dim, as torch.Tensor.repeat. */
 export function repeat(x: Tensor, repeats: readonly number[]): Tensor {
   checkTensor('repeat', x);
   const r = checkIntList('repeat', 'repeats', repeats);
-  record('repeat', [x], [r.length, ...r]);
-  return output(x.mesh);
+  return recordOp('repeat', [x], [r.length, ...r]);
 }
 
 /** Repeats each element `repeats` times along `dim` (flattened when no dim), as torch.repeat_interleave. */
@@ -218,8 +197,7 @@ export function pad(x: Tensor, padding: readonly number[], options?: { mode?: 'c
   }
   const value = options?.value ?? 0;
   checkNumber('pad value', value);
-  record('pad', [x], [p.length, ...p, value]);
-  return output(x.mesh);
+  return recordOp('pad', [x], [p.length, ...p, value]);
 }
 
 // ---- indexing --------------------------------------------------------------------------------
@@ -356,8 +334,7 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
     const part = keep(sliceAlong(t, d, start, end, step));
     const updated = write(part, d + 1, inner);
     if (updated !== inner) keep(updated);
-    record('slice_scatter', [t, updated], [d, start, end, step]);
-    return output(t.mesh);
+    return recordOp('slice_scatter', [t, updated], [d, start, end, step]);
   };
   const result = write(x, 0, src);
   for (const t of temporaries) if (t !== result && t !== value) t.dispose();
