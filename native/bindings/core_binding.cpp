@@ -16,6 +16,7 @@
 #include "common/format.h"
 #include "core/communication/redistribute_plan.h"
 #include "core/operand/layout.h"
+#include "core/operators/op.h"
 #include "core/operators/registry.h"
 #include "core/runner/completion.h"
 #include "core/runner/engine.h"
@@ -215,6 +216,40 @@ Napi::Value planRedistribute(const Napi::CallbackInfo& info) {
     const auto steps = core::planRedistribute(e.meshes().get(m.meshId), m.placements, to);
     Napi::Array out = Napi::Array::New(env, steps.size());
     for (uint32_t i = 0; i < steps.size(); ++i) out.Set(i, steps[i].describe());
+    return out;
+  });
+}
+
+// signatureRows(opCode, nInputs, nAttrs) -> [{ inputs: codes[], output: code, slice: mask }]:
+// the op's placement rows for these inputs and attributes (written to `args` as for record),
+// for tests that run every legal row. Records nothing.
+Napi::Value signatureRows(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    core::Engine& e = engine(env);
+    CoreState& s = state(env);
+    const auto& op = core::OpRegistry::instance().byCode(info[0].As<Napi::Number>().Int32Value());
+    const size_t nInputs = info[1].As<Napi::Number>().Uint32Value(), nAttrs = info[2].As<Napi::Number>().Uint32Value();
+    checkArgCounts(nInputs, nAttrs);
+    c10::SmallVector<const core::TensorMeta*, 4> metas;
+    for (size_t i = 0; i < nInputs; ++i) metas.push_back(&e.recorder().meta(static_cast<int64_t>(s.args[i])));
+    c10::SmallVector<double, 4> derived;
+    std::shared_ptr<const core::OpState> opState;
+    core::InferContext ctx{op, metas, c10::ArrayRef<double>(s.args.data() + nInputs, nAttrs), e.meshes(), derived, opState};
+    core::Outputs outputs;
+    op.infer(ctx, outputs);
+    core::SignatureRows rows;
+    if (op.rows) op.rows(ctx, rows);
+    Napi::Array out = Napi::Array::New(env, rows.size());
+    for (uint32_t r = 0; r < rows.size(); ++r) {
+      Napi::Object entry = Napi::Object::New(env);
+      Napi::Array inputs = Napi::Array::New(env, rows[r].inputs.size());
+      for (uint32_t k = 0; k < rows[r].inputs.size(); ++k) inputs.Set(k, rows[r].inputs[k].encode());
+      entry.Set("inputs", inputs);
+      entry.Set("output", rows[r].output.encode());
+      entry.Set("slice", rows[r].localSliceMask);
+      out.Set(r, entry);
+    }
     return out;
   });
 }
@@ -437,6 +472,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("redistribute", Napi::Function::New(env, redistribute));
   slice.Set("layout", Napi::Function::New(env, layout));
   slice.Set("planRedistribute", Napi::Function::New(env, planRedistribute));
+  slice.Set("signatureRows", Napi::Function::New(env, signatureRows));
   slice.Set("flush", Napi::Function::New(env, flush));
   slice.Set("fetch", Napi::Function::New(env, fetch));
   slice.Set("fetchSync", Napi::Function::New(env, fetchSync));

@@ -11,6 +11,7 @@ export {
   PartialPlacement,
   formatPlacements,
   normalizePlacements,
+  placementFromCode,
   type ReduceOp,
 } from './placement.js';
 export { checkDtype, dtypeNames, type DType } from './dtype.js';

@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, native } from '@dtorch/common';
 import { CallSites } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, WorkerInfo } from './native_slice.js';
+import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 export type DeviceKind = 'cpu' | 'cuda';
 
@@ -80,6 +80,14 @@ export class Engine {
   /** The steps a redistribute of `id` to `placementCodes` (same mesh) would take. */
   planRedistribute(id: number, placementCodes: number[]): string[] {
     return this.slice.planRedistribute(id, placementCodes);
+  }
+
+  /**
+   * The placement rows op `code` has for the inputs and attributes written to `args` (as for
+   * record); records nothing.
+   */
+  signatureRows(code: number, numInputs: number, numAttrs: number): SignatureRowInfo[] {
+    return this.slice.signatureRows(code, numInputs, numAttrs);
   }
 
   /** Each rank's piece of tensor `id`: device, shape and offset. */

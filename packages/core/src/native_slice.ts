@@ -27,6 +27,14 @@ export interface DeviceMemoryInfo {
   peakBytes: number;
 }
 
+/** One placement signature row of an op, for one mesh dim (placement wire codes). */
+export interface SignatureRowInfo {
+  inputs: number[];
+  output: number;
+  /** Bit k: input k may also be Replicate, sliced locally. */
+  slice: number;
+}
+
 /** Where one rank's piece of a tensor lives. */
 export interface PieceInfo {
   device: string;
@@ -68,6 +76,7 @@ export interface CoreSlice {
   redistribute(id: number, meshId: number, placementCodes: number[]): void;
   layout(id: number): PieceInfo[];
   planRedistribute(id: number, placementCodes: number[]): string[];
+  signatureRows(code: number, numInputs: number, numAttrs: number): SignatureRowInfo[];
   release(id: number): void;
   flush(): void;
   fetch(id: number): Promise<Fetched>;
