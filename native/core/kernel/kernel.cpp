@@ -54,6 +54,27 @@ bool canReuse(const at::Tensor& t, const TensorMeta& out) {
          t.sizes() == at::IntArrayRef(out.shape) && t.is_contiguous();
 }
 
+// When every output of this rank is empty (an uneven shard), fills ctx.outputs with empty
+// tensors of the right shapes and returns true. Ops with state (collectives) always run: they
+// must still meet their group.
+bool emptyOutputs(KernelContext& ctx) {
+  c10::SmallVector<Shape, 2> shapes;
+  for (size_t i = 0; i < ctx.node.outputMetas.size(); ++i) {
+    const TensorMeta& meta = ctx.node.outputMetas[i];
+    if (meta.numel() != 0 && meta.placements.end() == std::find_if(meta.placements.begin(), meta.placements.end(),
+                                                                     [](const Placement& p) { return p.isShard(); })) {
+      return false;  // unsharded and not empty: the common case, decided without layout math
+    }
+    shapes.push_back(ctx.outputPiece(i).shape);
+    if (std::find(shapes.back().begin(), shapes.back().end(), 0) == shapes.back().end()) return false;
+  }
+  if (shapes.empty()) return false;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ctx.outputs.push_back(at::empty(shapes[i], at::TensorOptions().dtype(ctx.node.outputMetas[i].dtype).device(ctx.device)));
+  }
+  return true;
+}
+
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}};
@@ -75,7 +96,12 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
   }
   const bool reuse = k.mayReuseInput && node.op->inplace && canReuse(*ctx.inputs[0], node.outputMetas[0]);
   try {
-    (reuse ? node.op->inplace : node.op->kernel)(ctx);
+    if (!node.state && emptyOutputs(ctx)) {
+      // nothing to compute: some LibTorch kernels fault on empty pieces (torch 2.11's CPU
+      // attention divides by a zero head count), so an empty piece never reaches them
+    } else {
+      (reuse ? node.op->inplace : node.op->kernel)(ctx);
+    }
     checkOutputs(ctx);
   } catch (const std::exception& e) {
     DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << describe(e));

@@ -36,6 +36,10 @@ TensorMeta creationHeader(const InferContext& ctx, size_t& cursor) {
 
 void checkCreation(const InferContext& ctx, const TensorMeta& meta) {
   checkPlacements(ctx, meta.placements, ctx.meshes.get(meta.meshId), meta.ndim());
+  // the byte count must fit in 63 bits (memory accounting and LibTorch both need it)
+  double bytes = static_cast<double>(dtypeSize(meta.dtype));
+  for (int64_t s : meta.shape) bytes *= static_cast<double>(s);
+  if (bytes >= 9.2e18) ctx.fail(kInvalidArgument, "shape " + formatShape(meta.shape) + " holds more bytes than 64-bit sizes can count");
 }
 
 TensorMeta creationMeta(const InferContext& ctx, size_t& cursor) {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine lacks into .device/ (git-ignored; carried by the device tool):
+# the local node binary, the node_modules the tests and the native build need, and the built
+# TypeScript. The GPU machine has no Node.js, no npm and no registry.
+#   bash scripts/device/pack.sh      then run scripts/device/run.sh there with carry [".device"]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=.device
+rm -rf "$out" && mkdir -p "$out"
+npm run build --silent >/dev/null
+xz -T0 -6 -c "$(command -v node)" > "$out/node.xz"
+# everything but the dev tools that only run here (compilers, linters, turbo, changesets)
+tar -cJf "$out/node_modules.tar.xz" \
+  --exclude='node_modules/typescript' --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \
+  --exclude='node_modules/prettier' --exclude='node_modules/eslint*' --exclude='node_modules/@eslint*' \
+  --exclude='node_modules/@typescript-eslint' --exclude='node_modules/typescript-eslint' \
+  --exclude='node_modules/@changesets' --exclude='node_modules/@types' \
+  node_modules
+tar -cJf "$out/dist.tar.xz" packages/*/dist
+du -sh "$out"/*
+echo "packed: $(du -sh "$out" | cut -f1) (the device tool carries at most 64 MiB with the working tree)"

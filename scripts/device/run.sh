@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU machine (through the device tool, carry [".device"]): unpack what pack.sh packed,
+# build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
+# test suites, and leave the logs and a JSON summary under $OUT.
+#   bash scripts/device/run.sh [vitest filters...]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+OUT=${OUT:-/tmp/dtorch-out}
+mkdir -p "$OUT" /tmp/dtorch-bin
+export NCCL_NVLS_ENABLE=0 DTORCH_SKIP_SETUP=1 TURBO_TELEMETRY_DISABLED=1
+xz -dc .device/node.xz > /tmp/dtorch-bin/node && chmod +x /tmp/dtorch-bin/node
+export PATH=/tmp/dtorch-bin:$PATH
+tar -xJf .device/node_modules.tar.xz
+tar -xJf .device/dist.tar.xz
+prefix=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.utils.cmake_prefix_path)))')
+version=$(python3 -c 'import torch; print(torch.__version__)')
+cuda=$(python3 -c 'import torch; print(str(torch.cuda.is_available()).lower())')
+mkdir -p .dtorch
+printf '{"cmakePrefixPath":"%s","version":"%s","cuda":%s,"source":"device python3"}\n' "$prefix" "$version" "$cuda" > .dtorch/torch.json
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+start=$(date +%s)
+node scripts/build-native.mjs > "$OUT/build.log" 2>&1
+build=$?
+echo "build exit $build in $(( $(date +%s) - start )) s" | tee -a "$OUT/build.log"
+results=()
+if [ $build -eq 0 ]; then
+  for dir in packages/common packages/external packages/core packages/api tests; do
+    name=$(basename "$dir")
+    (cd "$dir" && node "$root/node_modules/vitest/vitest.mjs" run "$@" --reporter=default --reporter=json --outputFile="$OUT/vitest-$name.json") > "$OUT/test-$name.log" 2>&1
+    results+=("\"$name\": $?")
+  done
+fi
+printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
