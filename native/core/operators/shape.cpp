@@ -319,6 +319,32 @@ void indexSelectRows(const InferContext& ctx, SignatureRows& rows) {
 }
 void runIndexSelect(KernelContext& ctx) { ctx.outputs.push_back(at::index_select(ctx.input(0), ctx.intAttr(0), ctx.input(1))); }
 
+// ---- index_copy(x, index, src): attrs dim (x with src's slices written at the index) ----------
+
+void inferIndexCopy(const InferContext& ctx, Outputs& out) {
+  const TensorMeta &in = *ctx.inputs[0], &index = *ctx.inputs[1], &src = *ctx.inputs[2];
+  const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), in.ndim());
+  if (index.ndim() != 1 || index.dtype != DType::Long) {
+    ctx.fail(kInvalidArgument, "index must be a 1-d int64 tensor, got " + std::string(dtypeName(index.dtype)) + " " + formatShape(index.shape));
+  }
+  Shape region = in.shape;
+  region[dim] = index.shape[0];
+  if (src.shape != region) {
+    ctx.fail(kShapeMismatch, "source of shape " + formatShape(src.shape) + " does not fill the indexed region " + formatShape(region));
+  }
+  out.push_back(outputLike(ctx, in.shape, in.dtype));
+}
+// Shards of the other dims pass when the source shards alike and the index stays whole.
+void indexCopyRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), ctx.inputs[0]->ndim());
+  for (int32_t d = 0; d < ctx.inputs[0]->ndim(); ++d) {
+    if (d != dim) rows.push_back(row({Placement::shard(d), Placement::replicate(), Placement::shard(d)}, Placement::shard(d)));
+  }
+}
+void runIndexCopy(KernelContext& ctx) {
+  ctx.outputs.push_back(at::index_copy(ctx.input(0), ctx.intAttr(0), ctx.input(1), ctx.input(2).to(ctx.input(0).scalar_type())));
+}
+
 // ---- repeat: attrs ndim, repeats... --------------------------------------------------------------
 
 void inferRepeat(const InferContext& ctx, Outputs& out) {
@@ -392,6 +418,7 @@ void registerShapeOps(OpRegistry& registry) {
   registry.add({"slice", 1, "dim, start, end, step", inferSlice, runSlice, sliceRows});
   registry.add({"index_select", 2, "dim", inferIndexSelect, runIndexSelect, indexSelectRows});
   registry.add({"slice_scatter", 2, "dim, start, end, step", inferSliceScatter, runSliceScatter, sliceRows});
+  registry.add({"index_copy", 3, "dim", inferIndexCopy, runIndexCopy, indexCopyRows});
   registry.add({"repeat", 1, "ndim, repeats...", inferRepeat, runRepeat, repeatRows});
   registry.add({"pad", 1, "nPads, pads..., value", inferPad, runPad, padRows});
 }

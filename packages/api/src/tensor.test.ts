@@ -38,7 +38,12 @@ describe('Tensor', () => {
     x.set('...', 0, column);
     expect(await x.array()).toEqual([[1, 0, 0], [2, 5, 5]]);
     expect(dt.memory().numTensors).toBe(before);
-    expect(() => x.set(dt.tensor([0], { dtype: 'int64' }), 1)).toThrow("set: only integers, dt.slice() and '...' index an assignment");
+    const rows = dt.tensor([1], { dtype: 'int64' });
+    x.set(rows, 9);
+    expect(await x.array()).toEqual([[1, 0, 0], [9, 9, 9]]);
+    x.set(dt.slice(), dt.tensor([0, 2], { dtype: 'int64' }), dt.tensor([[3, 4], [5, 6]]));
+    expect(await x.array()).toEqual([[3, 0, 4], [5, 9, 6]]);
+    expect(() => x.set(null, 1)).toThrow('not null');
   });
 
   it('throws TENSOR_DISPOSED when a disposed tensor is used', () => {

@@ -283,8 +283,15 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
   checkTensor('set', x);
   const value = indicesAndValue.at(-1) as Tensor | number | boolean;
   const indices = indicesAndValue.slice(0, -1) as Index[];
-  if (indices.some((i) => i === null || i instanceof Tensor)) {
-    throw new DTorchError(ErrorCode.InvalidArgument, "set: only integers, dt.slice() and '...' index an assignment");
+  if (indices.some((i) => i === null)) {
+    throw new DTorchError(ErrorCode.InvalidArgument, "set: integers, dt.slice(), '...' and int64 index tensors index an assignment, not null");
+  }
+  const tensorAt = indices.findIndex((i) => i instanceof Tensor);
+  if (tensorAt >= 0) {
+    if (indices.length !== tensorAt + 1 || indices.slice(0, tensorAt).some((i) => !(i instanceof Slice) || i.start !== undefined || i.end !== undefined || i.step !== undefined)) {
+      throw new DTorchError(ErrorCode.InvalidArgument, 'set: an index tensor must be the last index, after full dt.slice() ranges only');
+    }
+    return setAlong(x, tensorAt, indices[tensorAt] as Tensor, value);
   }
   const consuming = indices.filter((i) => i !== '...').length;
   if (consuming > x.ndim) throw new DTorchError(ErrorCode.InvalidArgument, `set: ${consuming} indices for a ${x.ndim}-d tensor`);
@@ -338,6 +345,19 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
   };
   const result = write(x, 0, src);
   for (const t of temporaries) if (t !== result && t !== value) t.dispose();
+  x.adopt(result);
+  return x;
+}
+
+// x[:, ..., index] = value along `dim` (index_copy), value broadcast to the indexed region.
+function setAlong(x: Tensor, dim: number, index: Tensor, value: Tensor | number | boolean): Tensor {
+  const region = x.shape.map((s, d) => (d === dim ? index.shape[0]! : s));
+  const temporaries: Tensor[] = [];
+  const src0 = value instanceof Tensor ? value : (temporaries.push(scalarTensorLike(value, x)), temporaries.at(-1)!);
+  const src = expand(src0, region);
+  temporaries.push(src);
+  const result = recordOp('index_copy', [x, index, src], [dim]);
+  for (const t of temporaries) t.dispose();
   x.adopt(result);
   return x;
 }
