@@ -353,8 +353,9 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
 function setAlong(x: Tensor, dim: number, index: Tensor, value: Tensor | number | boolean): Tensor {
   const region = x.shape.map((s, d) => (d === dim ? index.shape[0]! : s));
   const temporaries: Tensor[] = [];
-  const src0 = value instanceof Tensor ? value : (temporaries.push(scalarTensorLike(value, x)), temporaries.at(-1)!);
-  const src = expand(src0, region);
+  const given = value instanceof Tensor ? value : scalarTensorLike(value, x);
+  if (given !== value) temporaries.push(given);
+  const src = expand(given, region);
   temporaries.push(src);
   const result = recordOp('index_copy', [x, index, src], [dim]);
   for (const t of temporaries) t.dispose();
