@@ -31,4 +31,9 @@ if [ $build -eq 0 ]; then
     results+=("\"$name\": $?")
   done
 fi
+if [ $build -eq 0 ] && [ "$cuda" = true ]; then
+  # the property suites again, on CUDA meshes: sharded ops and collectives across GPUs
+  (cd tests && DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops "$@" --reporter=default) > "$OUT/test-cuda-property.log" 2>&1
+  results+=("\"cuda-property\": $?")
+fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"

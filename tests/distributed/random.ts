@@ -48,8 +48,19 @@ export class Gen {
   }
 }
 
-/** The meshes of the property suites: 1, 2, 3, 4 devices, 2x2 and 2x3. */
+/**
+ * The meshes of the property suites: CPU meshes of 1, 2, 3, 4, 2x2 and 2x3 devices; with
+ * DTORCH_PROPERTY_DEVICE=cuda (the GPU machine), CUDA meshes of the GPUs present (1, 2, and
+ * 2x1 and the reversed order when there are two).
+ */
 export function propertyMeshes(): dt.DeviceMesh[] {
+  if (process.env['DTORCH_PROPERTY_DEVICE'] === 'cuda') {
+    const gpus = dt.torchInfo().cudaDeviceCount;
+    if (gpus < 1) throw new Error('DTORCH_PROPERTY_DEVICE=cuda but this process sees no CUDA device');
+    const meshes = [new dt.DeviceMesh('cuda', [0])];
+    if (gpus >= 2) meshes.push(new dt.DeviceMesh('cuda', [0, 1]), new dt.DeviceMesh('cuda', [1, 0]), dt.initDeviceMesh('cuda', [2, 1]));
+    return meshes;
+  }
   return [
     new dt.DeviceMesh('cpu', [0]),
     new dt.DeviceMesh('cpu', [0, 1]),

@@ -33,7 +33,9 @@ at::Tensor chunkOf(const at::Tensor& t, int64_t dim, int64_t parts, int64_t inde
 
 template <typename Combine>
 at::Tensor SharedMemoryCall::meet(const at::Tensor& local, Combine&& combine) {
-  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  const auto& contributions = rendezvous_.exchange(position_, local, timeout_);
+  std::vector<at::Tensor> all;  // on this participant's device, after their producers
+  for (const Contribution& c : contributions) all.push_back(c.readable(device_));
   at::Tensor out = combine(all);
   rendezvous_.depart();
   return out;

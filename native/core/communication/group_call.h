@@ -30,8 +30,8 @@ class GroupCall {
 // order, so all of them get bit-identical results.
 class SharedMemoryCall final : public GroupCall {
  public:
-  SharedMemoryCall(Rendezvous& rendezvous, int position, std::chrono::milliseconds timeout)
-      : rendezvous_(rendezvous), position_(position), timeout_(timeout) {}
+  SharedMemoryCall(Rendezvous& rendezvous, int position, c10::Device device, std::chrono::milliseconds timeout)
+      : rendezvous_(rendezvous), position_(position), device_(device), timeout_(timeout) {}
   at::Tensor allGather(const at::Tensor& local, int64_t dim) override;
   at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
   at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;
@@ -44,6 +44,7 @@ class SharedMemoryCall final : public GroupCall {
 
   Rendezvous& rendezvous_;
   int position_;
+  c10::Device device_;  // where this participant computes
   std::chrono::milliseconds timeout_;
 };
 

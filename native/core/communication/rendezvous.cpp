@@ -2,6 +2,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "external/cuda/device_sync.h"
 
 namespace dtorch::core {
 
@@ -16,14 +17,20 @@ namespace {
 }
 }  // namespace
 
+at::Tensor Contribution::readable(const c10::Device& device) const {
+  external::cuda::waitFor(ready, tensor);
+  return tensor.device() == device ? tensor : tensor.to(device);
+}
+
 std::chrono::milliseconds collectiveTimeout() {
   static const auto timeout = std::chrono::milliseconds(common::envInt("DTORCH_COLLECTIVE_TIMEOUT_MS", 600000));
   return timeout;
 }
 
-const std::vector<at::Tensor>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout) {
+const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout) {
+  std::shared_ptr<void> ready = external::cuda::markReady(mine);  // before taking the lock: it touches the stream
   std::unique_lock<std::mutex> lock(mutex_);
-  slots_[position] = std::move(mine);
+  slots_[position] = Contribution{std::move(mine), std::move(ready)};
   if (++arrived_ == size_) allArrived_.notify_all();
   if (!allArrived_.wait_for(lock, timeout, [this] { return arrived_ == size_; })) {
     const int arrived = arrived_;
@@ -53,21 +60,22 @@ void Rendezvous::depart() {
 }
 
 void Mailbox::put(at::Tensor tensor, std::shared_ptr<const KernelError> error) {
+  std::shared_ptr<void> ready = external::cuda::markReady(tensor);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    tensor_ = std::move(tensor);
+    slot_ = Contribution{std::move(tensor), std::move(ready)};
     error_ = std::move(error);
     full_ = true;
   }
   ready_.notify_all();
 }
 
-at::Tensor Mailbox::take(std::chrono::milliseconds timeout) {
+Contribution Mailbox::take(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!ready_.wait_for(lock, timeout, [this] { return full_; })) timedOut(timeout, 0, 1);
   if (error_) failWith(*error_);
-  at::Tensor out = tensor_;
-  if (--receivers_ == 0) tensor_ = at::Tensor();  // the last reader lets it go
+  Contribution out = slot_;
+  if (--receivers_ == 0) slot_ = Contribution{};  // the last reader lets it go
   return out;
 }
 

@@ -16,15 +16,24 @@
 
 namespace dtorch::core {
 
+// A participant's tensor and the marker that its producing work is done (CUDA: an event on the
+// producer's stream; see external/cuda/device_sync.h). Readers call readable() first.
+struct Contribution {
+  at::Tensor tensor;
+  std::shared_ptr<void> ready;
+  // The tensor, ordered after its producer on this thread's stream and on `device`.
+  at::Tensor readable(const c10::Device& device) const;
+};
+
 class Rendezvous {
  public:
   explicit Rendezvous(int size) : size_(size), slots_(size) {}
 
   int size() const { return size_; }
 
-  // Deposits `mine` at `position` and returns every participant's tensor once all arrived.
-  // Throws KERNEL_FAILED with the first deposited error, or TIMEOUT.
-  const std::vector<at::Tensor>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout);
+  // Deposits `mine` at `position` and returns every participant's contribution once all
+  // arrived. Throws KERNEL_FAILED with the first deposited error, or TIMEOUT.
+  const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout);
   // Arrives with an error instead of a tensor, and leaves.
   void abandon(const std::shared_ptr<const KernelError>& error);
   // Done reading; the last participant out drops the tensors.
@@ -36,7 +45,7 @@ class Rendezvous {
   const int size_;
   int arrived_ = 0;
   int departed_ = 0;
-  std::vector<at::Tensor> slots_;
+  std::vector<Contribution> slots_;
   std::shared_ptr<const KernelError> error_;
 };
 
@@ -46,14 +55,14 @@ class Mailbox {
   explicit Mailbox(int receivers) : receivers_(receivers) {}
   void put(at::Tensor tensor, std::shared_ptr<const KernelError> error);
   // Waits for the tensor; throws KERNEL_FAILED with the sender's error, or TIMEOUT.
-  at::Tensor take(std::chrono::milliseconds timeout);
+  Contribution take(std::chrono::milliseconds timeout);
 
  private:
   std::mutex mutex_;
   std::condition_variable ready_;
   bool full_ = false;
   int receivers_;
-  at::Tensor tensor_;
+  Contribution slot_;
   std::shared_ptr<const KernelError> error_;
 };
 

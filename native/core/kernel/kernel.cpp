@@ -9,6 +9,7 @@
 #include "core/operators/op.h"
 #include "core/operators/redistribute.h"
 #include "core/runner/completion.h"
+#include "external/cuda/device_sync.h"
 
 namespace dtorch::core {
 namespace {
@@ -164,13 +165,14 @@ LocalPiece KernelContext::inputPiece(size_t i) const {
   return localPiece(meta.shape, meta.placements, mesh, rank);
 }
 
-void executeKernel(const Kernel& k, BlobTable& blobs) {
+void executeKernel(const Kernel& k, BlobTable& blobs, const Device& device) {
   switch (k.kind) {
     case Kernel::Kind::kRun: runCompute(k, blobs); break;
     case Kernel::Kind::kFree: blobs.erase(k.id); break;
     case Kernel::Kind::kFetch: runFetch(k, blobs); break;
     case Kernel::Kind::kSend: runSend(k, blobs); break;
     case Kernel::Kind::kSync:
+      if (device.kind == DeviceKind::kCuda) external::cuda::synchronizeThisThread();  // the GPU is done too
       if (k.node->completion->remaining.fetch_sub(1) == 1) k.node->completion->deliver(FetchResult{});
       break;
   }

@@ -29,6 +29,6 @@ struct KernelBatch {
 
 // Runs one kernel against a worker's blobs. Never throws: a failing op poisons its outputs,
 // and a failing read delivers the error to its completion.
-void executeKernel(const Kernel& kernel, BlobTable& blobs);
+void executeKernel(const Kernel& kernel, BlobTable& blobs, const Device& device);
 
 }  // namespace dtorch::core

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "external/cuda/device_sync.h"
 
 namespace dtorch::core {
 
@@ -31,6 +32,7 @@ void Worker::stop() {
 
 void Worker::loop() {
   common::setThreadName("dt-" + device_.name());  // shows in top/perf/gdb
+  if (device_.kind == DeviceKind::kCuda) external::cuda::bindWorkerThread(device_.index);  // its own stream
   c10::InferenceMode inferenceMode;
   BlobTable blobs(allocatedBytes_, peakBytes_);
   int appliedThreads = 0;
@@ -52,7 +54,7 @@ void Worker::loop() {
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
       for (const Kernel& kernel : batch.kernels) {
-        executeKernel(kernel, blobs);
+        executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }
     }

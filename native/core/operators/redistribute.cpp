@@ -91,7 +91,7 @@ at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, siz
     default: break;
   }
   Rendezvous& meet = *state.meet[s][groupIndexAlong(mesh, ctx.rank, step.meshDim)];
-  SharedMemoryCall call(meet, position, collectiveTimeout());
+  SharedMemoryCall call(meet, position, ctx.device, collectiveTimeout());
   switch (step.kind) {
     case RedistributeStep::Kind::kAllGather: return call.allGather(x, step.from);
     case RedistributeStep::Kind::kAllReduce: return call.allReduce(x, step.reduce);
@@ -134,7 +134,9 @@ void inferTransfer(const InferContext& ctx, Outputs& out) {
 
 void runTransfer(KernelContext& ctx) {
   const auto& state = static_cast<const TransferState&>(*ctx.node.state);
-  ctx.outputs.push_back(state.box->take(collectiveTimeout()).to(ctx.device, /*non_blocking=*/false, /*copy=*/true));
+  const Contribution sent = state.box->take(collectiveTimeout());
+  const at::Tensor here = sent.readable(ctx.device);
+  ctx.outputs.push_back(here.is_same(sent.tensor) ? here.clone() : here);  // each rank owns its copy
 }
 
 // ---- to_local: attrs rank, targetMeshId (a 1-device mesh of that rank's device) ---------------
