@@ -72,7 +72,7 @@ describe('redistribute (property)', () => {
     }
   });
 
-  it('plans P->S as a reduce-scatter and S(i)->S(j) as an all-to-all: each rank ends with only its piece', async () => {
+  it.skipIf(meshes[3]?.size !== 4)('plans P->S as a reduce-scatter and S(i)->S(j) as an all-to-all: each rank ends with only its piece', async () => {
     const mesh = meshes[3]!;
     const values = Array.from({ length: 40 }, (_, i) => i);
     const partial = dt.tensor(values, { shape: [8, 5], mesh, placements: [dt.Partial()] });

@@ -8,6 +8,13 @@ namespace dtorch::core {
 
 at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
   at::Tensor acc = parts[0].clone(at::MemoryFormat::Contiguous);
+  if (acc.scalar_type() == at::kBool) {  // bools: a sum or an average is "any", the min "all"
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (op == ReduceOp::kMin) acc.logical_and_(parts[i]);
+      else acc.logical_or_(parts[i]);
+    }
+    return acc;
+  }
   for (size_t i = 1; i < parts.size(); ++i) {
     switch (op) {
       case ReduceOp::kSum:

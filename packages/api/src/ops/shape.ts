@@ -37,7 +37,8 @@ export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   if (x.ndim === 0) return reshape(x, [1]);
   const [s, e] = [normDim('flatten', startDim, x.ndim), normDim('flatten', endDim, x.ndim)];
   if (s > e) throw new DTorchError(ErrorCode.InvalidArgument, `flatten: startDim ${startDim} comes after endDim ${endDim}`);
-  return reshape(x, [...x.shape.slice(0, s), -1, ...x.shape.slice(e + 1)]);
+  const merged = x.shape.slice(s, e + 1).reduce((a, b) => a * b, 1); // explicit: -1 is ambiguous for 0 elements
+  return reshape(x, [...x.shape.slice(0, s), merged, ...x.shape.slice(e + 1)]);
 }
 
 export function unflatten(x: Tensor, dim: number, sizes: readonly number[]): Tensor {
