@@ -5,10 +5,10 @@
 //                  alongside the JS thread (pipelined)
 import * as dt from '@dtorch/api';
 
-function timeLoop(iters, captureStacks) {
+function timeLoop(iters, captureStacks, mesh) {
   dt.setCaptureStacks(captureStacks);
   // record cost: keep every output alive so no release is timed
-  let x = dt.zeros([1]);
+  let x = dt.zeros([1], { mesh });
   const outs = new Array(iters);
   let start = process.hrtime.bigint();
   for (let i = 0; i < iters; i++) outs[i] = x = x.add(1);
@@ -17,10 +17,10 @@ function timeLoop(iters, captureStacks) {
   return recordNs;
 }
 
-async function completion(iters, captureStacks) {
+async function completion(iters, captureStacks, mesh) {
   dt.setCaptureStacks(captureStacks);
+  let x = dt.zeros([1], { mesh });
   await dt.sync();
-  let x = dt.zeros([1]);
   const start = process.hrtime.bigint();
   for (let i = 0; i < iters; i++) {
     const next = x.add(1);
@@ -35,14 +35,15 @@ async function completion(iters, captureStacks) {
   return { loopNs, completionNs };
 }
 
-export async function runDTorchSide(iters, repeats) {
+export async function runDTorchSide(iters, repeats, device = 'cpu') {
+  const mesh = new dt.DeviceMesh(device, [0]);
   const rows = [];
   for (const captureStacks of [false, true]) {
     let best = { recordNs: Infinity, loopNs: Infinity, completionNs: Infinity };
     for (let r = 0; r < repeats; r++) {
-      const recordNs = timeLoop(iters, captureStacks);
+      const recordNs = timeLoop(iters, captureStacks, mesh);
       await dt.sync();
-      const { loopNs, completionNs } = await completion(iters, captureStacks);
+      const { loopNs, completionNs } = await completion(iters, captureStacks, mesh);
       best = {
         recordNs: Math.min(best.recordNs, recordNs),
         loopNs: Math.min(best.loopNs, loopNs),
@@ -52,6 +53,7 @@ export async function runDTorchSide(iters, repeats) {
     rows.push({
       bench: 'overhead',
       side: 'dtorch',
+      device,
       op: 'add_scalar',
       shape: [1],
       iters,

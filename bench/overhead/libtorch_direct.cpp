@@ -1,4 +1,5 @@
-// LibTorch direct: `x = x + 1` on a [1] float32 CPU tensor in a plain C++ loop, the floor that
+// LibTorch direct: `x = x + 1` on a [1] float32 tensor (CPU, or CUDA with argv[3] = "cuda") in a
+// plain C++ loop, the floor that
 // DTorch's pipelined completion cost is compared against. Prints one JSON line per variant:
 //   libtorch_direct:        x = at::add(x, 1), the plain way
 //   libtorch_direct_out:    at::add_out(x, x, wrapped 0-d scalar), what DTorch's kernel does
@@ -14,10 +15,11 @@
 
 namespace {
 
-double bestOf(int repeats, long iters, const std::function<at::Tensor(at::Tensor&)>& step) {
+double bestOf(int repeats, long iters, const at::Device& device, const std::function<at::Tensor(at::Tensor&)>& step) {
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
-    at::Tensor x = at::zeros({1});
+    at::Tensor x = at::zeros({1}, at::TensorOptions().device(device));
+    (void)x.item<double>();  // start timing with the device idle
     const auto start = std::chrono::steady_clock::now();
     for (long i = 0; i < iters; ++i) x = step(x);
     const double value = x.item<double>();
@@ -31,9 +33,9 @@ double bestOf(int repeats, long iters, const std::function<at::Tensor(at::Tensor
   return best;
 }
 
-void print(const char* side, long iters, double ns) {
-  std::printf("{\"bench\":\"overhead\",\"side\":\"%s\",\"op\":\"add_scalar\",\"shape\":[1],\"iters\":%ld,\"ns_per_op\":%.1f}\n",
-              side, iters, ns);
+void print(const char* side, const char* device, long iters, double ns) {
+  std::printf("{\"bench\":\"overhead\",\"side\":\"%s\",\"device\":\"%s\",\"op\":\"add_scalar\",\"shape\":[1],\"iters\":%ld,\"ns_per_op\":%.1f}\n",
+              side, device, iters, ns);
 }
 
 }  // namespace
@@ -41,10 +43,12 @@ void print(const char* side, long iters, double ns) {
 int main(int argc, char** argv) {
   const long iters = argc > 1 ? std::atol(argv[1]) : 200000;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  const char* deviceName = argc > 3 ? argv[3] : "cpu";
+  const at::Device device(deviceName);
   at::set_num_threads(1);
   c10::InferenceMode guard;
-  print("libtorch_direct", iters, bestOf(repeats, iters, [](at::Tensor& x) { return at::add(x, 1); }));
-  print("libtorch_direct_out", iters, bestOf(repeats, iters, [](at::Tensor& x) {
+  print("libtorch_direct", deviceName, iters, bestOf(repeats, iters, device, [](at::Tensor& x) { return at::add(x, 1); }));
+  print("libtorch_direct_out", deviceName, iters, bestOf(repeats, iters, device, [](at::Tensor& x) {
           at::Tensor one = at::scalar_tensor(1, at::TensorOptions().dtype(x.scalar_type()));
           one.unsafeGetTensorImpl()->set_wrapped_number(true);
           return at::add_out(x, x, one);

@@ -13,6 +13,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
 const iters = Number(process.env.ITERS ?? 200_000);
 const repeats = Number(process.env.REPEATS ?? 5);
+const device = process.env.DEVICE ?? 'cpu'; // DEVICE=cuda on the GPU machine
 
 // Runs a side's program; returns its JSON lines by side name.
 function runJsonLines(cmd, args, side) {
@@ -32,7 +33,7 @@ function runJsonLines(cmd, args, side) {
 
 const libtorchBin = join(root, 'build', 'dtorch_bench_overhead');
 const direct = existsSync(libtorchBin)
-  ? runJsonLines(libtorchBin, [String(iters), String(repeats)], 'libtorch_direct')
+  ? runJsonLines(libtorchBin, [String(iters), String(repeats), device], 'libtorch_direct')
   : (console.log(JSON.stringify({ bench: 'overhead', side: 'libtorch_direct', error: 'not built: run npm run build:native' })), {});
 const libtorch = direct.libtorch_direct;
 // Diagnostic: the same C++ loop while this JS thread allocates as a recording loop does, to
@@ -55,12 +56,12 @@ async function libtorchWithBusyJs() {
   console.log(JSON.stringify(row));
   return row;
 }
-await libtorchWithBusyJs();
+if (device === 'cpu') await libtorchWithBusyJs();
 
 const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
-const pytorch = runJsonLines(python, ['-W', 'ignore', join(here, 'pytorch_eager.py'), String(iters), String(repeats)], 'pytorch_eager')
+const pytorch = runJsonLines(python, ['-W', 'ignore', join(here, 'pytorch_eager.py'), String(iters), String(repeats), device], 'pytorch_eager')
   .pytorch_eager;
-const ours = await runDTorchSide(iters, repeats);
+const ours = await runDTorchSide(iters, repeats, device);
 for (const row of ours) console.log(JSON.stringify(row));
 
 const ratio = (a, b) => (a && b ? +(a / b).toFixed(3) : null);
@@ -69,6 +70,7 @@ for (const row of ours) {
     JSON.stringify({
       bench: 'overhead',
       summary: true,
+      device,
       capture_stacks: row.capture_stacks,
       record_ns: row.record_ns,
       record_target_ns: 1000,

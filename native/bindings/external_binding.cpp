@@ -18,6 +18,16 @@ Napi::Object initExternal(Napi::Env env) {
       out.Set("cudaDeviceCount", t::cudaDeviceCount());
       out.Set("cpuCores", t::cpuCores());
       out.Set("parallelInfo", t::parallelInfo());
+      Napi::Array devices = Napi::Array::New(env);
+      for (const t::CudaDeviceInfo& d : t::cudaDevices()) {
+        Napi::Object entry = Napi::Object::New(env);
+        entry.Set("index", d.index);
+        entry.Set("name", d.name);
+        entry.Set("totalMemory", static_cast<double>(d.totalMemory));
+        entry.Set("computeCapability", std::to_string(d.major) + "." + std::to_string(d.minor));
+        devices.Set(static_cast<uint32_t>(d.index), entry);
+      }
+      out.Set("cudaDevices", devices);
       return out;
     });
   }));

@@ -2,7 +2,7 @@
 # On the GPU machine (through the device tool, carry [".device"]): unpack what pack.sh packed,
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
-#   bash scripts/device/run.sh [vitest filters...]
+#   bash scripts/device/run.sh [vitest filters...]      (BENCH=1 also runs the benchmarks, JSON lines)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -35,5 +35,10 @@ if [ $build -eq 0 ] && [ "$cuda" = true ]; then
   # the property suites again, on CUDA meshes: sharded ops and collectives across GPUs
   (cd tests && DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops "$@" --reporter=default) > "$OUT/test-cuda-property.log" 2>&1
   results+=("\"cuda-property\": $?")
+fi
+if [ $build -eq 0 ] && [ "${BENCH:-0}" = 1 ]; then
+  [ "$cuda" = true ] && DEVICE=cuda node bench/overhead/run.mjs > "$OUT/overhead-cuda.jsonl" 2>&1
+  node bench/overhead/run.mjs > "$OUT/overhead-cpu.jsonl" 2>&1
+  node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"

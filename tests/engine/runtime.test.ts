@@ -7,6 +7,9 @@ describe('runtime facts', () => {
     expect(info.libtorchVersion).toMatch(/^2\.\d+\.\d+/);
     expect(info.cpuCores).toBeGreaterThan(0);
     expect(dt.describeRuntime()).toContain(`LibTorch ${info.libtorchVersion}`);
+    expect(dt.cuda.isAvailable()).toBe(info.cudaDeviceCount > 0);
+    expect(dt.cuda.deviceCount()).toBe(info.cudaDeviceCount);
+    expect(dt.cuda.devices().map((d) => d.index)).toEqual(Array.from({ length: info.cudaDeviceCount }, (_, i) => i));
   });
 
   it('gives each of N CPU workers its share of the cores, so they do not oversubscribe', async () => {

@@ -6,6 +6,10 @@
 
 #include <thread>
 
+#ifdef DTORCH_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 namespace dtorch::external::torch {
 
 std::string libtorchVersion() { return TORCH_VERSION; }
@@ -20,5 +24,16 @@ int cudaDeviceCount() {
 int cpuCores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 std::string parallelInfo() { return at::get_parallel_info(); }
+
+std::vector<CudaDeviceInfo> cudaDevices() {
+  std::vector<CudaDeviceInfo> out;
+#ifdef DTORCH_WITH_CUDA
+  for (int i = 0; i < cudaDeviceCount(); ++i) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
+    out.push_back({i, p->name, static_cast<int64_t>(p->totalGlobalMem), p->major, p->minor});
+  }
+#endif
+  return out;
+}
 
 }  // namespace dtorch::external::torch

@@ -1,6 +1,8 @@
 // Facts about the LibTorch this addon was built against and runs with.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtorch::external::torch {
 
@@ -9,5 +11,13 @@ bool builtWithCuda();
 int cudaDeviceCount();           // 0 without CUDA
 int cpuCores();
 std::string parallelInfo();      // at::get_parallel_info()
+
+struct CudaDeviceInfo {
+  int index;
+  std::string name;
+  int64_t totalMemory;  // bytes
+  int major, minor;     // compute capability
+};
+std::vector<CudaDeviceInfo> cudaDevices();  // empty without CUDA
 
 }  // namespace dtorch::external::torch

@@ -55,3 +55,4 @@ export {
 } from './ops/shape.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime } from '@dtorch/external';
+export * as cuda from './cuda.js';

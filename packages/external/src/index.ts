@@ -1,4 +1,4 @@
-export { torchInfo, describeRuntime, type TorchInfo } from './torch.js';
+export { torchInfo, describeRuntime, type TorchInfo, type CudaDevice } from './torch.js';
 export {
   readSafetensorsHeader,
   readTensorBytes,

@@ -11,5 +11,11 @@ describe('torch facts', () => {
     const text = describeRuntime();
     expect(text).toContain(`LibTorch ${info.libtorchVersion}`);
     expect(text).toMatch(/CUDA: (\d+ device\(s\)|not built with CUDA)/);
+    expect(info.cudaDevices.length).toBe(info.cudaDeviceCount);
+    for (const d of info.cudaDevices) {
+      expect(d.totalMemory).toBeGreaterThan(0);
+      expect(d.computeCapability).toMatch(/^\d+\.\d+$/);
+      expect(text).toContain(`cuda:${d.index} ${d.name}`);
+    }
   });
 });

@@ -13,6 +13,15 @@ export interface TorchInfo {
   cpuCores: number;
   /** at::get_parallel_info(): OpenMP/MKL thread settings. */
   parallelInfo: string;
+  cudaDevices: CudaDevice[];
+}
+
+export interface CudaDevice {
+  index: number;
+  name: string;
+  /** Bytes. */
+  totalMemory: number;
+  computeCapability: string;
 }
 
 function slice(): ExternalSlice {
@@ -30,5 +39,8 @@ export function describeRuntime(): string {
     `LibTorch ${info.libtorchVersion}`,
     `CPU cores: ${info.cpuCores}`,
     `CUDA: ${info.builtWithCuda ? `${info.cudaDeviceCount} device(s)` : 'not built with CUDA'}`,
+    ...info.cudaDevices.map(
+      (d) => `  cuda:${d.index} ${d.name}, ${(d.totalMemory / 2 ** 30).toFixed(1)} GiB, compute capability ${d.computeCapability}`,
+    ),
   ].join('\n');
 }
