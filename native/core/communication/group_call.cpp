@@ -44,6 +44,7 @@ at::Tensor SharedMemoryCall::meet(const at::Tensor& local, Combine&& combine) {
   std::vector<at::Tensor> all;  // on this participant's device, after their producers
   for (const Contribution& c : contributions) all.push_back(c.readable(device_));
   at::Tensor out = combine(all);
+  finishReads(contributions);
   rendezvous_.depart();
   return out;
 }

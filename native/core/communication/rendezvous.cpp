@@ -22,6 +22,15 @@ at::Tensor Contribution::readable(const c10::Device& device) const {
   return tensor.device() == device ? tensor : tensor.to(device);
 }
 
+void finishReads(c10::ArrayRef<Contribution> read) {
+  for (const Contribution& c : read) {
+    if (c.tensor.defined() && c.tensor.is_cuda()) {
+      external::cuda::synchronizeThisThread();
+      return;
+    }
+  }
+}
+
 std::chrono::milliseconds collectiveTimeout() {
   static const auto timeout = std::chrono::milliseconds(common::envInt("DTORCH_COLLECTIVE_TIMEOUT_MS", 600000));
   return timeout;

@@ -25,6 +25,11 @@ struct Contribution {
   at::Tensor readable(const c10::Device& device) const;
 };
 
+// Waits until this thread's reads of CUDA contributions are done, so that their producers may
+// write the buffers again (in place) once the reader has left. A no-op for CPU tensors. (NCCL
+// collectives will replace these peer copies and this wait.)
+void finishReads(c10::ArrayRef<Contribution> read);
+
 class Rendezvous {
  public:
   explicit Rendezvous(int size) : size_(size), slots_(size) {}

@@ -133,7 +133,9 @@ void runRing(KernelContext& ctx) {
       const at::Tensor packed = at::cat({k.flatten(), v.flatten()});
       ++joined;
       const auto& all = meet.exchange(position, packed, collectiveTimeout());
-      const at::Tensor received = all[(position - 1 + size) % size].readable(ctx.device).clone();
+      const Contribution& previous = all[(position - 1 + size) % size];
+      const at::Tensor received = previous.readable(ctx.device).clone();
+      finishReads(previous);
       meet.depart();
       const int from = ((position - pass - 1) % size + size) % size;
       std::vector<int64_t> kShape(k.sizes().begin(), k.sizes().end()), vShape(v.sizes().begin(), v.sizes().end());

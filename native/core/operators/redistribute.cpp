@@ -137,6 +137,7 @@ void runTransfer(KernelContext& ctx) {
   const Contribution sent = state.box->take(collectiveTimeout());
   const at::Tensor here = sent.readable(ctx.device);
   ctx.outputs.push_back(here.is_same(sent.tensor) ? here.clone() : here);  // each rank owns its copy
+  finishReads(sent);
 }
 
 // ---- to_local: attrs rank, targetMeshId (a 1-device mesh of that rank's device) ---------------
