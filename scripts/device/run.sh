@@ -2,7 +2,8 @@
 # On the GPU machine (through the device tool, carry [".device"]): unpack what pack.sh packed,
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
-#   bash scripts/device/run.sh [vitest filters...]      (BENCH=1 also runs the benchmarks, JSON lines)
+#   bash scripts/device/run.sh [vitest filters...]
+#   BENCH=overhead,redistribute,flux also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -25,20 +26,22 @@ build=$?
 echo "build exit $build in $(( $(date +%s) - start )) s" | tee -a "$OUT/build.log"
 results=()
 if [ $build -eq 0 ]; then
-  for dir in packages/common packages/external packages/core packages/api tests; do
+  [ "${TESTS:-1}" = 0 ] || for dir in packages/common packages/external packages/core packages/api tests; do
     name=$(basename "$dir")
     (cd "$dir" && node "$root/node_modules/vitest/vitest.mjs" run "$@" --reporter=default --reporter=json --outputFile="$OUT/vitest-$name.json") > "$OUT/test-$name.log" 2>&1
     results+=("\"$name\": $?")
   done
 fi
-if [ $build -eq 0 ] && [ "$cuda" = true ]; then
+if [ $build -eq 0 ] && [ "$cuda" = true ] && [ "${TESTS:-1}" != 0 ]; then
   # the property suites again, on CUDA meshes: sharded ops and collectives across GPUs
   (cd tests && DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops "$@" --reporter=default) > "$OUT/test-cuda-property.log" 2>&1
   results+=("\"cuda-property\": $?")
 fi
-if [ $build -eq 0 ] && [ "${BENCH:-0}" = 1 ]; then
+bench() { [ $build -eq 0 ] && [[ ",${BENCH:-}," == *",$1,"* ]]; }
+if bench overhead; then
   [ "$cuda" = true ] && DEVICE=cuda node bench/overhead/run.mjs > "$OUT/overhead-cuda.jsonl" 2>&1
   node bench/overhead/run.mjs > "$OUT/overhead-cpu.jsonl" 2>&1
-  node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
 fi
+bench redistribute && node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
+bench flux && [ "$cuda" = true ] && DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
