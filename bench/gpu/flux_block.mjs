@@ -52,13 +52,19 @@ function block(x, temb) {
   });
 }
 
-// Outputs stay alive until the sync: an output released unread would be dead code, which the
-// controller rightly never runs.
+// Each output is released only after its segment went to the controller (the `await` ends the
+// JS task, which flushes): an output released unread in its own segment would be dead code,
+// which the controller rightly never runs. At most two outputs live at once, as in PyTorch's loop.
 async function forwards(n) {
-  const outs = [];
-  for (let i = 0; i < n; i++) outs.push(block(x, temb));
+  let previous;
+  for (let i = 0; i < n; i++) {
+    const out = block(x, temb);
+    await null;
+    previous?.dispose();
+    previous = out;
+  }
   await dt.sync();
-  dt.dispose(outs);
+  previous.dispose();
 }
 await forwards(3); // warm up: kernels, allocator
 dt.resetPeakMemory();
