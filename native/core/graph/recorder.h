@@ -55,7 +55,6 @@ class Recorder {
   const TensorMeta& meta(int64_t id) const;
   MemoryStats memory() const;
   void setFlushThreshold(size_t nodes) { flushThreshold_ = nodes == 0 ? 1 : nodes; }
-  size_t pendingNodes() const { return open_->nodes.size(); }
 
  private:
   Node& append(NodeKind kind);
