@@ -301,7 +301,7 @@ Napi::Value fetch(const Napi::CallbackInfo& info) {
     e.recorder().meta(id);  // a disposed tensor throws here, at the caller's line
     std::shared_ptr<Completion> completion;
     Napi::Promise promise = promiseCompletion(info.Env(), completion);
-    e.recorder().fetch(id, completion);
+    e.fetch(id, completion);
     return promise;
   });
 }
@@ -328,7 +328,7 @@ Napi::Value fetchSync(const Napi::CallbackInfo& info) {
       }
       waiter->cv.notify_one();
     };
-    e.recorder().fetch(id, completion);
+    e.fetch(id, completion);
     std::unique_lock<std::mutex> lock(waiter->mutex);
     if (!waiter->cv.wait_for(lock, std::chrono::duration<double, std::milli>(timeoutMs), [&] { return waiter->done; })) {
       common::fail(common::code::kTimeout, "dataSync: the value did not arrive within " + std::to_string(timeoutMs) +

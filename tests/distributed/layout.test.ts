@@ -40,6 +40,21 @@ describe('layout', () => {
     expect(perDevice.length).toBeGreaterThan(0);
   });
 
+  it('reads gather each piece once onto rank 0, not the whole tensor onto every rank', async () => {
+    const n = 1 << 18; // 1 MiB of float32
+    const device = (name: string) => dt.memory().perDevice.find((d) => d.device === name)!;
+    for (const placements of [[dt.Shard(0)], [dt.Partial()]]) {
+      const x = dt.ones([n], { mesh: four, placements });
+      await dt.sync();
+      dt.resetPeakMemory();
+      const [base0, base1] = [device('cpu:0').allocatedBytes, device('cpu:1').allocatedBytes];
+      expect(Array.from((await x.data()) as Float32Array).every((v) => v === 1)).toBe(true);
+      expect(device('cpu:0').peakBytes - base0).toBeGreaterThanOrEqual(4 * n); // assembled there
+      expect(device('cpu:1').peakBytes - base1).toBe(0); // an all-gather would put 4 MiB here too
+      x.dispose();
+    }
+  });
+
   it('prints a sharding table', () => {
     const grid = dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']);
     const t = dt.zeros([5, 3], { mesh: grid, placements: [dt.Shard(0), dt.Shard(1)] });

@@ -88,4 +88,23 @@ Contribution Mailbox::take(std::chrono::milliseconds timeout) {
   return out;
 }
 
+void Collection::put(int index, at::Tensor tensor, std::shared_ptr<const KernelError> error) {
+  std::shared_ptr<void> ready = external::cuda::markReady(tensor);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots_[index] = Contribution{std::move(tensor), std::move(ready)};
+    if (error && !error_) error_ = std::move(error);
+    ++arrived_;
+  }
+  complete_.notify_all();
+}
+
+std::vector<Contribution> Collection::takeAll(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int size = static_cast<int>(slots_.size());
+  if (!complete_.wait_for(lock, timeout, [&] { return arrived_ == size; })) timedOut(timeout, arrived_, size);
+  if (error_) failWith(*error_);
+  return std::exchange(slots_, std::vector<Contribution>(size));  // the pieces go with the reader
+}
+
 }  // namespace dtorch::core

@@ -71,6 +71,22 @@ class Mailbox {
   std::shared_ptr<const KernelError> error_;
 };
 
+// Collection: `size` producers (one piece each), one consumer that takes them all.
+class Collection {
+ public:
+  explicit Collection(int size) : slots_(size) {}
+  void put(int index, at::Tensor tensor, std::shared_ptr<const KernelError> error);
+  // Waits for every piece; throws KERNEL_FAILED with the first error, or TIMEOUT.
+  std::vector<Contribution> takeAll(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable complete_;
+  std::vector<Contribution> slots_;
+  int arrived_ = 0;
+  std::shared_ptr<const KernelError> error_;
+};
+
 // How long a collective waits for its group (DTORCH_COLLECTIVE_TIMEOUT_MS, default 10 min).
 std::chrono::milliseconds collectiveTimeout();
 

@@ -22,6 +22,8 @@ struct OpState {
   virtual ~OpState() = default;
   // Rank `rank` cannot take part (its input failed): release whoever waits for it.
   virtual void abandon(const DeviceMesh& mesh, int rank, const std::shared_ptr<const KernelError>& error) const {}
+  // kSend: input rank `rank` hands over its piece (or the error that replaced it).
+  virtual void send(int rank, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const {}
 };
 
 enum class NodeKind : uint8_t { kCompute, kRelease, kFetch, kSync };

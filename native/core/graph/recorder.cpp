@@ -152,6 +152,18 @@ void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   flush();
 }
 
+void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion) {
+  static const OpDef& gather = *OpRegistry::instance().find("gather");
+  const double target = targetMeshId;
+  const int64_t full = record(gather, {id}, c10::ArrayRef<double>(&target, 1)).outputs[0];
+  Node& node = append(NodeKind::kFetch);
+  node.meshId = targetMeshId;
+  node.inputs.push_back(full);
+  node.completion = std::move(completion);
+  release(full);
+  flush();
+}
+
 void Recorder::sync(std::shared_ptr<Completion> completion) {
   Node& node = append(NodeKind::kSync);
   node.completion = std::move(completion);

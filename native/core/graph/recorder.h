@@ -48,6 +48,8 @@ class Recorder {
   Recorded redistribute(int64_t id, int meshId, const Placements& placements);
   void release(int64_t id);
   void fetch(int64_t id, std::shared_ptr<Completion> completion);
+  // Reads tensor `id` gathered onto the 1-device mesh `targetMeshId` (of its rank 0's device).
+  void fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion);
   void sync(std::shared_ptr<Completion> completion);
   void flush();
 

@@ -7,7 +7,6 @@
 #include "common/log.h"
 #include "core/blob/blob_table.h"
 #include "core/operators/op.h"
-#include "core/operators/redistribute.h"
 #include "core/runner/completion.h"
 #include "external/cuda/device_sync.h"
 
@@ -147,9 +146,9 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
 void runSend(const Kernel& k, BlobTable& blobs) {
   const Blob* blob = blobs.find(k.node->inputs[0]);
   if (!blob) {
-    sendTransfer(*k.node, nullptr, std::make_shared<KernelError>(KernelError{"transfer", "input is missing on its worker", k.node->seq}));
+    k.node->state->send(k.rank, nullptr, std::make_shared<KernelError>(KernelError{std::string(k.node->op->name), "input is missing on its worker", k.node->seq}));
   } else {
-    sendTransfer(*k.node, blob->error ? nullptr : &blob->tensor, blob->error);
+    k.node->state->send(k.rank, blob->error ? nullptr : &blob->tensor, blob->error);
   }
 }
 

@@ -71,9 +71,11 @@ struct OpDef {
   // controller offers it when input 0 dies at this node; the worker uses it only when the
   // buffer is not shared and already has the output's shape and dtype.
   KernelFn inplace = nullptr;
-  // The input lives on another mesh: the controller has input rank 0 send it (kSend) and the
-  // output ranks' kernels receive it instead of looking it up locally.
+  // The input lives on another mesh: the controller has input ranks send it (kSend: rank 0 only,
+  // or every rank with sendsFromEveryInputRank) and the output ranks' kernels receive it through
+  // the node's state instead of looking it up locally.
   bool receivesFromInputMesh = false;
+  bool sendsFromEveryInputRank = false;
   // The family's own description of this op (e.g. its entry in the family's table).
   const void* family = nullptr;
   // Kernels need the inputs' global metas (e.g. where a rank's rows start): kept on the node.

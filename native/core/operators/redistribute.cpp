@@ -11,7 +11,6 @@
 #include "core/communication/redistribute_plan.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
-#include "core/operators/redistribute.h"
 #include "core/operators/registry.h"
 
 namespace dtorch::core {
@@ -33,7 +32,22 @@ struct RedistributeState final : OpState {
 
 struct TransferState final : OpState {
   explicit TransferState(int receivers) : box(std::make_shared<Mailbox>(receivers)) {}
+  void send(int, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
+    box->put(piece ? *piece : at::Tensor(), std::move(error));
+  }
   std::shared_ptr<Mailbox> box;
+};
+
+// gather: every input rank sends its piece; the one output rank puts the full tensor together.
+struct GatherState final : OpState {
+  GatherState(const DeviceMesh& source, TensorMeta meta)
+      : source(source), meta(std::move(meta)), pieces(std::make_shared<Collection>(source.size())) {}
+  void send(int rank, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
+    pieces->put(rank, piece ? *piece : at::Tensor(), std::move(error));
+  }
+  const DeviceMesh& source;  // the input's mesh (meshes live as long as the engine)
+  TensorMeta meta;           // the input's meta: where each piece goes
+  std::shared_ptr<Collection> pieces;
 };
 
 namespace {
@@ -163,6 +177,64 @@ void inferToLocal(const InferContext& ctx, Outputs& out) {
 
 void runToLocal(KernelContext& ctx) { ctx.outputs.push_back(ctx.input(0)); }
 
+// ---- gather: attrs targetMeshId (a 1-device mesh of input rank 0's device) ---------------------
+// The full tensor from its pieces, put together on one device: what a read needs, moving each
+// piece once (an all-gather would copy the whole tensor to every rank). Pieces land at their
+// offsets; Replicate copies are taken once; partial sums add up (averages divide).
+
+bool gatherable(const Placements& placements) {
+  for (const Placement& p : placements) {
+    if (p.isPartial() && p.reduce != ReduceOp::kSum && p.reduce != ReduceOp::kAvg) return false;
+  }
+  return true;
+}
+
+void inferGather(const InferContext& ctx, Outputs& out) {
+  const TensorMeta& in = *ctx.inputs[0];
+  if (!gatherable(in.placements)) ctx.fail(common::code::kInternal, "gather takes sums and averages as partials");
+  TensorMeta meta = in;
+  meta.meshId = static_cast<int>(ctx.intAttr(0));
+  const DeviceMesh& target = ctx.meshes.get(meta.meshId);
+  meta.placements = Placements(target.ndim(), Placement::replicate());
+  ctx.state = std::make_shared<GatherState>(ctx.meshes.get(in.meshId), in);
+  out.push_back(std::move(meta));
+}
+
+void runGather(KernelContext& ctx) {
+  const auto& state = static_cast<const GatherState&>(*ctx.node.state);
+  const DeviceMesh& mesh = state.source;
+  const TensorMeta& m = state.meta;
+  const std::vector<Contribution> pieces = state.pieces->takeAll(collectiveTimeout());
+  at::Tensor full = at::empty(m.shape, at::TensorOptions().dtype(m.dtype).device(ctx.device));
+  int64_t averaged = 1;  // ranks whose parts average
+  for (size_t d = 0; d < m.placements.size(); ++d) {
+    if (m.placements[d].isPartial() && m.placements[d].reduce == ReduceOp::kAvg) averaged *= mesh.shape[d];
+  }
+  for (int r = 0; r < mesh.size(); ++r) {
+    const std::vector<int64_t> coords = meshCoords(mesh, r);
+    bool copy = false;   // a second copy of a Replicate piece
+    bool first = true;   // the first part of its region (rank order puts it first): copied, not added
+    for (size_t d = 0; d < coords.size(); ++d) {
+      copy = copy || (m.placements[d].isReplicate() && coords[d] != 0);
+      first = first && !(m.placements[d].isPartial() && coords[d] != 0);
+    }
+    if (copy) continue;
+    const LocalPiece piece = localPiece(m.shape, m.placements, mesh, r);
+    at::Tensor region = full;
+    for (size_t dim = 0; dim < piece.shape.size(); ++dim) region = region.narrow(static_cast<int64_t>(dim), piece.offset[dim], piece.shape[dim]);
+    const at::Tensor part = pieces[r].readable(ctx.device);
+    if (first) region.copy_(part);  // exact, signed zeros included
+    else if (m.dtype == DType::Bool) region.logical_or_(part);  // a bool "sum" is any
+    else region.add_(part);
+  }
+  if (averaged > 1) {
+    if (c10::isIntegralType(m.dtype, /*includeBool=*/false)) full.div_(averaged, "floor");
+    else if (m.dtype != DType::Bool) full.div_(averaged);
+  }
+  finishReads(pieces);
+  ctx.outputs.push_back(full);
+}
+
 }  // namespace
 
 void registerRedistributeOps(OpRegistry& registry) {
@@ -171,12 +243,10 @@ void registerRedistributeOps(OpRegistry& registry) {
   transfer.receivesFromInputMesh = true;
   registry.add(transfer);
   registry.add({"to_local", 1, "rank, targetMeshId", inferToLocal, runToLocal});
-}
-
-// kSend: input rank 0 of a transfer hands its tensor (or its failure) to the receivers.
-void sendTransfer(const Node& node, const at::Tensor* tensor, std::shared_ptr<const KernelError> error) {
-  const auto& state = static_cast<const TransferState&>(*node.state);
-  state.box->put(tensor ? *tensor : at::Tensor(), std::move(error));
+  OpDef gather{"gather", 1, "targetMeshId", inferGather, runGather};
+  gather.receivesFromInputMesh = true;
+  gather.sendsFromEveryInputRank = true;
+  registry.add(gather);
 }
 
 }  // namespace dtorch::core

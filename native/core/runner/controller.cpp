@@ -165,8 +165,12 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
     switch (node.kind) {
       case NodeKind::kCompute: {
         if (rewrite.dead[i]) break;
-        if (node.op->receivesFromInputMesh) {  // input rank 0 sends before the output ranks receive
-          batchOf(workers_.workersOf(node.inputMeshId)[0]).push_back(Kernel{Kernel::Kind::kSend, 0, &node, nullptr, 0});
+        if (node.op->receivesFromInputMesh) {  // input ranks send before the output ranks receive
+          const auto& senders = workers_.workersOf(node.inputMeshId);
+          const size_t count = node.op->sendsFromEveryInputRank ? senders.size() : 1;
+          for (size_t r = 0; r < count; ++r) {
+            batchOf(senders[r]).push_back(Kernel{Kernel::Kind::kSend, static_cast<int>(r), &node, nullptr, 0});
+          }
         }
         const DeviceMesh& mesh = meshes_.get(node.meshId);
         const auto& ranks = workers_.workersOf(node.meshId);

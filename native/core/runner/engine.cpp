@@ -60,6 +60,22 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
   return added;
 }
 
+void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
+  const TensorMeta& m = recorder_.meta(id);
+  bool replicated = true, gatherable = true;
+  for (const Placement& p : m.placements) {
+    replicated = replicated && p.isReplicate();
+    gatherable = gatherable && (!p.isPartial() || p.reduce == ReduceOp::kSum || p.reduce == ReduceOp::kAvg);
+  }
+  if (replicated || !gatherable) {
+    recorder_.fetch(id, std::move(completion));
+    return;
+  }
+  const DeviceMesh& mesh = meshes_.get(m.meshId);
+  const int target = createMesh(mesh.kind, {mesh.devices[0]}, {1}).id;  // the 1-device mesh of rank 0
+  recorder_.fetchGathered(id, target, std::move(completion));
+}
+
 std::vector<WorkerInfo> Engine::workers() const {
   std::vector<WorkerInfo> out;
   for (Worker* w : workers_.all()) {

@@ -28,6 +28,9 @@ class Engine {
   const DeviceMesh& createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape);
   const MeshTable& meshes() const { return meshes_; }
   Recorder& recorder() { return recorder_; }
+  // Records a read of tensor `id`. Sharded and partial (sum/avg) tensors are gathered onto the
+  // device of rank 0 (each piece moves once); others go through a redistribute to Replicate.
+  void fetch(int64_t id, std::shared_ptr<Completion> completion);
   std::vector<WorkerInfo> workers() const;
   void resetPeakMemory();
   // Drains queued work and joins every thread; later calls are no-ops.
