@@ -85,43 +85,34 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   return recorded;
 }
 
-int64_t Recorder::redistributeOnMesh(int64_t id, const Placements& placements) {
+Recorder::Recorded Recorder::recordRedistribute(int64_t id, const Placements& placements) {
   static const OpDef& op = *OpRegistry::instance().find("redistribute");
   c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
   for (const Placement& p : placements) attrs.push_back(p.encode());
-  return record(op, {id}, attrs).outputs[0];
+  return record(op, {id}, attrs);
+}
+
+int64_t Recorder::redistributeOnMesh(int64_t id, const Placements& placements) {
+  return recordRedistribute(id, placements).outputs[0];
 }
 
 Recorder::Recorded Recorder::redistribute(int64_t id, int meshId, const Placements& placements) {
   const TensorMeta source = meta(id);
-  if (source.meshId == meshId) {
-    static const OpDef& op = *OpRegistry::instance().find("redistribute");
-    c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
-    for (const Placement& p : placements) attrs.push_back(p.encode());
-    return record(op, {id}, attrs);
-  }
+  if (source.meshId == meshId) return recordRedistribute(id, placements);
   const DeviceMesh& target = meshes_.get(meshId);
   if (target.kind != meshes_.get(source.meshId).kind) {
     common::fail(common::code::kMeshMismatch, "redistribute: moving between a cpu and a cuda mesh is not supported yet; "
                                                   "read the values and create the tensor on the other mesh");
   }
   // gather on the source, hand the full tensor over, then take pieces on the target
-  const Placements allReplicate(meshes_.get(source.meshId).ndim(), Placement::replicate());
-  bool gathered = false;
-  int64_t full = id;
-  for (const Placement& p : source.placements) gathered = gathered || !p.isReplicate();
-  if (gathered) full = redistributeOnMesh(id, allReplicate);
+  const bool gathered = !allReplicate(source.placements);
+  const int64_t full = gathered ? redistributeOnMesh(id, Placements(source.placements.size(), Placement::replicate())) : id;
   static const OpDef& transfer = *OpRegistry::instance().find("transfer");
   const double targetId = meshId;
   Recorded moved = record(transfer, {full}, c10::ArrayRef<double>(&targetId, 1));
   if (gathered) release(full);
-  bool sliced = false;
-  for (const Placement& p : placements) sliced = sliced || !p.isReplicate();
-  if (!sliced) return moved;
-  static const OpDef& op = *OpRegistry::instance().find("redistribute");
-  c10::SmallVector<double, 8> attrs{static_cast<double>(placements.size())};
-  for (const Placement& p : placements) attrs.push_back(p.encode());
-  Recorded result = record(op, {moved.outputs[0]}, attrs);
+  if (allReplicate(placements)) return moved;
+  Recorded result = recordRedistribute(moved.outputs[0], placements);
   release(moved.outputs[0]);
   return result;
 }
@@ -140,8 +131,7 @@ void Recorder::release(int64_t id) {
 void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = meta(id);
   const int meshId = m.meshId;
-  bool replicated = true;
-  for (const Placement& p : m.placements) replicated = replicated && p.isReplicate();
+  const bool replicated = allReplicate(m.placements);
   // a read gathers: shards concatenate, partials reduce (into a temporary Replicate copy)
   const int64_t readable = replicated ? id : redistributeOnMesh(id, Placements(m.placements.size(), Placement::replicate()));
   Node& node = append(NodeKind::kFetch);
@@ -181,8 +171,7 @@ void Recorder::flush() {
 void Recorder::track(const TensorMeta& meta, int sign) {
   liveBytes_ += sign * meta.nbytes();
   const DeviceMesh& mesh = meshes_.get(meta.meshId);
-  bool replicated = true;
-  for (const Placement& p : meta.placements) replicated = replicated && !p.isShard();
+  const bool replicated = !anyShard(meta.placements);  // every rank holds the full shape
   for (int rank = 0; rank < mesh.size(); ++rank) {
     const Device device = mesh.device(rank);
     auto& entry = perDevice_[(static_cast<int64_t>(device.kind) << 32) + device.index];

@@ -60,6 +60,7 @@ class Recorder {
 
  private:
   Node& append(NodeKind kind);
+  Recorded recordRedistribute(int64_t id, const Placements& placements);
   int64_t redistributeOnMesh(int64_t id, const Placements& placements);
   void track(const TensorMeta& meta, int sign);
 

@@ -61,8 +61,7 @@ bool emptyOutputs(KernelContext& ctx) {
   c10::SmallVector<Shape, 2> shapes;
   for (size_t i = 0; i < ctx.node.outputMetas.size(); ++i) {
     const TensorMeta& meta = ctx.node.outputMetas[i];
-    if (meta.numel() != 0 && meta.placements.end() == std::find_if(meta.placements.begin(), meta.placements.end(),
-                                                                     [](const Placement& p) { return p.isShard(); })) {
+    if (meta.numel() != 0 && !anyShard(meta.placements)) {
       return false;  // unsharded and not empty: the common case, decided without layout math
     }
     shapes.push_back(ctx.outputPiece(i).shape);

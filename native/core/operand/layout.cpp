@@ -26,9 +26,7 @@ std::vector<int64_t> meshCoords(const DeviceMesh& mesh, int rank) {
 
 LocalPiece localPiece(const Shape& shape, const Placements& placements, const DeviceMesh& mesh, int rank) {
   LocalPiece piece{shape, Shape(shape.size(), 0)};
-  bool sharded = false;
-  for (const Placement& p : placements) sharded = sharded || p.isShard();
-  if (!sharded) return piece;  // the common case: every rank holds the full shape
+  if (!anyShard(placements)) return piece;  // the common case: every rank holds the full shape
   const std::vector<int64_t> coords = meshCoords(mesh, rank);
   for (size_t d = 0; d < placements.size(); ++d) {
     const Placement& p = placements[d];

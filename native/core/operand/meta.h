@@ -29,6 +29,26 @@ struct TensorMeta {
   int ndim() const { return static_cast<int>(shape.size()); }
 };
 
+inline bool allReplicate(const Placements& placements) {
+  for (const Placement& p : placements) {
+    if (!p.isReplicate()) return false;
+  }
+  return true;
+}
+// Every partial is a sum or an average (reads can then assemble the pieces by adding them).
+inline bool partialsAdd(const Placements& placements) {
+  for (const Placement& p : placements) {
+    if (p.isPartial() && p.reduce != ReduceOp::kSum && p.reduce != ReduceOp::kAvg) return false;
+  }
+  return true;
+}
+inline bool anyShard(const Placements& placements) {
+  for (const Placement& p : placements) {
+    if (p.isShard()) return true;
+  }
+  return false;
+}
+
 std::string formatShape(const Shape& shape);
 std::string formatPlacements(const Placements& placements);
 

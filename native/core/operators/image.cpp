@@ -47,11 +47,9 @@ void inferConv(const InferContext& ctx, Outputs& out) {
   out.push_back(outputLike(ctx, Shape{x.shape[0], w.shape[0], oh, ow}, x.dtype));
 }
 void convRows(const InferContext& ctx, SignatureRows& rows) {
-  SignatureRow r;
-  r.inputs.push_back(Placement::shard(0));
-  r.inputs.append(ctx.inputs.size() - 1, Placement::replicate());
-  r.output = Placement::shard(0);
-  rows.push_back(std::move(r));
+  Placements in{Placement::shard(0)};
+  in.append(ctx.inputs.size() - 1, Placement::replicate());
+  rows.push_back(row(in, Placement::shard(0)));
 }
 void runConv(KernelContext& ctx) {
   const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;

@@ -24,14 +24,6 @@ void checkSameDtype(const InferContext& ctx) {
   }
 }
 
-SignatureRow rowOf(c10::ArrayRef<Placement> inputs, Placement output, unsigned mask = 0) {
-  SignatureRow r;
-  r.inputs.assign(inputs.begin(), inputs.end());
-  r.output = output;
-  r.localSliceMask = mask;
-  return r;
-}
-
 const Placement R = Placement::replicate();
 const Placement P = Placement::partial(ReduceOp::kSum);
 Placement S(int64_t d) { return Placement::shard(static_cast<int32_t>(d)); }
@@ -63,7 +55,7 @@ void linearRows(const InferContext& ctx, SignatureRows& rows) {
   auto add = [&](std::initializer_list<Placement> x_w, Placement b, Placement out, unsigned mask = 0) {
     c10::SmallVector<Placement, 3> in(x_w.begin(), x_w.end());
     if (bias) in.push_back(b);
-    rows.push_back(rowOf(in, out, mask));
+    rows.push_back(row(in, out, mask));
   };
   for (int64_t i = 0; i < last; ++i) add({S(i), R}, R, S(i));
   add({R, S(0)}, S(0), S(last), bias ? 0b110 : 0b010);
@@ -105,7 +97,7 @@ void normRows(const InferContext& ctx, SignatureRows& rows) {
   for (int64_t i = 0; i < lead; ++i) {
     c10::SmallVector<Placement, 3> in{S(i)};
     in.append(ctx.inputs.size() - 1, R);
-    rows.push_back(rowOf(in, S(i)));
+    rows.push_back(row(in, S(i)));
   }
 }
 struct NormArgs {
@@ -152,7 +144,7 @@ void inferGroupNorm(const InferContext& ctx, Outputs& out) {
 void groupNormRows(const InferContext& ctx, SignatureRows& rows) {
   c10::SmallVector<Placement, 3> in{S(0)};
   in.append(ctx.inputs.size() - 1, R);
-  rows.push_back(rowOf(in, S(0)));
+  rows.push_back(row(in, S(0)));
 }
 void runGroupNorm(KernelContext& ctx) {
   size_t next = 1;
@@ -236,12 +228,12 @@ void sdpaRows(const InferContext& ctx, SignatureRows& rows) {
   for (int64_t d = 0; d < n - 2; ++d) {
     c10::SmallVector<Placement, 4> in{S(d), S(d), S(d)};
     if (hasMask) in.push_back(maskDim(d));
-    rows.push_back(rowOf(in, S(d)));
+    rows.push_back(row(in, S(d)));
   }
   if (ctx.attr(1) == 0) {
     c10::SmallVector<Placement, 4> in{S(n - 2), R, R};
     if (hasMask) in.push_back(maskDim(n - 2));
-    rows.push_back(rowOf(in, S(n - 2)));
+    rows.push_back(row(in, S(n - 2)));
   }
 }
 void runSdpa(KernelContext& ctx) {

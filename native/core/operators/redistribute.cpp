@@ -135,9 +135,7 @@ void runRedistribute(KernelContext& ctx) {
 
 void inferTransfer(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
-  for (const Placement& p : in.placements) {
-    if (!p.isReplicate()) ctx.fail(common::code::kInternal, "transfer needs a Replicate input");
-  }
+  if (!allReplicate(in.placements)) ctx.fail(common::code::kInternal, "transfer needs a Replicate input");
   TensorMeta meta = in;
   meta.meshId = static_cast<int>(ctx.intAttr(0));
   const DeviceMesh& target = ctx.meshes.get(meta.meshId);
@@ -182,16 +180,9 @@ void runToLocal(KernelContext& ctx) { ctx.outputs.push_back(ctx.input(0)); }
 // piece once (an all-gather would copy the whole tensor to every rank). Pieces land at their
 // offsets; Replicate copies are taken once; partial sums add up (averages divide).
 
-bool gatherable(const Placements& placements) {
-  for (const Placement& p : placements) {
-    if (p.isPartial() && p.reduce != ReduceOp::kSum && p.reduce != ReduceOp::kAvg) return false;
-  }
-  return true;
-}
-
 void inferGather(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
-  if (!gatherable(in.placements)) ctx.fail(common::code::kInternal, "gather takes sums and averages as partials");
+  if (!partialsAdd(in.placements)) ctx.fail(common::code::kInternal, "gather takes sums and averages as partials");
   TensorMeta meta = in;
   meta.meshId = static_cast<int>(ctx.intAttr(0));
   const DeviceMesh& target = ctx.meshes.get(meta.meshId);

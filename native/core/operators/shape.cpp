@@ -27,21 +27,12 @@ std::vector<int64_t> kernelList(const KernelContext& ctx, size_t at) {
 
 // Partial sums and averages pass through every linear data movement.
 void partialRows(size_t inputs, SignatureRows& rows) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
-    SignatureRow r;
-    r.inputs.assign(inputs, Placement::partial(op));
-    r.output = Placement::partial(op);
-    rows.push_back(std::move(r));
-  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) rows.push_back(row(Placements(inputs, Placement::partial(op)), Placement::partial(op)));
 }
 // Shards of every dim except `skip` pass through; partials too.
 void passRows(const InferContext& ctx, int64_t skip, SignatureRows& rows) {
   for (int32_t d = 0; d < ctx.inputs[0]->ndim(); ++d) {
-    if (d == skip) continue;
-    SignatureRow r;
-    r.inputs.assign(ctx.inputs.size(), Placement::shard(d));
-    r.output = Placement::shard(d);
-    rows.push_back(std::move(r));
+    if (d != skip) rows.push_back(row(Placements(ctx.inputs.size(), Placement::shard(d)), Placement::shard(d)));
   }
   partialRows(ctx.inputs.size(), rows);
 }

@@ -6,7 +6,7 @@
 
 namespace dtorch::core {
 
-SignatureRow row(std::initializer_list<Placement> inputs, Placement output, unsigned localSliceMask) {
+SignatureRow row(c10::ArrayRef<Placement> inputs, Placement output, unsigned localSliceMask) {
   SignatureRow r;
   r.inputs.assign(inputs.begin(), inputs.end());
   r.output = output;

@@ -36,7 +36,7 @@ SignatureMatch matchSignature(const InferContext& ctx, RowsFn rows);
 std::string formatRow(const SignatureRow& row);
 
 // Row helpers shared by the families.
-SignatureRow row(std::initializer_list<Placement> inputs, Placement output, unsigned localSliceMask = 0);
+SignatureRow row(c10::ArrayRef<Placement> inputs, Placement output, unsigned localSliceMask = 0);
 
 // Rows of broadcasting inputs (right-aligned against `out`, whose dim o is written S(o + offset)):
 // an output dim can be sharded when every input that has it at full size is sharded on it

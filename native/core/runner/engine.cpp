@@ -62,12 +62,7 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
 
 void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = recorder_.meta(id);
-  bool replicated = true, gatherable = true;
-  for (const Placement& p : m.placements) {
-    replicated = replicated && p.isReplicate();
-    gatherable = gatherable && (!p.isPartial() || p.reduce == ReduceOp::kSum || p.reduce == ReduceOp::kAvg);
-  }
-  if (replicated || !gatherable) {
+  if (allReplicate(m.placements) || !partialsAdd(m.placements)) {
     recorder_.fetch(id, std::move(completion));
     return;
   }
