@@ -57,10 +57,10 @@ function recordInputs(name: string, inputs: readonly Tensor[], attrs: readonly n
   e.record(e.ops[name]!.code, inputs.length, attrs.length);
 }
 
-/** Records op `name` on `inputs` with `attrs`; its output, on the first input's mesh. */
-export function recordOp(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
+/** Records op `name` on `inputs` with `attrs`; its output, on `mesh` (default: the first input's). */
+export function recordOp(name: string, inputs: readonly Tensor[], attrs: readonly number[], mesh = inputs[0]!.mesh): Tensor {
   recordInputs(name, inputs, attrs);
-  return output(inputs[0]!.mesh);
+  return output(mesh);
 }
 
 /** Like recordOp, for ops with several outputs. */

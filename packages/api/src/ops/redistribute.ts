@@ -3,7 +3,7 @@ import { DTorchError, ErrorCode, checkInteger, invalidParameter } from '@dtorch/
 import { engine } from '@dtorch/core';
 import { DeviceMesh } from '../device_mesh.js';
 import { normalizePlacements, type Placement } from '../placement.js';
-import { output } from '../record.js';
+import { output, recordOp } from '../record.js';
 import { Tensor } from '../tensor.js';
 
 /**
@@ -59,12 +59,7 @@ function checkRank(x: Tensor, rank: number, fn: string): number {
 export function toLocal(x: Tensor, rank: number): Tensor {
   checkRank(x, rank, 'toLocal');
   const local = meshOfRank(x.mesh, rank);
-  const e = engine();
-  e.args[0] = x.id;
-  e.args[1] = rank;
-  e.args[2] = local.id;
-  e.record(e.ops['to_local']!.code, 1, 2);
-  return output(local);
+  return recordOp('to_local', [x], [rank, local.id], local);
 }
 
 /** Shape of rank `rank`'s piece (torch.chunk sizes; may be empty). */

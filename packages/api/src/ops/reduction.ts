@@ -1,7 +1,6 @@
 // Reductions: sum and mean over all dims or the given ones, with keepdim.
 import { checkBoolean, checkInteger, invalidParameter } from '@dtorch/common';
-import { engine } from '@dtorch/core';
-import { output, outputs } from '../record.js';
+import { recordOp, recordOpOutputs } from '../record.js';
 import { Tensor } from '../tensor.js';
 
 function dimsOf(op: string, dim: number | readonly number[] | undefined): readonly number[] {
@@ -15,14 +14,7 @@ function reduce(op: 'sum' | 'mean' | 'any' | 'all', x: Tensor, dim: number | rea
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   checkBoolean(`${op} keepdim`, keepdim);
   const dims = dimsOf(op, dim);
-  const e = engine();
-  const args = e.args;
-  args[0] = x.id;
-  args[1] = keepdim ? 1 : 0;
-  args[2] = dims.length;
-  dims.forEach((d, i) => (args[3 + i] = d));
-  e.record(e.ops[op]!.code, 1, 2 + dims.length);
-  return output(x.mesh);
+  return recordOp(op, [x], [keepdim ? 1 : 0, dims.length, ...dims]);
 }
 
 /**
@@ -51,13 +43,7 @@ function dimCall(op: string, x: Tensor, dim: number | undefined, keepdim: boolea
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   if (dim !== undefined) checkInteger(`${op} dim`, dim);
   checkBoolean(`${op} keepdim`, keepdim);
-  const e = engine();
-  e.args[0] = x.id;
-  e.args[1] = dim === undefined ? 0 : 1;
-  e.args[2] = dim ?? 0;
-  e.args[3] = keepdim ? 1 : 0;
-  e.record(e.ops[op]!.code, 1, 3);
-  return outputs(x.mesh);
+  return recordOpOutputs(op, [x], [dim === undefined ? 0 : 1, dim ?? 0, keepdim ? 1 : 0]);
 }
 
 export interface ValuesIndices {
@@ -89,11 +75,7 @@ export function argmax(x: Tensor, dim?: number, keepdim = false): Tensor {
 function alongDim(op: string, x: Tensor, dim: number): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   checkInteger(`${op} dim`, dim);
-  const e = engine();
-  e.args[0] = x.id;
-  e.args[1] = dim;
-  e.record(e.ops[op]!.code, 1, 1);
-  return output(x.mesh);
+  return recordOp(op, [x], [dim]);
 }
 /** Softmax along `dim`; other dims may be sharded. */
 export const softmax = (x: Tensor, dim: number): Tensor => alongDim('softmax', x, dim);
