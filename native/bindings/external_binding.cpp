@@ -2,6 +2,8 @@
 #include <napi.h>
 
 #include "bindings/binding_util.h"
+#include "external/cuda/cuda_memory.h"
+#include "external/nccl/communicator.h"
 #include "external/torch/torch_info.h"
 
 namespace dtorch::bindings {
@@ -28,7 +30,25 @@ Napi::Object initExternal(Napi::Env env) {
         devices.Set(static_cast<uint32_t>(d.index), entry);
       }
       out.Set("cudaDevices", devices);
+      out.Set("ncclVersion", external::nccl::version());
       return out;
+    });
+  }));
+  // the caching allocator's counters of one GPU (the index was checked in JS)
+  slice.Set("cudaMemoryStats", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&] {
+      const auto stats = external::cuda::memoryStats(info[0].As<Napi::Number>().Int32Value());
+      Napi::Object out = Napi::Object::New(info.Env());
+      out.Set("allocatedBytes", static_cast<double>(stats.allocatedBytes));
+      out.Set("peakAllocatedBytes", static_cast<double>(stats.peakAllocatedBytes));
+      out.Set("reservedBytes", static_cast<double>(stats.reservedBytes));
+      return out;
+    });
+  }));
+  slice.Set("resetCudaPeakMemoryStats", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&] {
+      external::cuda::resetPeakMemoryStats(info[0].As<Napi::Number>().Int32Value());
+      return info.Env().Undefined();
     });
   }));
   return slice;

@@ -21,6 +21,9 @@ struct KernelError {
 struct Blob {
   at::Tensor tensor;
   std::shared_ptr<const KernelError> error;
+  // Non-null while the tensor is still being written on another stream of this worker (a
+  // collective on the communication stream): its first reader's stream waits for it.
+  std::shared_ptr<void> pending;
 };
 
 class BlobTable {
@@ -31,6 +34,7 @@ class BlobTable {
 
   // The pointer is valid until the next put().
   const Blob* find(int64_t id) const { return blobs_.find(id); }
+  Blob* findMutable(int64_t id) { return blobs_.find(id); }
   void put(int64_t id, Blob blob) {
     int64_t now = allocatedBytes_.fetch_add(bytesOf(blob), std::memory_order_relaxed) + bytesOf(blob);
     if (const Blob* old = blobs_.find(id)) now = allocatedBytes_.fetch_sub(bytesOf(*old), std::memory_order_relaxed) - bytesOf(*old);

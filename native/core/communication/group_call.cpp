@@ -2,7 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
+#include "common/env.h"
+#include "core/communication/nccl_call.h"
 #include "core/operand/layout.h"
+#include "external/nccl/communicator.h"
 
 namespace dtorch::core {
 
@@ -49,7 +54,7 @@ at::Tensor SharedMemoryCall::meet(const at::Tensor& local, Combine&& combine) {
   return out;
 }
 
-at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim) {
+at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim, int64_t) {
   return meet(local, [&](const std::vector<at::Tensor>& all) { return at::cat(all, dim); });
 }
 
@@ -65,12 +70,38 @@ at::Tensor SharedMemoryCall::reduceScatter(const at::Tensor& local, ReduceOp op,
   });
 }
 
-at::Tensor SharedMemoryCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim) {
+at::Tensor SharedMemoryCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t) {
   return meet(local, [&](const std::vector<at::Tensor>& all) {
     std::vector<at::Tensor> pieces;
     for (const at::Tensor& t : all) pieces.push_back(chunkOf(t, splitDim, rendezvous_.size(), position_));
     return at::cat(pieces, concatDim);
   });
+}
+
+at::Tensor SharedMemoryCall::shift(const at::Tensor& local, int64_t) {
+  const auto& all = rendezvous_.exchange(position_, local, timeout_);
+  const Contribution& previous = all[(position_ - 1 + rendezvous_.size()) % rendezvous_.size()];
+  at::Tensor received = previous.readable(device_).clone();  // ours: the sender may reuse its buffer
+  finishReads(previous);
+  rendezvous_.depart();
+  return received;
+}
+
+std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet, c10::Device device) {
+  int position = 0;
+  const std::vector<int> ranks = groupAlong(mesh, rank, meshDim, &position);
+  static const bool ncclOn = external::nccl::available() && common::envInt("DTORCH_NCCL", 1) != 0;
+  if (mesh.kind == DeviceKind::kCuda && ncclOn) {
+    std::vector<int> devices;
+    for (int r : ranks) devices.push_back(mesh.devices[r]);
+    std::vector<int> sorted = devices;
+    std::sort(sorted.begin(), sorted.end());
+    // one NCCL rank per GPU: a group that uses a GPU twice meets in shared memory instead
+    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+      return std::make_unique<NcclCall>(meet, position, std::move(devices), collectiveTimeout());
+    }
+  }
+  return std::make_unique<SharedMemoryCall>(meet, position, device, collectiveTimeout());
 }
 
 }  // namespace dtorch::core

@@ -25,7 +25,9 @@ at::Tensor Contribution::readable(const c10::Device& device) const {
 void finishReads(c10::ArrayRef<Contribution> read) {
   for (const Contribution& c : read) {
     if (c.tensor.defined() && c.tensor.is_cuda()) {
-      external::cuda::synchronizeThisThread();
+      if (!external::cuda::synchronizeThisThread(collectiveTimeout())) {
+        common::fail(common::code::kTimeout, "copies between GPUs did not finish within " + std::to_string(collectiveTimeout().count()) + " ms");
+      }
       return;
     }
   }

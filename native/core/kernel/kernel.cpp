@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/blob/blob_table.h"
+#include "core/communication/rendezvous.h"
 #include "core/operators/op.h"
 #include "core/runner/completion.h"
 #include "external/cuda/device_sync.h"
@@ -23,7 +24,7 @@ std::string describe(const std::exception& e) {
 }
 
 void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const KernelError> error) {
-  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error});
+  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr});
 }
 
 // The kernel must produce exactly what meta inference promised (this rank's piece of it); a
@@ -74,13 +75,24 @@ bool emptyOutputs(KernelContext& ctx) {
   return true;
 }
 
+// The blob of `id`, ready for this worker's current stream: a tensor still being written on the
+// communication stream is waited for once (later readers are ordered after the first).
+const Blob* settled(BlobTable& blobs, int64_t id) {
+  Blob* blob = blobs.findMutable(id);
+  if (blob && blob->pending) {
+    external::cuda::waitFor(blob->pending, blob->tensor);
+    blob->pending.reset();
+  }
+  return blob;
+}
+
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
-  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}};
+  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}, nullptr};
   // a transfer's input is on another mesh: it arrives through the node's state instead
   const auto localInputs = node.op->receivesFromInputMesh ? c10::ArrayRef<int64_t>() : c10::ArrayRef<int64_t>(node.inputs);
   for (int64_t id : localInputs) {
-    const Blob* blob = blobs.find(id);
+    const Blob* blob = settled(blobs, id);
     if (!blob) {
       poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{
           std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq}));
@@ -108,13 +120,15 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     return;
   }
   if (reuse) blobs.erase(node.inputs[0]);  // its buffer now belongs to the output
-  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr});
+  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady});
 }
 
+// A read: the tensor (float16/bfloat16 as float32) copied to host memory; on CUDA asynchronously
+// into pinned memory, delivered once the copy has landed while the worker goes on.
 void runFetch(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   FetchResult result;
-  const Blob* blob = blobs.find(node.inputs[0]);
+  const Blob* blob = settled(blobs, node.inputs[0]);
   if (!blob) {
     result.ok = false;
     result.code = common::code::kInternal;
@@ -128,9 +142,15 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
   } else {
     try {
       at::Tensor t = blob->tensor;
-      result.dtype = t.scalar_type();
-      if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) t = t.to(at::kFloat);
-      result.host = t.to(at::kCPU).contiguous();
+      const DType dtype = t.scalar_type();
+      if (dtype == at::kHalf || dtype == at::kBFloat16) t = t.to(at::kFloat);
+      external::cuda::copyToHost(t, [completion = node.completion, dtype](at::Tensor host) {
+        FetchResult landed;
+        landed.dtype = dtype;
+        landed.host = std::move(host);
+        completion->deliver(std::move(landed));
+      });
+      return;
     } catch (const std::exception& e) {
       result.ok = false;
       result.code = common::code::kKernelFailed;
@@ -142,8 +162,25 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
   node.completion->deliver(std::move(result));
 }
 
+// A sync's share on one worker: its GPU streams drained (bounded by the collective timeout, so a
+// GPU that never finishes is reported), then the last worker to arrive completes the sync.
+void runSync(const Kernel& k, const Device& device) {
+  Completion& completion = *k.node->completion;
+  const bool drained = device.kind != DeviceKind::kCuda || external::cuda::synchronizeThisThread(collectiveTimeout());
+  if (!drained && !completion.failed.exchange(true)) {
+    FetchResult result;
+    result.ok = false;
+    result.code = common::code::kTimeout;
+    result.op = "sync";
+    result.message = "the GPU work of " + device.name() + " did not finish within " + std::to_string(collectiveTimeout().count()) +
+                     " ms (a collective whose peers never joined? raise DTORCH_COLLECTIVE_TIMEOUT_MS for long work)";
+    completion.deliver(std::move(result));
+  }
+  if (completion.remaining.fetch_sub(1) == 1 && !completion.failed.load()) completion.deliver(FetchResult{});
+}
+
 void runSend(const Kernel& k, BlobTable& blobs) {
-  const Blob* blob = blobs.find(k.node->inputs[0]);
+  const Blob* blob = settled(blobs, k.node->inputs[0]);
   if (!blob) {
     k.node->state->send(k.rank, nullptr, std::make_shared<KernelError>(KernelError{std::string(k.node->op->name), "input is missing on its worker", k.node->seq}));
   } else {
@@ -169,10 +206,7 @@ void executeKernel(const Kernel& k, BlobTable& blobs, const Device& device) {
     case Kernel::Kind::kFree: blobs.erase(k.id); break;
     case Kernel::Kind::kFetch: runFetch(k, blobs); break;
     case Kernel::Kind::kSend: runSend(k, blobs); break;
-    case Kernel::Kind::kSync:
-      if (device.kind == DeviceKind::kCuda) external::cuda::synchronizeThisThread();  // the GPU is done too
-      if (k.node->completion->remaining.fetch_sub(1) == 1) k.node->completion->deliver(FetchResult{});
-      break;
+    case Kernel::Kind::kSync: runSync(k, device); break;
   }
 }
 

@@ -61,6 +61,8 @@ void Worker::loop() {
     kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
     batches.clear();
   }
+  // pending reads deliver from the GPU's host callbacks: let them land before the engine goes
+  if (device_.kind == DeviceKind::kCuda) external::cuda::synchronizeThisThread(std::chrono::seconds(60));
   blobs.clear();
 }
 

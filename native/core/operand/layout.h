@@ -14,6 +14,13 @@ namespace dtorch::core {
 int64_t chunkSize(int64_t size, int64_t parts, int64_t index);
 int64_t chunkOffset(int64_t size, int64_t parts, int64_t index);
 
+// `sizes` with dim `dim` set to `size` (a piece's shape, a padded buffer's shape).
+inline std::vector<int64_t> withSize(c10::ArrayRef<int64_t> sizes, int64_t dim, int64_t size) {
+  std::vector<int64_t> out(sizes.begin(), sizes.end());
+  out[static_cast<size_t>(dim)] = size;
+  return out;
+}
+
 // Coordinates of `rank` on each mesh dim (row-major).
 std::vector<int64_t> meshCoords(const DeviceMesh& mesh, int rank);
 

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "core/communication/rendezvous.h"
+#include "core/communication/group_call.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
@@ -129,21 +129,15 @@ void runRing(KernelContext& ctx) {
     if (pass + 1 == size) break;
     // pass the visiting block on: send to the next position, receive from the previous one
     {
-      Rendezvous& meet = *state.passes[pass][groupIndex];
-      const at::Tensor packed = at::cat({k.flatten(), v.flatten()});
-      ++joined;
-      const auto& all = meet.exchange(position, packed, collectiveTimeout());
-      const Contribution& previous = all[(position - 1 + size) % size];
-      const at::Tensor received = previous.readable(ctx.device).clone();
-      finishReads(previous);
-      meet.depart();
       const int from = ((position - pass - 1) % size + size) % size;
-      std::vector<int64_t> kShape(k.sizes().begin(), k.sizes().end()), vShape(v.sizes().begin(), v.sizes().end());
-      kShape[k.dim() - 2] = vShape[v.dim() - 2] = chunkSize(seqLen, size, from);
-      int64_t kNumel = 1;
-      for (int64_t s : kShape) kNumel *= s;
+      std::vector<int64_t> kShape = withSize(k.sizes(), k.dim() - 2, chunkSize(seqLen, size, from));
+      std::vector<int64_t> vShape = withSize(v.sizes(), v.dim() - 2, chunkSize(seqLen, size, from));
+      const int64_t kNumel = c10::multiply_integers(kShape), vNumel = c10::multiply_integers(vShape);
+      ++joined;
+      const std::unique_ptr<GroupCall> ring = openGroupCall(mesh, ctx.rank, state.meshDim, *state.passes[pass][groupIndex], ctx.device);
+      const at::Tensor received = ring->shift(at::cat({k.flatten(), v.flatten()}), kNumel + vNumel);
       k = received.narrow(0, 0, kNumel).view(kShape);
-      v = received.narrow(0, kNumel, received.numel() - kNumel).view(vShape);
+      v = received.narrow(0, kNumel, vNumel).view(vShape);
     }
   }
   } catch (const std::exception& e) {

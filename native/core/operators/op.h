@@ -46,6 +46,9 @@ struct KernelContext {
   c10::Device device;
   c10::SmallVector<const at::Tensor*, 4> inputs;
   c10::SmallVector<at::Tensor, 2> outputs;
+  // Set by kernels whose outputs are still being produced on another stream when they return
+  // (collectives on the communication stream): the marker their consumers wait for.
+  std::shared_ptr<void> outputsReady;
 
   const at::Tensor& input(size_t i) const { return *inputs[i]; }
   double attr(size_t i) const { return node.attrs[i]; }

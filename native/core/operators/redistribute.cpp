@@ -12,6 +12,7 @@
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/device_sync.h"
 
 namespace dtorch::core {
 
@@ -79,6 +80,14 @@ void inferRedistribute(const InferContext& ctx, Outputs& out) {
   out.push_back(std::move(meta));
 }
 
+// The size of tensor dim `dim` on this rank once the step's mesh dim is gathered: what the
+// group's pieces along that mesh dim add up to (nested shards of other mesh dims stay).
+int64_t gatheredSize(const KernelContext& ctx, const RedistributeStep& step, int32_t dim) {
+  Placements level = step.before;
+  level[step.meshDim] = Placement::replicate();
+  return localPiece(ctx.node.outputMetas[0].shape, level, ctx.mesh, ctx.rank).shape[dim];
+}
+
 at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, size_t s, const at::Tensor& x) {
   const RedistributeStep& step = state.steps[s];
   const DeviceMesh& mesh = ctx.mesh;
@@ -93,31 +102,30 @@ at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, siz
     case RedistributeStep::Kind::kLocalPartial:
       return step.reduce == ReduceOp::kSum && position != 0 ? at::zeros_like(x) : x;
     case RedistributeStep::Kind::kLocalPad: {
-      Placements level = step.before;
-      level[step.meshDim] = Placement::replicate();
-      const int64_t size = localPiece(ctx.node.outputMetas[0].shape, level, mesh, ctx.rank).shape[step.from];
-      std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-      shape[step.from] = size;
-      at::Tensor out = at::zeros(shape, x.options());
+      const int64_t size = gatheredSize(ctx, step, step.from);
+      at::Tensor out = at::zeros(withSize(x.sizes(), step.from, size), x.options());
       out.narrow(step.from, chunkOffset(size, parts, position), x.size(step.from)).copy_(x);
       return out;
     }
     default: break;
   }
   Rendezvous& meet = *state.meet[s][groupIndexAlong(mesh, ctx.rank, step.meshDim)];
-  SharedMemoryCall call(meet, position, ctx.device, collectiveTimeout());
+  const std::unique_ptr<GroupCall> call = openGroupCall(mesh, ctx.rank, step.meshDim, meet, ctx.device);
   switch (step.kind) {
-    case RedistributeStep::Kind::kAllGather: return call.allGather(x, step.from);
-    case RedistributeStep::Kind::kAllReduce: return call.allReduce(x, step.reduce);
-    case RedistributeStep::Kind::kReduceScatter: return call.reduceScatter(x, step.reduce, step.to);
-    case RedistributeStep::Kind::kAllToAll: return call.allToAll(x, step.to, step.from);
+    case RedistributeStep::Kind::kAllGather: return call->allGather(x, step.from, gatheredSize(ctx, step, step.from));
+    case RedistributeStep::Kind::kAllReduce: return call->allReduce(x, step.reduce);
+    case RedistributeStep::Kind::kReduceScatter: return call->reduceScatter(x, step.reduce, step.to);
+    case RedistributeStep::Kind::kAllToAll: return call->allToAll(x, step.to, step.from, gatheredSize(ctx, step, step.from));
     default: common::fail(common::code::kInternal, "unknown redistribute step");
   }
 }
 
+// On CUDA the steps run on the worker's communication stream: the compute kernels queued after
+// this node overlap them, and only the output's consumers wait (ctx.outputsReady).
 void runRedistribute(KernelContext& ctx) {
   const auto& state = static_cast<const RedistributeState&>(*ctx.node.state);
   at::Tensor x = ctx.input(0);
+  external::cuda::CommunicationScope onCommunicationStream(x);
   for (size_t s = 0; s < state.steps.size(); ++s) {
     try {
       x = runStep(ctx, state, s, x);
@@ -129,6 +137,7 @@ void runRedistribute(KernelContext& ctx) {
     }
   }
   ctx.outputs.push_back(x.is_same(ctx.input(0)) ? x : x.contiguous());
+  ctx.outputsReady = onCommunicationStream.finish();
 }
 
 // ---- transfer: attrs targetMeshId -----------------------------------------------------------

@@ -1,6 +1,7 @@
 // Completion: how a worker hands a read (fetch) or a barrier (sync) back to whoever waits:
 // the binding resolves a JS promise through a thread-safe function, or wakes a blocked
-// dataSync(). `deliver` is called exactly once, from a worker thread.
+// dataSync(). `deliver` is called exactly once, from a worker thread (or, for a read from a GPU,
+// from the CUDA driver thread that sees its copy land).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -25,6 +26,7 @@ struct FetchResult {
 struct Completion {
   std::function<void(FetchResult&&)> deliver;
   std::atomic<int> remaining{1};  // parts still to arrive (one per worker for a sync)
+  std::atomic<bool> failed{false};  // a part failed and was delivered already
 };
 
 }  // namespace dtorch::core

@@ -1,26 +1,78 @@
 #include "external/cuda/device_sync.h"
 
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <thread>
+
 #ifdef DTORCH_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace dtorch::external::cuda {
 
 #ifdef DTORCH_WITH_CUDA
 
+namespace {
+
+// A CUDA event without timing (the cheap kind), destroyed with its last marker.
+class Event {
+ public:
+  Event() { C10_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() { cudaEventDestroy(event_); }  // legal while pending: CUDA releases it once reached
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const c10::cuda::CUDAStream& stream) { C10_CUDA_CHECK(cudaEventRecord(event_, stream.stream())); }
+  void block(const c10::cuda::CUDAStream& stream) const { C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0)); }
+
+ private:
+  cudaEvent_t event_{};
+};
+
+struct WorkerStreams {
+  c10::cuda::CUDAStream compute;
+  c10::cuda::CUDAStream communication;
+};
+thread_local std::optional<WorkerStreams> streams;  // set on CUDA worker threads only
+
+bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
+
+// A copy's last step: hands the pinned tensor on from a CUDA driver thread.
+struct HostDelivery {
+  at::Tensor host;
+  std::function<void(at::Tensor)> then;
+};
+
+void CUDART_CB deliverHost(void* data) {
+  std::unique_ptr<HostDelivery> d(static_cast<HostDelivery*>(data));
+  // `then` takes the only reference: the pinned block is released later, on the reader's thread
+  // (freeing it here would call CUDA from a host callback, which CUDA forbids)
+  d->then(std::move(d->host));
+}
+
+}  // namespace
+
 bool builtWithCuda() { return true; }
 
 void bindWorkerThread(int index) {
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
-  c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(index)));
+  const auto device = static_cast<c10::DeviceIndex>(index);
+  c10::cuda::set_device(device);
+  // the communication stream has the higher priority: a collective's few blocks get SMs while
+  // a large matmul is running, which is what lets the two overlap
+  streams = WorkerStreams{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device),
+                          c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)};
+  c10::cuda::setCurrentCUDAStream(streams->compute);
 }
 
 std::shared_ptr<void> markReady(const at::Tensor& t) {
   if (!t.defined() || !t.is_cuda()) return nullptr;
-  auto event = std::make_shared<at::cuda::CUDAEvent>();
+  const c10::cuda::CUDAGuard onItsDevice(t.device().index());  // an event records on its own device
+  auto event = std::make_shared<Event>();
   event->record(c10::cuda::getCurrentCUDAStream(t.device().index()));
   return event;
 }
@@ -28,12 +80,62 @@ std::shared_ptr<void> markReady(const at::Tensor& t) {
 void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t) {
   if (!ready || !t.defined() || !t.is_cuda()) return;
   auto stream = c10::cuda::getCurrentCUDAStream();
-  static_cast<at::cuda::CUDAEvent*>(ready.get())->block(stream);
+  static_cast<const Event*>(ready.get())->block(stream);
   c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
 }
 
-void synchronizeThisThread() {
-  if (c10::cuda::device_count() > 0) c10::cuda::getCurrentCUDAStream().synchronize();
+bool synchronizeThisThread(std::chrono::milliseconds timeout) {
+  if (!streams) return true;
+  // poll rather than block, so that a GPU that never finishes (a peer that never joined a
+  // collective) turns into an error instead of a hung worker
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0; !(streams->compute.query() && streams->communication.query()); ++spins) {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > timeout) return false;
+    if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs) {
+  for (const at::Tensor& t : inputs) active_ = active_ || onCudaWorker(t);
+  if (!active_) return;
+  Event queued;
+  queued.record(streams->compute);
+  queued.block(streams->communication);
+  for (const at::Tensor& t : inputs) {
+    // the compute stream may free and reuse an input as soon as its blob is dropped
+    if (t.defined() && t.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), streams->communication);
+  }
+  c10::cuda::setCurrentCUDAStream(streams->communication);
+}
+
+CommunicationScope::~CommunicationScope() {
+  if (active_) c10::cuda::setCurrentCUDAStream(streams->compute);
+}
+
+std::shared_ptr<void> CommunicationScope::finish() {
+  if (!active_) return nullptr;
+  auto event = std::make_shared<Event>();
+  event->record(streams->communication);
+  return event;
+}
+
+void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) {
+  if (!t.is_cuda()) {
+    then(t.to(at::kCPU).contiguous());
+    return;
+  }
+  const at::Tensor src = t.contiguous();
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(src, /*non_blocking=*/true);
+  auto* delivery = new HostDelivery{std::move(host), std::move(then)};
+  const cudaError_t status = cudaLaunchHostFunc(c10::cuda::getCurrentCUDAStream(), deliverHost, delivery);
+  if (status != cudaSuccess) {
+    std::unique_ptr<HostDelivery> owned(delivery);
+    C10_CUDA_CHECK(status);
+  }
 }
 
 #else
@@ -42,7 +144,11 @@ bool builtWithCuda() { return false; }
 void bindWorkerThread(int) {}
 std::shared_ptr<void> markReady(const at::Tensor&) { return nullptr; }
 void waitFor(const std::shared_ptr<void>&, const at::Tensor&) {}
-void synchronizeThisThread() {}
+bool synchronizeThisThread(std::chrono::milliseconds) { return true; }
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>) {}
+CommunicationScope::~CommunicationScope() = default;
+std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
+void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }
 
 #endif
 

@@ -1,30 +1,58 @@
-// How worker threads on CUDA devices order their work with each other. Each CUDA worker runs on
-// a stream of its own; a tensor handed to another worker (a collective, a transfer) travels with
-// a "ready" marker (a CUDA event recorded on the producer's stream), which the consumer's stream
-// waits for, and the consumer's stream is recorded on the tensor's memory so that the caching
-// allocator does not reuse it before the consumer is done. No device-wide synchronisation.
-// In a build without CUDA, and on CPU devices, all of it is a no-op.
+// How worker threads on CUDA devices order their work with each other. Each CUDA worker owns two
+// streams: a compute stream (its default) and a communication stream, on which collectives run
+// so that they overlap the compute kernels queued after them. A tensor handed to another worker
+// or stream travels with a "ready" marker (a CUDA event recorded where it was produced), which
+// the consumer's stream waits for, and the consumer's stream is recorded on the tensor's memory
+// so that the caching allocator does not reuse it before the consumer is done. No device-wide
+// synchronisation. In a build without CUDA, and on CPU devices, all of it is a no-op.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 
 namespace dtorch::external::cuda {
 
 bool builtWithCuda();
 
-// Binds the calling (worker) thread to CUDA device `index` and a stream of its own.
+// Binds the calling (worker) thread to CUDA device `index`, a compute stream of its own (made
+// current) and a communication stream.
 void bindWorkerThread(int index);
 
-// A marker that the work queued so far on this thread's stream (producing `t`) is done;
+// A marker that the work queued so far on this thread's current stream (producing `t`) is done;
 // nullptr for CPU tensors.
 std::shared_ptr<void> markReady(const at::Tensor& t);
 
-// Makes this thread's stream wait for `ready` before it uses `t`, and keeps `t`'s memory alive
-// for this stream. No-op for CPU tensors or a null marker.
+// Makes this thread's current stream wait for `ready` before it uses `t`, and keeps `t`'s memory
+// alive for this stream. No-op for CPU tensors or a null marker.
 void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t);
 
-// Blocks until this thread's stream has finished its work (a worker's sync point).
-void synchronizeThisThread();
+// Waits until both streams of this worker thread have finished their work (a worker's sync
+// point). Returns false if that took longer than `timeout` (the GPU work is still queued).
+bool synchronizeThisThread(std::chrono::milliseconds timeout);
+
+// Runs the enclosing kernel's work on this worker's communication stream, after everything the
+// compute stream has queued so far. `finish()` returns the marker consumers wait for. Inactive
+// (a no-op) unless `inputs` are CUDA tensors on a bound worker thread.
+class CommunicationScope {
+ public:
+  explicit CommunicationScope(c10::ArrayRef<at::Tensor> inputs);
+  ~CommunicationScope();
+  CommunicationScope(const CommunicationScope&) = delete;
+  CommunicationScope& operator=(const CommunicationScope&) = delete;
+  bool active() const { return active_; }
+  // The end of the work queued in this scope (nullptr when inactive).
+  std::shared_ptr<void> finish();
+
+ private:
+  bool active_ = false;
+};
+
+// A copy of `t` in pinned host memory, queued on this thread's current stream; `then` is called
+// (on a CUDA driver thread, so it must not call CUDA) once the copy has landed. A CPU tensor
+// is copied now and `then` called at once.
+void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then);
 
 }  // namespace dtorch::external::cuda

@@ -1,5 +1,5 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
-import { torchInfo, type CudaDevice } from '@dtorch/external';
+import { cudaMemoryStats, resetCudaPeakMemoryStats, torchInfo, type CudaDevice, type CudaMemoryStats } from '@dtorch/external';
 
 /** Whether the addon was built with CUDA and at least one GPU is visible. */
 export function isAvailable(): boolean {
@@ -13,4 +13,23 @@ export function deviceCount(): number {
 /** Name, memory and compute capability of each visible GPU. */
 export function devices(): CudaDevice[] {
   return torchInfo().cudaDevices;
+}
+
+/** Version of the NCCL that collectives between GPUs use ('' when the build has none). */
+export function ncclVersion(): string {
+  return torchInfo().ncclVersion;
+}
+
+/**
+ * The CUDA caching allocator's counters for GPU `device`, as torch.cuda.memory_allocated(),
+ * max_memory_allocated() and memory_reserved() report them. Await `dt.sync()` first for
+ * figures that include all queued work.
+ */
+export function memoryStats(device = 0): CudaMemoryStats {
+  return cudaMemoryStats(device);
+}
+
+/** Starts a new peak for memoryStats(device).peakAllocatedBytes. */
+export function resetPeakMemoryStats(device = 0): void {
+  resetCudaPeakMemoryStats(device);
 }

@@ -1,4 +1,12 @@
-export { torchInfo, describeRuntime, type TorchInfo, type CudaDevice } from './torch.js';
+export {
+  torchInfo,
+  describeRuntime,
+  cudaMemoryStats,
+  resetCudaPeakMemoryStats,
+  type TorchInfo,
+  type CudaDevice,
+  type CudaMemoryStats,
+} from './torch.js';
 export {
   readSafetensorsHeader,
   readTensorBytes,

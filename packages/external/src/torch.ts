@@ -1,8 +1,10 @@
 // Facts about the LibTorch the addon runs on and the devices it sees.
-import { native } from '@dtorch/common';
+import { DTorchError, ErrorCode, native } from '@dtorch/common';
 
 interface ExternalSlice {
   torchInfo(): TorchInfo;
+  cudaMemoryStats(device: number): CudaMemoryStats;
+  resetCudaPeakMemoryStats(device: number): void;
 }
 
 export interface TorchInfo {
@@ -14,6 +16,16 @@ export interface TorchInfo {
   /** at::get_parallel_info(): OpenMP/MKL thread settings. */
   parallelInfo: string;
   cudaDevices: CudaDevice[];
+  /** Version of the NCCL the addon is linked with (the one LibTorch loads); '' without NCCL. */
+  ncclVersion: string;
+}
+
+/** The CUDA caching allocator's counters for one GPU (torch.cuda.memory_allocated and friends). */
+export interface CudaMemoryStats {
+  allocatedBytes: number;
+  /** Highest allocatedBytes since the last reset (torch.cuda.max_memory_allocated). */
+  peakAllocatedBytes: number;
+  reservedBytes: number;
 }
 
 export interface CudaDevice {
@@ -32,6 +44,26 @@ export function torchInfo(): TorchInfo {
   return slice().torchInfo();
 }
 
+function checkCudaDevice(device: number, fn: string): void {
+  const count = torchInfo().cudaDeviceCount;
+  if (!Number.isInteger(device) || device < 0 || device >= count) {
+    throw new DTorchError(
+      ErrorCode.InvalidArgument,
+      `${fn}: there is no CUDA device ${String(device)}; this process sees ${count} (indices 0..${count - 1})`,
+    );
+  }
+}
+
+export function cudaMemoryStats(device: number): CudaMemoryStats {
+  checkCudaDevice(device, 'cuda.memoryStats');
+  return slice().cudaMemoryStats(device);
+}
+
+export function resetCudaPeakMemoryStats(device: number): void {
+  checkCudaDevice(device, 'cuda.resetPeakMemoryStats');
+  slice().resetCudaPeakMemoryStats(device);
+}
+
 /** A short multi-line summary, as `dtorch info` prints it. */
 export function describeRuntime(): string {
   const info = torchInfo();
@@ -39,6 +71,7 @@ export function describeRuntime(): string {
     `LibTorch ${info.libtorchVersion}`,
     `CPU cores: ${info.cpuCores}`,
     `CUDA: ${info.builtWithCuda ? `${info.cudaDeviceCount} device(s)` : 'not built with CUDA'}`,
+    ...(info.builtWithCuda ? [`NCCL: ${info.ncclVersion || 'not found (GPUs exchange data by peer copies)'}`] : []),
     ...info.cudaDevices.map(
       (d) => `  cuda:${d.index} ${d.name}, ${(d.totalMemory / 2 ** 30).toFixed(1)} GiB, compute capability ${d.computeCapability}`,
     ),
