@@ -1,9 +1,16 @@
 #!/usr/bin/env node
-// bench/gpu (b): one Flux-sized single transformer block (hidden 3072, 24 heads of 128, 4,608
-// tokens, bf16: adaptive layer norm, q/k/v with q/k rms norm, attention, tanh-GELU MLP, output
-// projection, gate and residual) forward on one GPU, DTorch and PyTorch eager (flux_block.py)
-// side by side in one run. Prints JSON lines and the ratio.
-//   DEVICE=cuda node bench/gpu/flux_block.mjs      (TOKENS, ITERS to change the size)
+// bench/gpu (b), (c), (d): one Flux-sized single transformer block (hidden 3072, 24 heads of 128,
+// 4,608 tokens, bf16: adaptive layer norm, q/k/v with q/k rms norm, attention, tanh-GELU MLP,
+// output projection, gate and residual) forward, DTorch and PyTorch eager (flux_block.py) side by
+// side in one run. Variants (VARIANTS, default all that fit the GPUs present):
+//   single   1 GPU, the block as PyTorch writes it                              (b), (d)
+//   tp       2 GPUs, tensor parallel: q/k/v and MLP-in column-parallel (heads and MLP features
+//            split), the output projection row-parallel, one all-reduce          (c)
+//   ulysses  2 GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
+// Every variant draws the same weights (random creation is mesh-independent), so their
+// checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
+// caching allocator, the measure torch.cuda.max_memory_allocated() reports.
+//   DEVICE=cuda node bench/gpu/flux_block.mjs      (TOKENS, ITERS, ROUNDS, HEADS, HEAD_DIM)
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -15,29 +22,52 @@ const root = join(here, '..', '..');
 const device = process.env.DEVICE ?? 'cuda';
 const tokens = Number(process.env.TOKENS ?? 4608);
 const iters = Number(process.env.ITERS ?? 20);
-const [hidden, heads, headDim, mlpHidden] = [3072, 24, 128, 4 * 3072];
+const rounds = Number(process.env.ROUNDS ?? 5);
+const heads = Number(process.env.HEADS ?? 24);
+const headDim = Number(process.env.HEAD_DIM ?? 128);
+const hidden = heads * headDim;
+const mlpHidden = 4 * hidden;
+const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
+const devicesPresent = device === 'cuda' ? dt.cuda.deviceCount() : 2;
+const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,ulysses' : 'single')).split(',');
 dt.setCaptureStacks(false);
 
-const mesh = new dt.DeviceMesh(device, [0]);
-const opts = (seed) => ({ seed, dtype: 'bfloat16', mesh });
-const w = {
-  norm: dt.randn([3 * hidden, hidden], opts(1)).mul(0.02),
-  normB: dt.zeros([3 * hidden], { dtype: 'bfloat16', mesh }),
-  q: dt.randn([hidden, hidden], opts(2)).mul(0.02),
-  k: dt.randn([hidden, hidden], opts(3)).mul(0.02),
-  v: dt.randn([hidden, hidden], opts(4)).mul(0.02),
-  qkB: dt.zeros([hidden], { dtype: 'bfloat16', mesh }),
-  nq: dt.ones([headDim], { dtype: 'bfloat16', mesh }),
-  nk: dt.ones([headDim], { dtype: 'bfloat16', mesh }),
-  mlp: dt.randn([mlpHidden, hidden], opts(5)).mul(0.02),
-  mlpB: dt.zeros([mlpHidden], { dtype: 'bfloat16', mesh }),
-  out: dt.randn([hidden, hidden + mlpHidden], opts(6)).mul(0.02),
-  outB: dt.zeros([hidden], { dtype: 'bfloat16', mesh }),
-};
-const x = dt.randn([1, tokens, hidden], opts(7));
-const temb = dt.randn([1, hidden], opts(8));
+// The weights and inputs of one variant, placed on its mesh.
+function setup(variant) {
+  const mesh =
+    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, [0, 1], [variant === 'tp' ? 'tp' : 'ulysses']);
+  const R = [dt.Replicate()];
+  const tp = variant === 'tp';
+  const make = (shape, seed, placements = R) => dt.randn(shape, { seed, dtype, mesh, placements }).mul(0.02);
+  const zeros = (shape, placements = R) => dt.zeros(shape, { dtype, mesh, placements });
+  const column = tp ? [dt.Shard(0)] : R; // output features split over the GPUs
+  const w = {
+    norm: make([3 * hidden, hidden], 1),
+    normB: zeros([3 * hidden]),
+    q: make([hidden, hidden], 2, column),
+    k: make([hidden, hidden], 3, column),
+    v: make([hidden, hidden], 4, column),
+    qkB: zeros([hidden], column),
+    nq: dt.ones([headDim], { dtype, mesh }),
+    nk: dt.ones([headDim], { dtype, mesh }),
+    mlp: make([mlpHidden, hidden], 5, column),
+    mlpB: zeros([mlpHidden], column),
+    out: make([hidden, hidden + mlpHidden], 6),
+    outB: zeros([hidden]),
+  };
+  if (tp) {
+    // row-parallel output projection: the attention and MLP halves of its input features, each
+    // split like the activations that feed them
+    w.outAttn = w.out.narrow(1, 0, hidden).contiguous().redistribute([dt.Shard(1)]);
+    w.outMlp = w.out.narrow(1, hidden, mlpHidden).contiguous().redistribute([dt.Shard(1)]);
+    w.out.dispose();
+  }
+  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' ? [dt.Shard(1)] : R });
+  const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
+  return { mesh, w, x, temb, tp };
+}
 
-function block(x, temb) {
+function block({ w, x, temb, tp }) {
   return dt.tidy(() => {
     const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
     const nx = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
@@ -46,8 +76,12 @@ function block(x, temb) {
     const q = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 });
     const k = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 });
     const v = headsOf(dt.F.linear(nx, w.v, w.qkB));
+    // Ulysses: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses', so sdpa trades
+    // sequence for heads around the attention itself
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
-    const h = dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
+    const h = tp
+      ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp)).redistribute([dt.Replicate()]).add(w.outB)
+      : dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));
   });
 }
@@ -55,10 +89,10 @@ function block(x, temb) {
 // Each output is released only after its segment went to the controller (the `await` ends the
 // JS task, which flushes): an output released unread in its own segment would be dead code,
 // which the controller rightly never runs. At most two outputs live at once, as in PyTorch's loop.
-async function forwards(n) {
+async function forwards(state, n) {
   let previous;
   for (let i = 0; i < n; i++) {
-    const out = block(x, temb);
+    const out = block(state);
     await null;
     previous?.dispose();
     previous = out;
@@ -66,21 +100,42 @@ async function forwards(n) {
   await dt.sync();
   previous.dispose();
 }
-await forwards(3); // warm up: kernels, allocator
-dt.resetPeakMemory();
-const start = process.hrtime.bigint();
-await forwards(iters);
-const ms = Number(process.hrtime.bigint() - start) / 1e6 / iters;
-const checksum = await block(x, temb).to('float32').abs().mean().item();
-const ours = { bench: 'gpu_flux_block', side: 'dtorch', device, tokens, iters, ms_per_forward: +ms.toFixed(3), checksum, peak_bytes: Math.max(...dt.memory().perDevice.map((d) => d.peakBytes)) };
-console.log(JSON.stringify(ours));
+
+const gpus = (mesh) => (device === 'cuda' ? [...new Set(mesh.devices.map((d) => d.index))] : []);
+
+const ours = {};
+for (const variant of variants) {
+  const state = setup(variant);
+  await forwards(state, 3); // warm up: kernels, allocator, NCCL communicators
+  for (const g of gpus(state.mesh)) dt.cuda.resetPeakMemoryStats(g);
+  let best = Infinity;
+  for (let r = 0; r < rounds; r++) {
+    const start = process.hrtime.bigint();
+    await forwards(state, iters);
+    best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6 / iters);
+  }
+  const peaks = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).peakAllocatedBytes);
+  const out = block(state);
+  const checksum = await out.to('float32').abs().mean().item();
+  out.dispose();
+  ours[variant] = best;
+  const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, device, tokens, iters, rounds };
+  console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks }));
+  for (const t of [...Object.values(state.w), state.x, state.temb]) if (!t.isDisposed) t.dispose();
+  await dt.sync();
+}
 
 const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
-const r = spawnSync(python, ['-W', 'ignore', join(here, 'flux_block.py'), device, String(tokens), String(iters)], { encoding: 'utf8' });
+const args = [join(here, 'flux_block.py'), device, String(tokens), String(iters), String(rounds), String(heads), String(headDim)];
+const r = spawnSync(python, ['-W', 'ignore', ...args], { encoding: 'utf8' });
 if (r.status !== 0) {
   console.log(JSON.stringify({ bench: 'gpu_flux_block', side: 'pytorch_eager', error: r.stderr.trim().split('\n').pop() }));
 } else {
   const theirs = JSON.parse(r.stdout.trim().split('\n').pop());
   console.log(JSON.stringify(theirs));
-  console.log(JSON.stringify({ bench: 'gpu_flux_block', summary: true, device, tokens, ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3), target: 1.0 }));
+  for (const [variant, ms] of Object.entries(ours)) {
+    const summary = { bench: 'gpu_flux_block', summary: true, variant, device, tokens };
+    if (variant === 'single') console.log(JSON.stringify({ ...summary, ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3), target: 1.0 }));
+    else console.log(JSON.stringify({ ...summary, speedup_vs_pytorch_1gpu: +(theirs.ms_per_forward / ms).toFixed(3), target: 1.8 }));
+  }
 }

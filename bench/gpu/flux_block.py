@@ -1,6 +1,7 @@
 """PyTorch eager side of bench/gpu/flux_block.mjs: the same block, weights and sizes.
 
-Usage: python flux_block.py DEVICE TOKENS ITERS -> one JSON line (ms per forward, peak memory).
+Usage: python flux_block.py DEVICE TOKENS ITERS ROUNDS HEADS HEAD_DIM -> one JSON line (best ms per
+forward over ROUNDS rounds of ITERS, peak memory).
 """
 import json
 import sys
@@ -11,9 +12,10 @@ import torch.nn.functional as F
 
 
 def main():
-    device, tokens, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    hidden, heads, head_dim, mlp_hidden = 3072, 24, 128, 4 * 3072
-    bf = dict(dtype=torch.bfloat16, device=device)
+    device, tokens, iters, rounds, heads, head_dim = sys.argv[1], *map(int, sys.argv[2:7])
+    hidden = heads * head_dim
+    mlp_hidden = 4 * hidden
+    bf = dict(dtype=torch.bfloat16 if device == "cuda" else torch.float32, device=device)
     g = torch.Generator().manual_seed(0)
     r = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(**bf)  # noqa: E731
     w = dict(norm=r(3 * hidden, hidden), normB=torch.zeros(3 * hidden, **bf), q=r(hidden, hidden), k=r(hidden, hidden),
@@ -42,14 +44,16 @@ def main():
         sync()
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        for _ in range(iters):
-            block(x, temb)
-        sync()
-        ms = (time.perf_counter() - start) * 1000 / iters
+        ms = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(iters):
+                block(x, temb)
+            sync()
+            ms = min(ms, (time.perf_counter() - start) * 1000 / iters)
         checksum = block(x, temb).float().abs().mean().item()
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
-    print(json.dumps({"bench": "gpu_flux_block", "side": "pytorch_eager", "device": device, "tokens": tokens, "iters": iters,
+    print(json.dumps({"bench": "gpu_flux_block", "side": "pytorch_eager", "device": device, "tokens": tokens, "iters": iters, "rounds": rounds,
                       "ms_per_forward": round(ms, 3), "peak_bytes": peak, "checksum": checksum, "torch": torch.__version__}))
 
 

@@ -10,6 +10,33 @@ describe('runtime facts', () => {
     expect(dt.cuda.isAvailable()).toBe(info.cudaDeviceCount > 0);
     expect(dt.cuda.deviceCount()).toBe(info.cudaDeviceCount);
     expect(dt.cuda.devices().map((d) => d.index)).toEqual(Array.from({ length: info.cudaDeviceCount }, (_, i) => i));
+    // a CUDA build links the NCCL LibTorch loads (the device harness builds one)
+    if (info.builtWithCuda && process.env['DTORCH_EXPECT_NCCL'] === '1') expect(dt.cuda.ncclVersion()).toMatch(/^2\.\d+\.\d+$/);
+    if (!info.builtWithCuda) expect(dt.cuda.ncclVersion()).toBe('');
+  });
+
+  it('names a CUDA device it does not have when asked for its memory', () => {
+    const count = dt.cuda.deviceCount();
+    expect(() => dt.cuda.memoryStats(count)).toThrow(`cuda.memoryStats: there is no CUDA device ${count}; this process sees ${count}`);
+    expect(() => dt.cuda.resetPeakMemoryStats(-1)).toThrow(dt.DTorchError);
+  });
+
+  it.skipIf(!dt.cuda.isAvailable())("reports the CUDA caching allocator's counters, as torch.cuda does", async () => {
+    await dt.sync();
+    const before = dt.cuda.memoryStats(0);
+    dt.cuda.resetPeakMemoryStats(0);
+    const mesh = new dt.DeviceMesh('cuda', [0]);
+    const x = dt.zeros([16, 2 ** 20], { mesh }); // 64 MiB
+    await dt.sync();
+    const held = dt.cuda.memoryStats(0);
+    expect(held.allocatedBytes - before.allocatedBytes).toBeGreaterThanOrEqual(64 * 2 ** 20);
+    expect(held.peakAllocatedBytes).toBeGreaterThanOrEqual(held.allocatedBytes);
+    expect(held.reservedBytes).toBeGreaterThanOrEqual(held.allocatedBytes);
+    x.dispose();
+    await dt.sync();
+    const after = dt.cuda.memoryStats(0);
+    expect(held.allocatedBytes - after.allocatedBytes).toBeGreaterThanOrEqual(64 * 2 ** 20);
+    expect(after.peakAllocatedBytes).toBe(held.peakAllocatedBytes); // the peak stays until reset
   });
 
   it('gives each of N CPU workers its share of the cores, so they do not oversubscribe', async () => {
