@@ -1,6 +1,7 @@
 export { torchInfo, describeRuntime, type TorchInfo, type CudaDevice } from './torch.js';
 export {
   readSafetensorsHeader,
+  parseSafetensorsHeader,
   readTensorBytes,
   writeSafetensors,
   safetensorsDtypes,
@@ -10,3 +11,5 @@ export {
   type TensorEntry,
   type TensorBytes,
 } from './safetensors.js';
+export { readSafetensorsIndex, type SafetensorsIndex } from './safetensors_index.js';
+export { SafetensorsCheckpoint, type CheckpointTensor, type ByteRun } from './safetensors_checkpoint.js';
