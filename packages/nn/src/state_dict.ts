@@ -62,11 +62,18 @@ export async function loadStateDict(module: Module, source: StateDictSource, opt
         `loadStateDict: ${where} does not match ${module.constructor.name}: ${keyReport(missingKeys, unexpectedKeys)}; fix the names or pass { strict: false }`,
       );
     }
+    // every shape checked before anything is replaced: a bad source leaves the module as it was
+    for (const [key, current] of targets) {
+      if (!available.has(key)) continue;
+      const given = checkpoint ? checkpoint.entry(key) : tensors!.get(key);
+      if (!checkpoint && !(given instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: "${key}" is not a Tensor`);
+      checkShape(key, checkpoint ? checkpoint.entry(key).file : 'the given tensors', (given as { shape: readonly number[] }).shape, current);
+    }
     const bytesPerRank = new Array<number>(module.parameters()[0]?.mesh.size ?? 1).fill(0);
     for (const [key, current] of targets) {
       if (!available.has(key)) continue;
       const target = dtype !== undefined && isFloating(current.dtype) ? dtype : current.dtype;
-      const loaded = checkpoint ? readSharded(checkpoint, key, current, target, bytesPerRank) : placeTensor(tensors!.get(key)!, key, current, target);
+      const loaded = checkpoint ? readSharded(checkpoint, key, current, target, bytesPerRank) : placeTensor(tensors!.get(key)!, current, target);
       module.setTensor(key, loaded);
     }
     return { missingKeys, unexpectedKeys, bytesRead: checkpoint?.bytesRead ?? 0, bytesPerRank };
@@ -84,7 +91,6 @@ function checkShape(key: string, where: string, shape: readonly number[], curren
 // Every rank's piece of `key` read from the checkpoint (each distinct piece once).
 function readSharded(checkpoint: SafetensorsCheckpoint, key: string, current: dt.Tensor, target: dt.DType, bytesPerRank: number[]): dt.Tensor {
   const entry = checkpoint.entry(key);
-  checkShape(key, entry.file, entry.shape, current);
   const { mesh, placements } = current;
   const elementSize = safetensorsDtypes[entry.dtype];
   const byPiece = new Map<string, Uint8Array>();
@@ -108,9 +114,7 @@ function holdsPartialValue(mesh: dt.DeviceMesh, placements: readonly dt.Placemen
 }
 
 // A tensor from a map, moved to the current tensor's mesh and placements in the target dtype.
-function placeTensor(given: dt.Tensor, key: string, current: dt.Tensor, target: dt.DType): dt.Tensor {
-  if (!(given instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: "${key}" is not a Tensor`);
-  checkShape(key, 'the given tensors', given.shape, current);
+function placeTensor(given: dt.Tensor, current: dt.Tensor, target: dt.DType): dt.Tensor {
   return dt.tidy(() => {
     const cast = given.dtype === target ? given : given.to(target);
     const placed = cast.redistribute(current.mesh, current.placements);
