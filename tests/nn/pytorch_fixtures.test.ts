@@ -5,6 +5,7 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
+import type * as nn from '@dtorch/nn';
 import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
 import { ConvBlock, MLP, Transformer } from './models.js';
 
@@ -46,7 +47,7 @@ describe.each(meshes)('nn modules loaded from PyTorch checkpoints on $name', ({ 
     const result = await model.loadStateDict(fixture('mlp.safetensors'));
     expect(result.missingKeys).toEqual([]);
     expect(result.unexpectedKeys).toEqual([]);
-    if (tp > 1) expect(model.layers.at(0).weight.placements.map(String)).toContain('S(0)');
+    if (tp > 1) expect((model.layers.at(0) as nn.Linear).weight.placements.map(String)).toContain('S(0)');
     const x = ioTensor('mlp.in', mesh, input(mesh));
     const y = model.call(x);
     await expectClose(y, ioTensor('mlp.out', mesh), 'mlp');

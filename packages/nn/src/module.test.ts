@@ -25,6 +25,7 @@ class Net extends nn.Module {
   embed: nn.Embedding;
   transformer_blocks: nn.ModuleList<Block>;
   norm: nn.LayerNorm;
+  declare position_ids: dt.Tensor;
   constructor(mesh?: dt.DeviceMesh) {
     super();
     this.embed = new nn.Embedding(10, 4, { mesh });

@@ -95,13 +95,11 @@ export abstract class Module {
 
   /** The submodule at dotted `path` ('' is this module). */
   getSubmodule(path: string): Module {
-    let module: Module = this;
-    for (const part of path === '' ? [] : path.split('.')) {
+    return (path === '' ? [] : path.split('.')).reduce<Module>((module, part) => {
       const next = (module as unknown as Record<string, unknown>)[part];
       if (!(next instanceof Module)) throw new DTorchError(ErrorCode.InvalidArgument, `${this.constructor.name} has no submodule "${path}" (no "${part}")`);
-      module = next;
-    }
-    return module;
+      return next;
+    }, this);
   }
 
   /** Casts every floating parameter and buffer to `dtype`, in place; returns this module. */
