@@ -164,6 +164,50 @@ void runRandint(KernelContext& ctx) {
 void inferFromData(const InferContext& ctx, Outputs& out) { inferEmpty(ctx, out); }
 void runFromData(KernelContext& ctx) { ctx.outputs.push_back(pieceOf(ctx, ctx.node.hostData)); }
 
+// from_local_data: each rank's own piece (as DTensor.from_local), so no rank ever holds the full
+// tensor. node.hostData is 1-D: the distinct pieces concatenated (ranks of a Replicate group may
+// share one). Attributes after the dtype: 1, hostElements (the host data's shape), ndim, global
+// shape..., then one element offset into the host data per rank. Every rank's piece must lie
+// inside the host data; its size follows from the global shape and the placements.
+void inferFromLocalData(const InferContext& ctx, Outputs& out) {
+  size_t cursor = 0;
+  TensorMeta meta = creationHeader(ctx, cursor);
+  if (ctx.intAttr(cursor++) != 1) ctx.fail(kInvalidArgument, "the host data must be 1-D (the pieces concatenated)");
+  const int64_t hostElements = ctx.intAttr(cursor++);
+  const int64_t ndim = ctx.intAttr(cursor++);
+  for (int64_t i = 0; i < ndim; ++i) {
+    const int64_t size = ctx.intAttr(cursor++);
+    if (size < 0) ctx.fail(kInvalidArgument, "negative size " + std::to_string(size) + " in shape");
+    meta.shape.push_back(size);
+  }
+  checkCreation(ctx, meta);
+  const DeviceMesh& mesh = ctx.meshes.get(meta.meshId);
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    const int64_t offset = ctx.intAttr(cursor + static_cast<size_t>(rank));
+    const Shape local = localPiece(meta.shape, meta.placements, mesh, rank).shape;
+    int64_t numel = 1;
+    for (int64_t s : local) numel *= s;
+    if (offset < 0 || offset + numel > hostElements) {
+      ctx.fail(kInvalidArgument, "rank " + std::to_string(rank) + "'s piece " + formatShape(local) + " at element " +
+                                     std::to_string(offset) + " does not fit in the " + std::to_string(hostElements) +
+                                     " elements given");
+    }
+  }
+  if (ctx.attrs.size() != cursor + static_cast<size_t>(mesh.size())) {
+    ctx.fail(kInvalidArgument, "expected one piece offset per rank (" + std::to_string(mesh.size()) + "), got " +
+                                   std::to_string(static_cast<int64_t>(ctx.attrs.size()) - static_cast<int64_t>(cursor)));
+  }
+  out.push_back(std::move(meta));
+}
+void runFromLocalData(KernelContext& ctx) {
+  const LocalPiece piece = ctx.outputPiece();
+  int64_t numel = 1;
+  for (int64_t s : piece.shape) numel *= s;
+  const int64_t offset = ctx.intAttr(ctx.node.attrs.size() - static_cast<size_t>(ctx.mesh.size()) + static_cast<size_t>(ctx.rank));
+  const at::Tensor local = ctx.node.hostData.narrow(0, offset, numel).view(piece.shape);
+  ctx.outputs.push_back(local.to(ctx.device, /*non_blocking=*/false, /*copy=*/true).contiguous());
+}
+
 }  // namespace
 
 void registerCreationOps(OpRegistry& registry) {
@@ -174,6 +218,8 @@ void registerCreationOps(OpRegistry& registry) {
   registry.add({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn});
   registry.add({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint});
   registry.add({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData});
+  registry.add({"from_local_data", 0, "meshId, placements, dtype, 1, hostElements, shape, offset per rank", inferFromLocalData,
+                runFromLocalData});
 }
 
 }  // namespace dtorch::core

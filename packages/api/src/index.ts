@@ -19,6 +19,8 @@ export { tidy, keep, dispose, memory, sync, workers, resetPeakMemory, setCapture
 export {
   tensor,
   fromBuffer,
+  fromLocalBuffers,
+  localPieceOf,
   zeros,
   ones,
   empty,
@@ -36,6 +38,8 @@ export {
   type CreationOptions,
   type RandomOptions,
   type TensorOptions,
+  type LocalBuffersOptions,
+  type LocalPiece,
 } from './ops/creation.js';
 export {
   add, sub, mul, div, pow, minimum, maximum, eq, ne, lt, le, gt, ge, logicalAnd, logicalOr, logicalNot,

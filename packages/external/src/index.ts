@@ -9,6 +9,7 @@ export {
 } from './torch.js';
 export {
   readSafetensorsHeader,
+  parseSafetensorsHeader,
   readTensorBytes,
   writeSafetensors,
   safetensorsDtypes,
@@ -18,3 +19,5 @@ export {
   type TensorEntry,
   type TensorBytes,
 } from './safetensors.js';
+export { readSafetensorsIndex, type SafetensorsIndex } from './safetensors_index.js';
+export { SafetensorsCheckpoint, type CheckpointTensor, type ByteRun } from './safetensors_checkpoint.js';

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,6 +66,23 @@ describe('safetensors', () => {
       ),
     ).toThrow('tensors "a" and "b" overlap');
     expect(() => readSafetensorsHeader(rawFile('meta.st', { __metadata__: { n: 1 } }))).toThrow('__metadata__ must map strings to strings');
+    expect(() => readSafetensorsHeader(rawFile('array.st', '[1, 2]'))).toThrow('the header is not a JSON object');
+    expect(() => readSafetensorsHeader(rawFile('entry.st', { a: 3 }))).toThrow('tensor "a" is 3; expected {dtype, shape, data_offsets}');
+    expect(() => readSafetensorsHeader(rawFile('proto.st', { a: { dtype: 'toString', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)))).toThrow(
+      'tensor "a" has dtype "toString"',
+    );
+    expect(() => readSafetensorsHeader(rawFile('shape.st', { a: { dtype: 'U8', shape: [-1], data_offsets: [0, 1] } }, new Uint8Array(1)))).toThrow(
+      'tensor "a" has shape [-1]; expected non-negative integers',
+    );
+    expect(() => readSafetensorsHeader(rawFile('order.st', { a: { dtype: 'U8', shape: [1], data_offsets: [4, 3] } }, new Uint8Array(4)))).toThrow(
+      'tensor "a" has data_offsets [4,3]; expected [begin, end] with begin <= end',
+    );
+    // a file cut inside its data: the last tensor's range runs past the end
+    const whole = join(dir, 'whole.st');
+    writeSafetensors(whole, { a: { dtype: 'F32', shape: [4], data: new Uint8Array(16) } });
+    const cut = join(dir, 'cut.st');
+    writeFileSync(cut, readFileSync(whole).subarray(0, readFileSync(whole).length - 5));
+    expect(() => readSafetensorsHeader(cut)).toThrow(/cut\.st: not a valid safetensors file: tensor "a" ends at byte \d+, past the end of the file/);
     expect(() => readSafetensorsHeader(join(dir, 'missing.st'))).toThrow(/missing\.st: cannot open/);
   });
 });

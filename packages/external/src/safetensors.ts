@@ -33,7 +33,8 @@ function bad(path: string, reason: string): DTorchError {
   return new DTorchError(ErrorCode.BadFile, `${path}: not a valid safetensors file: ${reason}`);
 }
 
-function readExactly(fd: number, length: number, position: number, path: string): Buffer {
+/** Reads exactly `length` bytes at `position`; a short file is BAD_FILE naming `path`. */
+export function readExactly(fd: number, length: number, position: number, path: string): Buffer {
   const buffer = Buffer.alloc(length);
   let done = 0;
   while (done < length) {
@@ -53,58 +54,70 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
     throw new DTorchError(ErrorCode.BadFile, `${path}: cannot open: ${(err as Error).message}`);
   }
   try {
-    const fileSize = fstatSync(fd).size;
-    if (fileSize < 8) throw bad(path, `the file has ${fileSize} bytes, fewer than the 8-byte header length`);
-    const headerLength = readExactly(fd, 8, 0, path).readBigUInt64LE(0);
-    if (headerLength > BigInt(MAX_HEADER_BYTES)) throw bad(path, `the header claims ${headerLength} bytes, more than the ${MAX_HEADER_BYTES} allowed`);
-    const n = Number(headerLength);
-    if (8 + n > fileSize) throw bad(path, `the header claims ${n} bytes but the file has ${fileSize - 8} after the length`);
-    let json: unknown;
-    try {
-      json = JSON.parse(readExactly(fd, n, 8, path).toString('utf8'));
-    } catch (err) {
-      throw bad(path, `the header is not JSON (${(err as Error).message})`);
-    }
-    if (json === null || typeof json !== 'object' || Array.isArray(json)) throw bad(path, 'the header is not a JSON object');
-    const dataStart = 8 + n;
-    const tensors = new Map<string, TensorEntry>();
-    let metadata: Record<string, string> = {};
-    for (const [name, raw] of Object.entries(json as Record<string, unknown>)) {
-      if (name === '__metadata__') {
-        if (raw === null || typeof raw !== 'object' || !Object.values(raw).every((v) => typeof v === 'string')) {
-          throw bad(path, '__metadata__ must map strings to strings');
-        }
-        metadata = raw as Record<string, string>;
-        continue;
-      }
-      const e = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-      if (typeof e?.dtype !== 'string' || !(e.dtype in safetensorsDtypes)) {
-        throw bad(path, `tensor "${name}" has dtype ${JSON.stringify(e?.dtype)}; known: ${Object.keys(safetensorsDtypes).join(', ')}`);
-      }
-      if (!Array.isArray(e.shape) || !e.shape.every((s) => Number.isSafeInteger(s) && s >= 0)) {
-        throw bad(path, `tensor "${name}" has shape ${JSON.stringify(e.shape)}; expected non-negative integers`);
-      }
-      const offsets = e.data_offsets;
-      if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) || offsets[0] > offsets[1]) {
-        throw bad(path, `tensor "${name}" has data_offsets ${JSON.stringify(offsets)}; expected [begin, end] with begin <= end`);
-      }
-      const dtype = e.dtype as SafetensorsDtype;
-      const expected = (e.shape as number[]).reduce((a, b) => a * b, 1) * safetensorsDtypes[dtype];
-      if (offsets[1] - offsets[0] !== expected) {
-        throw bad(path, `tensor "${name}" (${dtype} [${e.shape}]) needs ${expected} bytes but its range holds ${offsets[1] - offsets[0]}`);
-      }
-      const [begin, end] = [dataStart + offsets[0], dataStart + offsets[1]];
-      if (end > fileSize) throw bad(path, `tensor "${name}" ends at byte ${end}, past the end of the file (${fileSize})`);
-      tensors.set(name, { name, dtype, shape: e.shape as number[], begin, end });
-    }
-    const ranges = [...tensors.values()].filter((t) => t.end > t.begin).sort((a, b) => a.begin - b.begin);
-    for (let i = 1; i < ranges.length; i++) {
-      if (ranges[i]!.begin < ranges[i - 1]!.end) throw bad(path, `tensors "${ranges[i - 1]!.name}" and "${ranges[i]!.name}" overlap`);
-    }
-    return { path, tensors, metadata };
+    return parseSafetensorsHeader(path, fstatSync(fd).size, (length, position) => readExactly(fd, length, position, path));
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Checks the header of a safetensors file of `fileSize` bytes, reading through `readAt`
+ * (positioned reads of exactly `length` bytes). Every way a header can be wrong gives a
+ * BAD_FILE DTorchError naming `path` and the reason.
+ */
+export function parseSafetensorsHeader(path: string, fileSize: number, readAt: (length: number, position: number) => Uint8Array): SafetensorsHeader {
+  if (fileSize < 8) throw bad(path, `the file has ${fileSize} bytes, fewer than the 8-byte header length`);
+  const prefix = readAt(8, 0);
+  const headerLength = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true);
+  if (headerLength > BigInt(MAX_HEADER_BYTES)) throw bad(path, `the header claims ${headerLength} bytes, more than the ${MAX_HEADER_BYTES} allowed`);
+  const n = Number(headerLength);
+  if (8 + n > fileSize) throw bad(path, `the header claims ${n} bytes but the file has ${fileSize - 8} after the length`);
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(readAt(n, 8)).toString('utf8'));
+  } catch (err) {
+    throw bad(path, `the header is not JSON (${(err as Error).message})`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw bad(path, 'the header is not a JSON object');
+  const dataStart = 8 + n;
+  const tensors = new Map<string, TensorEntry>();
+  let metadata: Record<string, string> = {};
+  for (const [name, raw] of Object.entries(json as Record<string, unknown>)) {
+    if (name === '__metadata__') {
+      if (raw === null || typeof raw !== 'object' || Array.isArray(raw) || !Object.values(raw).every((v) => typeof v === 'string')) {
+        throw bad(path, '__metadata__ must map strings to strings');
+      }
+      metadata = raw as Record<string, string>;
+      continue;
+    }
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      throw bad(path, `tensor "${name}" is ${JSON.stringify(raw)}; expected {dtype, shape, data_offsets}`);
+    }
+    const e = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+    if (typeof e.dtype !== 'string' || !Object.hasOwn(safetensorsDtypes, e.dtype)) {
+      throw bad(path, `tensor "${name}" has dtype ${JSON.stringify(e.dtype)}; known: ${Object.keys(safetensorsDtypes).join(', ')}`);
+    }
+    if (!Array.isArray(e.shape) || !e.shape.every((s) => Number.isSafeInteger(s) && s >= 0)) {
+      throw bad(path, `tensor "${name}" has shape ${JSON.stringify(e.shape)}; expected non-negative integers`);
+    }
+    const offsets = e.data_offsets;
+    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) || offsets[0] > offsets[1]) {
+      throw bad(path, `tensor "${name}" has data_offsets ${JSON.stringify(offsets)}; expected [begin, end] with begin <= end`);
+    }
+    const dtype = e.dtype as SafetensorsDtype;
+    const expected = (e.shape as number[]).reduce((a, b) => a * b, 1) * safetensorsDtypes[dtype];
+    if (offsets[1] - offsets[0] !== expected) {
+      throw bad(path, `tensor "${name}" (${dtype} [${e.shape}]) needs ${expected} bytes but its range holds ${offsets[1] - offsets[0]}`);
+    }
+    const [begin, end] = [dataStart + offsets[0], dataStart + offsets[1]];
+    if (end > fileSize) throw bad(path, `tensor "${name}" ends at byte ${end}, past the end of the file (${fileSize})`);
+    tensors.set(name, { name, dtype, shape: e.shape as number[], begin, end });
+  }
+  const ranges = [...tensors.values()].filter((t) => t.end > t.begin).sort((a, b) => a.begin - b.begin);
+  for (let i = 1; i < ranges.length; i++) {
+    if (ranges[i]!.begin < ranges[i - 1]!.end) throw bad(path, `tensors "${ranges[i - 1]!.name}" and "${ranges[i]!.name}" overlap`);
+  }
+  return { path, tensors, metadata };
 }
 
 /** Reads bytes [begin, end) of an entry, or a sub-range of them (positioned read). */

@@ -1,3 +1,25 @@
-// @dtorch/nn: Module, layers, tensor-parallel layers and state-dict loading arrive with the
-// nn issue. Until then the package re-exports the API it builds on.
-export * as api from '@dtorch/api';
+// @dtorch/nn: Module and layers, tensor-parallel layers, and state dicts that load from
+// safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
+export { Module } from './module.js';
+export { Parameter } from './parameter.js';
+export { ModuleList } from './module_list.js';
+export { Sequential } from './sequential.js';
+export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';
+export { Embedding } from './layers/embedding.js';
+export { LayerNorm, RMSNorm, GroupNorm, type NormOptions, type GroupNormOptions } from './layers/normalization.js';
+export { Conv2d, type Conv2dOptions } from './layers/conv.js';
+export { SiLU, GELU, ReLU } from './layers/activation.js';
+export { Dropout } from './layers/dropout.js';
+export {
+  ColumnParallelLinear,
+  ColumnParallelLinearWithReplicateInputOutput,
+  RowParallelLinear,
+  RowParallelLinearWithReplicateOutput,
+  ReplicateParallelLinear,
+} from './parallel/linear.js';
+export { EmbeddingWithReplicateOutput } from './parallel/embedding.js';
+export { tpDim, onTpDim, toTp } from './parallel/tp_dim.js';
+export { type LayerOptions } from './layer_options.js';
+export { type StateDictSource, type LoadStateDictOptions, type LoadStateDictResult } from './state_dict.js';
+export { saveSafetensors, tensorBytes } from './save_safetensors.js';
+export { sliceRuns } from './slice_runs.js';

@@ -6,8 +6,8 @@
 import { DTorchError, ErrorCode, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
 import { dtypeOfHostArray, engine, type HostArray } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
-import { checkDtype, isFloatingDtype, type DType } from '../dtype.js';
-import { Replicate, normalizePlacements, type Placement } from '../placement.js';
+import { bytesPerElement, checkDtype, isFloatingDtype, type DType } from '../dtype.js';
+import { Replicate, formatPlacements, normalizePlacements, type Placement } from '../placement.js';
 import { output, writeCreationHeader, writeShape } from '../record.js';
 import type { NestedArray, Tensor } from '../tensor.js';
 
@@ -252,6 +252,85 @@ export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly numb
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   e.recordData(e.ops['from_data']!.code, n, bytes, dtype);
   return output(r.mesh);
+}
+
+export interface LocalBuffersOptions extends CreationOptions {
+  /** Dtype of the result; the pieces (of the source dtype) are converted on the way. Default: the source dtype. */
+  dtype?: DType;
+}
+
+/**
+ * A distributed tensor from each rank's own piece, as DTensor.from_local: `pieces[rank]` holds
+ * raw little-endian bytes of `sourceDtype` for that rank's piece of the `globalShape` tensor
+ * under `placements` (torch.chunk sizes, see localShape). No rank sees the full tensor, so a
+ * loader reads only each rank's bytes. Ranks may share one buffer (the same Uint8Array object,
+ * e.g. a Replicate group); it is copied once. Under Partial each piece is taken as that rank's
+ * partial value.
+ */
+export function fromLocalBuffers(
+  pieces: readonly Uint8Array[],
+  sourceDtype: DType,
+  globalShape: readonly number[],
+  options?: LocalBuffersOptions,
+): Tensor {
+  checkDtype(sourceDtype, 'fromLocalBuffers sourceDtype');
+  checkShape('fromLocalBuffers globalShape', globalShape);
+  const r = resolve(options, sourceDtype, 'fromLocalBuffers', globalShape.length);
+  if (!Array.isArray(pieces) || pieces.length !== r.mesh.size) {
+    throw invalidParameter('fromLocalBuffers pieces', `array of ${r.mesh.size} Uint8Array (one per rank of ${r.mesh})`, pieces);
+  }
+  const size = bytesPerElement(sourceDtype);
+  const distinct = new Map<Uint8Array, number>(); // buffer -> element offset in the host data
+  const offsets: number[] = [];
+  let elements = 0;
+  pieces.forEach((piece, rank) => {
+    if (!(piece instanceof Uint8Array)) throw invalidParameter(`fromLocalBuffers pieces[${rank}]`, 'Uint8Array', piece);
+    const local = localPieceOf(globalShape, r.placements, r.mesh, rank).shape;
+    const expected = local.reduce((a, b) => a * b, 1) * size;
+    if (piece.byteLength !== expected) {
+      throw new DTorchError(
+        ErrorCode.ShapeMismatch,
+        `fromLocalBuffers: rank ${rank}'s piece has ${piece.byteLength} bytes but its local shape [${local.join(', ')}] of ${sourceDtype} needs ${expected} (global shape [${globalShape.join(', ')}], placements ${formatPlacements(r.placements)})`,
+      );
+    }
+    let offset = distinct.get(piece);
+    if (offset === undefined) {
+      distinct.set(piece, (offset = elements));
+      elements += piece.byteLength / size;
+    }
+    offsets.push(offset);
+  });
+  const host = new Uint8Array(elements * size);
+  for (const [piece, offset] of distinct) host.set(piece, offset * size);
+  const e = engine();
+  let i = writeShape(writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), [elements]), globalShape);
+  for (const offset of offsets) e.args[i++] = offset;
+  e.recordData(e.ops['from_local_data']!.code, i, host, sourceDtype);
+  return output(r.mesh);
+}
+
+export interface LocalPiece {
+  shape: number[];
+  /** Where the piece starts in the full tensor, per dim. */
+  offset: number[];
+}
+
+/**
+ * Rank `rank`'s piece of a `shape` tensor under `placements` (normalised, one per mesh dim),
+ * without a tensor: torch.chunk sizes, mesh dims applied in order (as the engine's layout).
+ */
+export function localPieceOf(shape: readonly number[], placements: readonly Placement[], mesh: DeviceMesh, rank: number): LocalPiece {
+  const local = [...shape];
+  const offset = shape.map(() => 0);
+  const coords = mesh.coordinates(rank);
+  placements.forEach((p, d) => {
+    if (!p.isShard()) return;
+    const size = local[p.dim]!;
+    const each = Math.ceil(size / mesh.shape[d]!);
+    offset[p.dim] = offset[p.dim]! + Math.min(size, each * coords[d]!);
+    local[p.dim] = Math.min(Math.max(size - each * coords[d]!, 0), each);
+  });
+  return { shape: local, offset };
 }
 
 // ---- *Like --------------------------------------------------------------------------------

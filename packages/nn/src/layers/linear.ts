@@ -1,0 +1,52 @@
+// Linear: y = x Wᵀ + b with W [out, in], as torch.nn.Linear. The tensor-parallel linears
+// (parallel/linear.ts) are Linears whose parameters lie differently on the mesh.
+import * as dt from '@dtorch/api';
+import { checkBoolean, checkInteger } from '@dtorch/common';
+import { uniformParameter } from '../init.js';
+import { layerOptions, replicated, type LayerOptions } from '../layer_options.js';
+import { Module } from '../module.js';
+import type { Parameter } from '../parameter.js';
+
+export interface LinearOptions extends LayerOptions {
+  /** Default true. */
+  bias?: boolean;
+}
+
+/** Placements of a linear's weight and bias on its mesh. */
+export interface LinearLayout {
+  weight: dt.Placement[];
+  bias: dt.Placement[];
+}
+
+export class Linear extends Module {
+  readonly inFeatures: number;
+  readonly outFeatures: number;
+  weight: Parameter;
+  bias: Parameter | undefined;
+
+  constructor(inFeatures: number, outFeatures: number, options?: LinearOptions) {
+    super();
+    const name = this.constructor.name;
+    this.inFeatures = checkInteger(`${name} inFeatures`, inFeatures, 1);
+    this.outFeatures = checkInteger(`${name} outFeatures`, outFeatures, 1);
+    const o = layerOptions<LinearOptions>(name, options);
+    const bias = o.bias === undefined ? true : checkBoolean(`${name} bias`, o.bias);
+    const layout = this.layout(o.mesh);
+    const bound = 1 / Math.sqrt(inFeatures);
+    this.weight = uniformParameter([outFeatures, inFeatures], bound, { mesh: o.mesh, placements: layout.weight, dtype: o.dtype });
+    this.bias = bias ? uniformParameter([outFeatures], bound, { mesh: o.mesh, placements: layout.bias, dtype: o.dtype }) : undefined;
+  }
+
+  /** Where the weight and bias lie (called from the constructor; the parallel linears override it). */
+  protected layout(mesh: dt.DeviceMesh): LinearLayout {
+    return { weight: replicated(mesh), bias: replicated(mesh) };
+  }
+
+  forward(x: dt.Tensor): dt.Tensor {
+    return dt.F.linear(x, this.weight, this.bias);
+  }
+
+  override extraRepr(): string {
+    return `in_features=${this.inFeatures}, out_features=${this.outFeatures}, bias=${this.bias !== undefined}`;
+  }
+}

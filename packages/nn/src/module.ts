@@ -1,0 +1,158 @@
+// Module: the base of every layer and model, as torch.nn.Module. Submodules and parameters are
+// registered by assigning properties (`this.fc1 = new Linear(...)`, `this.weight = new
+// Parameter(...)`); their dotted paths are the state-dict keys (`layers.0.weight`), so a
+// property is named as its checkpoint key. Buffers are registered with registerBuffer().
+// forward() may be called directly; call() runs it inside tidy() so intermediates are freed.
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { Parameter } from './parameter.js';
+import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDictResult, type StateDictSource } from './state_dict.js';
+
+export abstract class Module {
+  /** Dropout and friends act only in training mode; modules start in eval mode (inference). */
+  training = false;
+  readonly #buffers = new Set<string>();
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each module types its own forward
+  abstract forward(...args: any[]): any;
+
+  /** forward(...args) inside tidy(): only the returned tensors survive. */
+  call<A extends unknown[], R>(this: Module & { forward(...args: A): R }, ...args: A): R {
+    return dt.tidy(() => this.forward(...args));
+  }
+
+  /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */
+  registerBuffer(name: string, tensor: dt.Tensor | undefined): void {
+    if (typeof name !== 'string' || name.length === 0 || name.includes('.')) throw invalidParameter('registerBuffer name', 'non-empty name without dots', name);
+    if (tensor !== undefined && !(tensor instanceof dt.Tensor)) throw invalidParameter(`registerBuffer ${name}`, 'Tensor or undefined', tensor);
+    if (tensor) dt.keep(tensor);
+    this.#buffers.add(name);
+    (this as unknown as Record<string, unknown>)[name] = tensor;
+  }
+
+  /** Direct submodules, in assignment order. */
+  *namedChildren(): Generator<[string, Module]> {
+    for (const [name, value] of Object.entries(this)) if (value instanceof Module) yield [name, value];
+  }
+
+  /** This module ('') and every submodule with its dotted path, each module once. */
+  *namedModules(prefix = '', seen = new Set<Module>()): Generator<[string, Module]> {
+    if (seen.has(this)) return;
+    seen.add(this);
+    yield [prefix, this];
+    for (const [name, child] of this.namedChildren()) yield* child.namedModules(prefix ? `${prefix}.${name}` : name, seen);
+  }
+
+  /** Every parameter with its state-dict key, each parameter once (shared ones under their first key). */
+  *namedParameters(): Generator<[string, Parameter]> {
+    const seen = new Set<Parameter>();
+    for (const [path, module] of this.namedModules()) {
+      for (const [name, value] of Object.entries(module)) {
+        if (value instanceof Parameter && !seen.has(value)) {
+          seen.add(value);
+          yield [path ? `${path}.${name}` : name, value];
+        }
+      }
+    }
+  }
+
+  /** Every registered buffer with its state-dict key. */
+  *namedBuffers(): Generator<[string, dt.Tensor]> {
+    for (const [path, module] of this.namedModules()) {
+      for (const name of module.#buffers) {
+        const value = (module as unknown as Record<string, unknown>)[name];
+        if (value instanceof dt.Tensor) yield [path ? `${path}.${name}` : name, value];
+      }
+    }
+  }
+
+  parameters(): Parameter[] {
+    return [...this.namedParameters()].map(([, p]) => p);
+  }
+
+  /** Elements in all parameters (each shared parameter once). */
+  numParameters(): number {
+    return this.parameters().reduce((n, p) => n + p.numel, 0);
+  }
+
+  /**
+   * Replaces the parameter or buffer at dotted `key` with `value` and disposes the old one
+   * (a Parameter for a parameter key). Used by loadStateDict and to().
+   */
+  setTensor(key: string, value: dt.Tensor): void {
+    const at = key.lastIndexOf('.');
+    const owner = at < 0 ? this : this.getSubmodule(key.slice(0, at));
+    const name = key.slice(at + 1);
+    const record = owner as unknown as Record<string, unknown>;
+    const old = record[name];
+    const isBuffer = owner.#buffers.has(name);
+    if (!isBuffer && !(old instanceof Parameter)) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${this.constructor.name} has no parameter or buffer "${key}"`);
+    }
+    record[name] = isBuffer ? dt.keep(value) : value instanceof Parameter ? value : new Parameter(value);
+    if (old instanceof dt.Tensor && old !== value) old.dispose();
+  }
+
+  /** The submodule at dotted `path` ('' is this module). */
+  getSubmodule(path: string): Module {
+    return (path === '' ? [] : path.split('.')).reduce<Module>((module, part) => {
+      const next = (module as unknown as Record<string, unknown>)[part];
+      if (!(next instanceof Module)) throw new DTorchError(ErrorCode.InvalidArgument, `${this.constructor.name} has no submodule "${path}" (no "${part}")`);
+      return next;
+    }, this);
+  }
+
+  /** Casts every floating parameter and buffer to `dtype`, in place; returns this module. */
+  to(dtype: dt.DType): this {
+    dt.checkDtype(dtype, 'Module.to dtype');
+    const floating = ['float32', 'float16', 'bfloat16', 'float64'];
+    for (const [key, t] of [...this.namedParameters(), ...this.namedBuffers()]) {
+      if (floating.includes(t.dtype) && t.dtype !== dtype) this.setTensor(key, t.to(dtype));
+    }
+    return this;
+  }
+
+  /** Training mode (on) or eval mode (off), for this module and every submodule. */
+  train(on = true): this {
+    for (const [, m] of this.namedModules()) m.training = on;
+    return this;
+  }
+
+  eval(): this {
+    return this.train(false);
+  }
+
+  /**
+   * Loads parameters and buffers from a state dict: a path to a `.safetensors` file or a
+   * `*.safetensors.index.json`, or a Map / object of tensors. Each parameter gets exactly its
+   * placements' slice (from a file, each rank reads only its own bytes), converted to its dtype
+   * (or `dtype`). Missing and unexpected keys throw under `strict` (default) or are returned.
+   */
+  async loadStateDict(source: StateDictSource, options?: LoadStateDictOptions): Promise<LoadStateDictResult> {
+    return loadStateDict(this, source, checkOptions<LoadStateDictOptions>('loadStateDict options', options));
+  }
+
+  /** Every parameter and buffer gathered to a full (replicated) tensor, by key; dispose them after use. */
+  stateDict(): Map<string, dt.Tensor> {
+    return stateDict(this);
+  }
+
+  /** Disposes every parameter and buffer. */
+  dispose(): void {
+    for (const [, t] of [...this.namedParameters(), ...this.namedBuffers()]) t.dispose();
+  }
+
+  /** What this module shows after its name, e.g. `in_features=16, out_features=32, bias=true`. */
+  extraRepr(): string {
+    return '';
+  }
+
+  /** A readable tree, as PyTorch prints modules. */
+  toString(): string {
+    const extra = this.extraRepr();
+    const children = [...this.namedChildren()].map(([name, child]) => `(${name}): ${child.toString()}`);
+    if (children.length === 0) return `${this.constructor.name}(${extra})`;
+    const lines = [...(extra ? [extra] : []), ...children].map((line) => `  ${line.split('\n').join('\n  ')}`);
+    return `${this.constructor.name}(\n${lines.join('\n')}\n)`;
+  }
+}

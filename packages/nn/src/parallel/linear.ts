@@ -1,0 +1,51 @@
+// Tensor-parallel linears (names from the original DTorch), acting on the mesh dim named 'tp':
+//   ColumnParallelLinear                          W S(0), b S(0); x R      -> y S(last)
+//   ColumnParallelLinearWithReplicateInputOutput  the same, then y all-gathered to R
+//   RowParallelLinear                             W S(1), b R;    x S(last) -> y P (b added once)
+//   RowParallelLinearWithReplicateOutput          the same, y all-reduced to R, then + b
+//   ReplicateParallelLinear                       W R,    b R;    x R      -> y R
+// A column linear followed by a row linear (attention q/k/v then out, or an MLP) needs one
+// all-reduce. Inputs are redistributed on the tp dim when they lie otherwise.
+import * as dt from '@dtorch/api';
+import { Linear, type LinearLayout } from '../layers/linear.js';
+import { onTpDim, toTp } from './tp_dim.js';
+
+export class ColumnParallelLinear extends Linear {
+  protected override layout(mesh: dt.DeviceMesh): LinearLayout {
+    return { weight: onTpDim(mesh, dt.Shard(0)), bias: onTpDim(mesh, dt.Shard(0)) };
+  }
+
+  override forward(x: dt.Tensor): dt.Tensor {
+    return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
+  }
+}
+
+export class ColumnParallelLinearWithReplicateInputOutput extends ColumnParallelLinear {
+  override forward(x: dt.Tensor): dt.Tensor {
+    return toTp(super.forward(x), dt.Replicate());
+  }
+}
+
+export class RowParallelLinear extends Linear {
+  protected override layout(mesh: dt.DeviceMesh): LinearLayout {
+    return { weight: onTpDim(mesh, dt.Shard(1)), bias: onTpDim(mesh, dt.Replicate()) };
+  }
+
+  override forward(x: dt.Tensor): dt.Tensor {
+    // the bias as Partial: held by one rank of the tp group, so the sum adds it once
+    return dt.F.linear(toTp(x, dt.Shard(-1)), this.weight, this.bias && toTp(this.bias, dt.Partial()));
+  }
+}
+
+export class RowParallelLinearWithReplicateOutput extends RowParallelLinear {
+  override forward(x: dt.Tensor): dt.Tensor {
+    const summed = toTp(dt.F.linear(toTp(x, dt.Shard(-1)), this.weight), dt.Replicate());
+    return this.bias ? summed.add(this.bias) : summed;
+  }
+}
+
+export class ReplicateParallelLinear extends Linear {
+  override forward(x: dt.Tensor): dt.Tensor {
+    return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
+  }
+}

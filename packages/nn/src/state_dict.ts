@@ -1,0 +1,133 @@
+// Loading a module's parameters and buffers from a state dict, and gathering them back.
+// From a safetensors file or sharded index, each parameter's pieces are read straight from the
+// file: rank r reads only the byte runs of its own piece (a Shard on a later dim reads one run
+// per row), the ranks that hold the same piece (a Replicate group) share one read, and the
+// pieces become a distributed tensor through fromLocalBuffers, converted to the target dtype
+// on the way. No rank ever holds a whole sharded tensor.
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode, checkBoolean } from '@dtorch/common';
+import { SafetensorsCheckpoint, safetensorsDtypes } from '@dtorch/external';
+import { fromSafetensorsDtype, isFloating } from './dtypes.js';
+import type { Module } from './module.js';
+import { sliceRuns } from './slice_runs.js';
+
+export type StateDictSource = string | Map<string, dt.Tensor> | Record<string, dt.Tensor>;
+
+export interface LoadStateDictOptions {
+  /** Throw on missing or unexpected keys (default true); else return them. */
+  strict?: boolean;
+  /** Load floating parameters and buffers as this dtype (default: each one's current dtype). */
+  dtype?: dt.DType;
+}
+
+export interface LoadStateDictResult {
+  /** Keys of the module that the source lacks (left as they were). */
+  missingKeys: string[];
+  /** Keys of the source that the module lacks (ignored). */
+  unexpectedKeys: string[];
+  /** From a file: bytes of tensor data read from disk, all ranks together (shared reads once). */
+  bytesRead: number;
+  /** From a file: bytes of tensor data each rank received (its own pieces). */
+  bytesPerRank: number[];
+}
+
+function keyReport(missing: string[], unexpected: string[]): string {
+  const list = (keys: string[]) => keys.slice(0, 10).map((k) => `"${k}"`).join(', ') + (keys.length > 10 ? `, ... (${keys.length} in all)` : '');
+  return [missing.length ? `missing keys ${list(missing)}` : '', unexpected.length ? `unexpected keys ${list(unexpected)}` : ''].filter(Boolean).join('; ');
+}
+
+export async function loadStateDict(module: Module, source: StateDictSource, options: Partial<LoadStateDictOptions>): Promise<LoadStateDictResult> {
+  const strict = checkBoolean('loadStateDict strict', options.strict ?? true);
+  const dtype = options.dtype === undefined ? undefined : dt.checkDtype(options.dtype, 'loadStateDict dtype');
+  const targets = new Map<string, dt.Tensor>([...module.namedParameters(), ...module.namedBuffers()]);
+  let available: Set<string>;
+  let checkpoint: SafetensorsCheckpoint | undefined;
+  let tensors: Map<string, dt.Tensor> | undefined;
+  if (typeof source === 'string') {
+    checkpoint = SafetensorsCheckpoint.open(source);
+    available = new Set(checkpoint.tensors.keys());
+  } else if (source instanceof Map || (source !== null && typeof source === 'object' && !Array.isArray(source))) {
+    tensors = source instanceof Map ? source : new Map(Object.entries(source));
+    available = new Set(tensors.keys());
+  } else {
+    throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: expected a path to a .safetensors file or index, or a Map of tensors, but received ${typeof source}`);
+  }
+  const where = checkpoint ? checkpoint.path : 'the given tensors';
+  try {
+    const missingKeys = [...targets.keys()].filter((k) => !available.has(k));
+    const unexpectedKeys = [...available].filter((k) => !targets.has(k));
+    if (strict && (missingKeys.length || unexpectedKeys.length)) {
+      throw new DTorchError(
+        ErrorCode.InvalidArgument,
+        `loadStateDict: ${where} does not match ${module.constructor.name}: ${keyReport(missingKeys, unexpectedKeys)}; fix the names or pass { strict: false }`,
+      );
+    }
+    // every shape checked before anything is replaced: a bad source leaves the module as it was
+    for (const [key, current] of targets) {
+      if (!available.has(key)) continue;
+      const given = checkpoint ? checkpoint.entry(key) : tensors!.get(key);
+      if (!checkpoint && !(given instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: "${key}" is not a Tensor`);
+      checkShape(key, checkpoint ? checkpoint.entry(key).file : 'the given tensors', (given as { shape: readonly number[] }).shape, current);
+    }
+    const bytesPerRank = new Array<number>(module.parameters()[0]?.mesh.size ?? 1).fill(0);
+    for (const [key, current] of targets) {
+      if (!available.has(key)) continue;
+      const target = dtype !== undefined && isFloating(current.dtype) ? dtype : current.dtype;
+      const loaded = checkpoint ? readSharded(checkpoint, key, current, target, bytesPerRank) : placeTensor(tensors!.get(key)!, current, target);
+      module.setTensor(key, loaded);
+    }
+    return { missingKeys, unexpectedKeys, bytesRead: checkpoint?.bytesRead ?? 0, bytesPerRank };
+  } finally {
+    checkpoint?.close();
+  }
+}
+
+function checkShape(key: string, where: string, shape: readonly number[], current: dt.Tensor): void {
+  if (shape.join() !== current.shape.join()) {
+    throw new DTorchError(ErrorCode.ShapeMismatch, `loadStateDict: "${key}" is [${shape.join(', ')}] in ${where} but [${current.shape.join(', ')}] in the module`);
+  }
+}
+
+// Every rank's piece of `key` read from the checkpoint (each distinct piece once).
+function readSharded(checkpoint: SafetensorsCheckpoint, key: string, current: dt.Tensor, target: dt.DType, bytesPerRank: number[]): dt.Tensor {
+  const entry = checkpoint.entry(key);
+  const { mesh, placements } = current;
+  const elementSize = safetensorsDtypes[entry.dtype];
+  const byPiece = new Map<string, Uint8Array>();
+  const pieces: Uint8Array[] = [];
+  for (let rank = 0; rank < mesh.size; rank++) {
+    const piece = dt.localPieceOf(entry.shape, placements, mesh, rank);
+    const pieceKey = `${piece.offset}|${piece.shape}`;
+    let bytes = byPiece.get(pieceKey);
+    if (!bytes) byPiece.set(pieceKey, (bytes = checkpoint.readRuns(key, sliceRuns(entry.shape, piece, elementSize))));
+    pieces.push(holdsPartialValue(mesh, placements, rank) ? bytes : new Uint8Array(bytes.byteLength));
+    bytesPerRank[rank] = (bytesPerRank[rank] ?? 0) + bytes.byteLength;
+  }
+  return dt.fromLocalBuffers(pieces, fromSafetensorsDtype[entry.dtype], entry.shape, { mesh, placements, dtype: target });
+}
+
+// Under Partial(sum) one rank of each partial group holds the value, the others zeros (so the
+// sum is the value), as the creation ops place it.
+function holdsPartialValue(mesh: dt.DeviceMesh, placements: readonly dt.Placement[], rank: number): boolean {
+  const coords = mesh.coordinates(rank);
+  return placements.every((p, d) => !(p.isPartial() && p.reduce === 'sum') || coords[d] === 0);
+}
+
+// A tensor from a map, moved to the current tensor's mesh and placements in the target dtype.
+function placeTensor(given: dt.Tensor, current: dt.Tensor, target: dt.DType): dt.Tensor {
+  return dt.tidy(() => {
+    const cast = given.dtype === target ? given : given.to(target);
+    const placed = cast.redistribute(current.mesh, current.placements);
+    // a new tensor in every case: the module owns what it holds, the caller keeps `given`
+    return placed === given ? given.clone() : placed;
+  });
+}
+
+/** Every parameter and buffer of `module` gathered to a replicated (full) tensor on its mesh. */
+export function stateDict(module: Module): Map<string, dt.Tensor> {
+  const out = new Map<string, dt.Tensor>();
+  for (const [key, t] of [...module.namedParameters(), ...module.namedBuffers()]) {
+    out.set(key, t.redistribute(t.placements.map(() => dt.Replicate())));
+  }
+  return out;
+}
