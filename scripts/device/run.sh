@@ -3,13 +3,13 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests
+#   BENCH=overhead,redistribute,flux,overlap also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 OUT=${OUT:-/tmp/dtorch-out}
 mkdir -p "$OUT" /tmp/dtorch-bin
-export NCCL_NVLS_ENABLE=0 DTORCH_SKIP_SETUP=1 TURBO_TELEMETRY_DISABLED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DTORCH_SKIP_SETUP=1 TURBO_TELEMETRY_DISABLED=1
 xz -dc .device/node.xz > /tmp/dtorch-bin/node && chmod +x /tmp/dtorch-bin/node
 export PATH=/tmp/dtorch-bin:$PATH
 tar -xJf .device/node_modules.tar.xz
@@ -23,12 +23,14 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu
 start=$(date +%s)
 node scripts/build-native.mjs > "$OUT/build.log" 2>&1
 build=$?
+cuda_nccl=$([ "$cuda" = true ] && echo 1 || echo 0)
+grep -E "dtorch: (NCCL|LibTorch)" "$OUT/build.log" | head -3
 echo "build exit $build in $(( $(date +%s) - start )) s" | tee -a "$OUT/build.log"
 results=()
 if [ $build -eq 0 ]; then
-  [ "${TESTS:-1}" = 0 ] || for dir in packages/common packages/external packages/core packages/api tests; do
+  [ "${TESTS:-1}" = 0 ] || for dir in packages/common packages/external packages/core packages/api packages/nn tests; do
     name=$(basename "$dir")
-    (cd "$dir" && node "$root/node_modules/vitest/vitest.mjs" run "$@" --reporter=default --reporter=json --outputFile="$OUT/vitest-$name.json") > "$OUT/test-$name.log" 2>&1
+    (cd "$dir" && DTORCH_EXPECT_NCCL=$cuda_nccl node "$root/node_modules/vitest/vitest.mjs" run "$@" --reporter=default --reporter=json --outputFile="$OUT/vitest-$name.json") > "$OUT/test-$name.log" 2>&1
     results+=("\"$name\": $?")
   done
 fi
@@ -44,4 +46,5 @@ if bench overhead; then
 fi
 bench redistribute && node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
 bench flux && [ "$cuda" = true ] && DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
+bench overlap && [ "$cuda" = true ] && DEVICE=cuda node bench/gpu/overlap.mjs > "$OUT/overlap-cuda.jsonl" 2>&1
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
