@@ -9,7 +9,9 @@
 //   ulysses  2 GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
 // Every variant draws the same weights (random creation is mesh-independent), so their
 // checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
-// caching allocator, the measure torch.cuda.max_memory_allocated() reports.
+// caching allocator, the measure torch.cuda.max_memory_allocated() reports. The 2-GPU variants
+// run once per SM carve-out in CARVEOUTS (SMs cuBLAS leaves free, so that a collective can run
+// beside a matmul; see dt.cuda.setSMCarveout).
 //   DEVICE=cuda node bench/gpu/flux_block.mjs      (TOKENS, ITERS, ROUNDS, HEADS, HEAD_DIM)
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -30,6 +32,7 @@ const mlpHidden = 4 * hidden;
 const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 const devicesPresent = device === 'cuda' ? dt.cuda.deviceCount() : 2;
 const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,ulysses' : 'single')).split(',');
+const carveouts = (process.env.CARVEOUTS ?? (device === 'cuda' ? '0,16' : '0')).split(',').map(Number);
 dt.setCaptureStacks(false);
 
 // The weights and inputs of one variant, placed on its mesh.
@@ -61,6 +64,7 @@ function setup(variant) {
     w.outAttn = w.out.narrow(1, 0, hidden).contiguous().redistribute([dt.Shard(1)]);
     w.outMlp = w.out.narrow(1, hidden, mlpHidden).contiguous().redistribute([dt.Shard(1)]);
     w.out.dispose();
+    w.outBiasOnce = w.outB.redistribute([dt.Partial()]); // added by one rank: the sum has it once
   }
   const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
@@ -80,7 +84,7 @@ function block({ w, x, temb, tp }) {
     // sequence for heads around the attention itself
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     const h = tp
-      ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp)).redistribute([dt.Replicate()]).add(w.outB)
+      ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([dt.Replicate()])
       : dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));
   });
@@ -103,24 +107,29 @@ async function forwards(state, n) {
 
 const gpus = (mesh) => (device === 'cuda' ? [...new Set(mesh.devices.map((d) => d.index))] : []);
 
-const ours = {};
+const ours = [];
 for (const variant of variants) {
   const state = setup(variant);
-  await forwards(state, 3); // warm up: kernels, allocator, NCCL communicators
-  for (const g of gpus(state.mesh)) dt.cuda.resetPeakMemoryStats(g);
-  let best = Infinity;
-  for (let r = 0; r < rounds; r++) {
-    const start = process.hrtime.bigint();
-    await forwards(state, iters);
-    best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6 / iters);
+  for (const carveout of variant === 'single' ? [0] : carveouts) {
+    if (device === 'cuda') dt.cuda.setSMCarveout(carveout);
+    await forwards(state, 3); // warm up: kernels, allocator, NCCL communicators
+    const atRest = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).allocatedBytes); // weights, inputs
+    for (const g of gpus(state.mesh)) dt.cuda.resetPeakMemoryStats(g);
+    let best = Infinity;
+    for (let r = 0; r < rounds; r++) {
+      const start = process.hrtime.bigint();
+      await forwards(state, iters);
+      best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6 / iters);
+    }
+    const peaks = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).peakAllocatedBytes);
+    const out = block(state);
+    const checksum = await out.to('float32').abs().mean().item();
+    out.dispose();
+    ours.push({ variant, carveout, ms: best });
+    const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, sm_carveout: carveout, device, tokens, iters, rounds };
+    console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks, rest_bytes_per_gpu: atRest }));
   }
-  const peaks = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).peakAllocatedBytes);
-  const out = block(state);
-  const checksum = await out.to('float32').abs().mean().item();
-  out.dispose();
-  ours[variant] = best;
-  const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, device, tokens, iters, rounds };
-  console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks }));
+  if (device === 'cuda') dt.cuda.setSMCarveout(0);
   for (const t of [...Object.values(state.w), state.x, state.temb]) if (!t.isDisposed) t.dispose();
   await dt.sync();
 }
@@ -133,8 +142,8 @@ if (r.status !== 0) {
 } else {
   const theirs = JSON.parse(r.stdout.trim().split('\n').pop());
   console.log(JSON.stringify(theirs));
-  for (const [variant, ms] of Object.entries(ours)) {
-    const summary = { bench: 'gpu_flux_block', summary: true, variant, device, tokens };
+  for (const { variant, carveout, ms } of ours) {
+    const summary = { bench: 'gpu_flux_block', summary: true, variant, sm_carveout: carveout, device, tokens };
     if (variant === 'single') console.log(JSON.stringify({ ...summary, ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3), target: 1.0 }));
     else console.log(JSON.stringify({ ...summary, speedup_vs_pytorch_1gpu: +(theirs.ms_per_forward / ms).toFixed(3), target: 1.8 }));
   }

@@ -42,6 +42,7 @@ def main():
             block(x, temb)
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         sync()
+        rest = torch.cuda.memory_allocated() if device == "cuda" else None  # weights, inputs
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         ms = float("inf")
@@ -54,7 +55,7 @@ def main():
         checksum = block(x, temb).float().abs().mean().item()
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
     print(json.dumps({"bench": "gpu_flux_block", "side": "pytorch_eager", "device": device, "tokens": tokens, "iters": iters, "rounds": rounds,
-                      "ms_per_forward": round(ms, 3), "peak_bytes": peak, "checksum": checksum, "torch": torch.__version__}))
+                      "ms_per_forward": round(ms, 3), "peak_bytes": peak, "rest_bytes": rest, "checksum": checksum, "torch": torch.__version__}))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 //   gather   the all-gathers alone
 //   matmul   the matmuls alone (on weights gathered beforehand)
 //   both     the prefetching forward
+// Each timing is repeated for every SM carve-out in CARVEOUTS (SMs cuBLAS leaves free: Hopper's
+// matmuls otherwise hold every SM until they end, and a collective beside them waits).
 // Prints JSON lines; overlap_efficiency = (gather + matmul - both) / min(gather, matmul): 1 is
 // perfect overlap, 0 none.
 //   DEVICE=cuda node bench/gpu/overlap.mjs     (ROWS, FEATURES, LAYERS, ROUNDS)
@@ -16,6 +18,7 @@ const rows = Number(process.env.ROWS ?? 2048);
 const features = Number(process.env.FEATURES ?? 8192);
 const layers = Number(process.env.LAYERS ?? 8);
 const rounds = Number(process.env.ROUNDS ?? 5);
+const carveouts = (process.env.CARVEOUTS ?? (device === 'cuda' ? '0,8,16,32' : '0')).split(',').map(Number);
 const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 dt.setCaptureStacks(false);
 
@@ -55,20 +58,25 @@ async function time(run) {
   return best;
 }
 
-const gather = await time(gatherOnly);
-const matmul = await time(matmulOnly);
-const both = await time(prefetching);
-// the prefetching forward computes what the plain one does
-const [a, b] = [matmulOnly(), prefetching()];
-const same = (await a.sub(b).abs().max().item()) === 0;
-const line = { bench: 'gpu_overlap', device, gpus: 2, rows, features, layers, dtype };
-console.log(JSON.stringify({ ...line, ms_gather: +gather.toFixed(3), ms_matmul: +matmul.toFixed(3), ms_both: +both.toFixed(3), same_result: same }));
-console.log(
-  JSON.stringify({
-    ...line,
-    summary: true,
-    both_vs_max: +(both / Math.max(gather, matmul)).toFixed(3),
-    both_vs_sum: +(both / (gather + matmul)).toFixed(3),
-    overlap_efficiency: +((gather + matmul - both) / Math.min(gather, matmul)).toFixed(3),
-  }),
-);
+for (const carveout of carveouts) {
+  if (device === 'cuda') dt.cuda.setSMCarveout(carveout);
+  const gather = await time(gatherOnly);
+  const matmul = await time(matmulOnly);
+  const both = await time(prefetching);
+  // the prefetching forward computes what the plain one does
+  const [a, b] = [matmulOnly(), prefetching()];
+  const same = (await a.sub(b).abs().max().item()) === 0;
+  dt.dispose([a, b]);
+  const line = { bench: 'gpu_overlap', device, gpus: 2, rows, features, layers, dtype, sm_carveout: carveout };
+  console.log(JSON.stringify({ ...line, ms_gather: +gather.toFixed(3), ms_matmul: +matmul.toFixed(3), ms_both: +both.toFixed(3), same_result: same }));
+  console.log(
+    JSON.stringify({
+      ...line,
+      summary: true,
+      both_vs_max: +(both / Math.max(gather, matmul)).toFixed(3),
+      both_vs_sum: +(both / (gather + matmul)).toFixed(3),
+      overlap_efficiency: +((gather + matmul - both) / Math.min(gather, matmul)).toFixed(3),
+    }),
+  );
+}
+if (device === 'cuda') dt.cuda.setSMCarveout(0);

@@ -45,6 +45,12 @@ Napi::Object initExternal(Napi::Env env) {
       return out;
     });
   }));
+  slice.Set("setCudaSMCarveout", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&] {
+      external::cuda::setSMCarveout(info[0].As<Napi::Number>().Int32Value());
+      return info.Env().Undefined();
+    });
+  }));
   slice.Set("resetCudaPeakMemoryStats", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
     return guarded(info, [&] {
       external::cuda::resetPeakMemoryStats(info[0].As<Napi::Number>().Int32Value());

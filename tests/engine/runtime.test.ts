@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
 import * as dt from '@dtorch/api';
 
 describe('runtime facts', () => {
@@ -15,10 +16,17 @@ describe('runtime facts', () => {
     if (!info.builtWithCuda) expect(dt.cuda.ncclVersion()).toBe('');
   });
 
+  it.skipIf(!existsSync('/proc/self/maps'))('holds at most one NCCL: the one LibTorch loads', () => {
+    const ncclFiles = new Set(readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => /libnccl/.test(l)).map((l) => l.trim().split(/\s+/).pop()));
+    expect(ncclFiles.size).toBeLessThanOrEqual(1);
+    if (process.env['DTORCH_EXPECT_NCCL'] === '1') expect(ncclFiles.size).toBe(1);
+  });
+
   it('names a CUDA device it does not have when asked for its memory', () => {
     const count = dt.cuda.deviceCount();
     expect(() => dt.cuda.memoryStats(count)).toThrow(`cuda.memoryStats: there is no CUDA device ${count}; this process sees ${count}`);
     expect(() => dt.cuda.resetPeakMemoryStats(-1)).toThrow(dt.DTorchError);
+    expect(() => dt.cuda.setSMCarveout(-2)).toThrow('cuda.setSMCarveout: expected a whole number of SMs in [0, 1024], got -2');
   });
 
   it.skipIf(!dt.cuda.isAvailable())("reports the CUDA caching allocator's counters, as torch.cuda does", async () => {

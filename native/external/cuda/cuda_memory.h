@@ -1,4 +1,4 @@
-// The CUDA caching allocator's own counters for one GPU: what torch.cuda.memory_allocated(),
+// How LibTorch uses a GPU's memory and SMs. The CUDA caching allocator's own counters for one GPU: what torch.cuda.memory_allocated(),
 // max_memory_allocated() and memory_reserved() report, so that peak memory compares with
 // PyTorch's on the same measure. All zero without CUDA.
 #pragma once
@@ -14,5 +14,10 @@ struct MemoryStats {
 
 MemoryStats memoryStats(int device);
 void resetPeakMemoryStats(int device);
+
+// SMs that cuBLAS matmuls leave free (0: none), for collectives running beside them: Hopper's
+// matmul kernels are persistent (one block per SM for their whole run), so a collective queued
+// beside one cannot start until it ends. A process-wide LibTorch setting.
+void setSMCarveout(int sms);
 
 }  // namespace dtorch::external::cuda

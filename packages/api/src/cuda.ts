@@ -1,5 +1,5 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
-import { cudaMemoryStats, resetCudaPeakMemoryStats, torchInfo, type CudaDevice, type CudaMemoryStats } from '@dtorch/external';
+import { cudaMemoryStats, resetCudaPeakMemoryStats, setCudaSMCarveout, torchInfo, type CudaDevice, type CudaMemoryStats } from '@dtorch/external';
 
 /** Whether the addon was built with CUDA and at least one GPU is visible. */
 export function isAvailable(): boolean {
@@ -32,4 +32,14 @@ export function memoryStats(device = 0): CudaMemoryStats {
 /** Starts a new peak for memoryStats(device).peakAllocatedBytes. */
 export function resetPeakMemoryStats(device = 0): void {
   resetCudaPeakMemoryStats(device);
+}
+
+/**
+ * Leaves `sms` streaming multiprocessors free of cuBLAS matmuls (0: none, the default), so that
+ * collectives queued beside a matmul (an all-gather prefetching the next layer's weights) run
+ * during it rather than after it: Hopper's matmul kernels hold every SM for their whole run.
+ * Process-wide, as torch._C._set_sm_carveout_experimental; costs the matmuls those SMs.
+ */
+export function setSMCarveout(sms: number): void {
+  setCudaSMCarveout(sms);
 }

@@ -3,6 +3,7 @@ export {
   describeRuntime,
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
+  setCudaSMCarveout,
   type TorchInfo,
   type CudaDevice,
   type CudaMemoryStats,

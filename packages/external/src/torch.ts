@@ -5,6 +5,7 @@ interface ExternalSlice {
   torchInfo(): TorchInfo;
   cudaMemoryStats(device: number): CudaMemoryStats;
   resetCudaPeakMemoryStats(device: number): void;
+  setCudaSMCarveout(sms: number): void;
 }
 
 export interface TorchInfo {
@@ -62,6 +63,14 @@ export function cudaMemoryStats(device: number): CudaMemoryStats {
 export function resetCudaPeakMemoryStats(device: number): void {
   checkCudaDevice(device, 'cuda.resetPeakMemoryStats');
   slice().resetCudaPeakMemoryStats(device);
+}
+
+/** SMs that cuBLAS matmuls leave free for collectives running beside them (0: none). */
+export function setCudaSMCarveout(sms: number): void {
+  if (!Number.isInteger(sms) || sms < 0 || sms > 1024) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `cuda.setSMCarveout: expected a whole number of SMs in [0, 1024], got ${String(sms)}`);
+  }
+  slice().setCudaSMCarveout(sms);
 }
 
 /** A short multi-line summary, as `dtorch info` prints it. */
