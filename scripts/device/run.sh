@@ -38,6 +38,9 @@ if [ $build -eq 0 ] && [ "$cuda" = true ] && [ "${TESTS:-1}" != 0 ]; then
   # the property suites again, on CUDA meshes: sharded ops and collectives across GPUs
   (cd tests && DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops "$@" --reporter=default) > "$OUT/test-cuda-property.log" 2>&1
   results+=("\"cuda-property\": $?")
+  # again with every collective through NCCL (no copy-engine all-gather / all-to-all)
+  (cd tests && DTORCH_COPY_ENGINES=0 DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops distributed/collective "$@" --reporter=default) > "$OUT/test-cuda-property-nccl.log" 2>&1
+  results+=("\"cuda-property-nccl\": $?")
 fi
 bench() { [ $build -eq 0 ] && [[ ",${BENCH:-}," == *",$1,"* ]]; }
 if bench overhead; then
@@ -45,6 +48,12 @@ if bench overhead; then
   node bench/overhead/run.mjs > "$OUT/overhead-cpu.jsonl" 2>&1
 fi
 bench redistribute && node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
-bench flux && [ "$cuda" = true ] && DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
-bench overlap && [ "$cuda" = true ] && DEVICE=cuda node bench/gpu/overlap.mjs > "$OUT/overlap-cuda.jsonl" 2>&1
+if bench flux && [ "$cuda" = true ]; then
+  DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
+  DEVICE=cuda VARIANTS=tp,ulysses CARVEOUTS=0 DTORCH_COPY_ENGINES=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-nccl-only.jsonl" 2>&1
+fi
+if bench overlap && [ "$cuda" = true ]; then
+  DEVICE=cuda CARVEOUTS=0,16 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda.jsonl" 2>&1
+  DEVICE=cuda CARVEOUTS=0,16,32 DTORCH_COPY_ENGINES=0 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda-nccl-only.jsonl" 2>&1
+fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"

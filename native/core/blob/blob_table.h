@@ -24,6 +24,9 @@ struct Blob {
   // Non-null while the tensor is still being written on another stream of this worker (a
   // collective on the communication stream): its first reader's stream waits for it.
   std::shared_ptr<void> pending;
+  // Non-null while another stream of this worker may still read the tensor (it was the input of
+  // a collective): an op that would write into its buffer waits for this first.
+  std::shared_ptr<void> readBy;
 };
 
 class BlobTable {

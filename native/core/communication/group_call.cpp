@@ -6,6 +6,8 @@
 
 #include "common/env.h"
 #include "core/communication/nccl_call.h"
+#include "core/communication/peer_copy_call.h"
+#include "external/cuda/device_sync.h"
 #include "core/operand/layout.h"
 #include "external/nccl/communicator.h"
 
@@ -98,7 +100,12 @@ std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int m
     std::sort(sorted.begin(), sorted.end());
     // one NCCL rank per GPU: a group that uses a GPU twice meets in shared memory instead
     if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
-      return std::make_unique<NcclCall>(meet, position, std::move(devices), collectiveTimeout());
+      auto nccl = std::make_unique<NcclCall>(meet, position, devices, collectiveTimeout());
+      // data movement by the copy engines (DTORCH_COPY_ENGINES=0: all through NCCL)
+      static const bool copyEngines = common::envInt("DTORCH_COPY_ENGINES", 1) != 0;
+      if (!copyEngines) return nccl;
+      for (int d : devices) external::cuda::enablePeerAccess(d);
+      return std::make_unique<PeerCopyCall>(meet, position, std::move(devices), std::move(nccl), collectiveTimeout());
     }
   }
   return std::make_unique<SharedMemoryCall>(meet, position, device, collectiveTimeout());

@@ -24,7 +24,7 @@ std::string describe(const std::exception& e) {
 }
 
 void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const KernelError> error) {
-  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr});
+  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr, nullptr});
 }
 
 // The kernel must produce exactly what meta inference promised (this rank's piece of it); a
@@ -106,6 +106,10 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     ctx.inputs.push_back(&blob->tensor);
   }
   const bool reuse = k.mayReuseInput && node.op->inplace && canReuse(*ctx.inputs[0], node.outputMetas[0]);
+  if (reuse) {
+    const Blob* first = blobs.find(node.inputs[0]);
+    external::cuda::waitFor(first->readBy, first->tensor);  // a collective may still be reading it
+  }
   try {
     if (!node.state && emptyOutputs(ctx)) {
       // nothing to compute: some LibTorch kernels fault on empty pieces (torch 2.11's CPU
@@ -120,7 +124,12 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     return;
   }
   if (reuse) blobs.erase(node.inputs[0]);  // its buffer now belongs to the output
-  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady});
+  if (ctx.outputsReady) {  // the inputs are read on another stream until then
+    for (int64_t id : localInputs) {
+      if (Blob* input = blobs.findMutable(id)) input->readBy = ctx.outputsReady;
+    }
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady, nullptr});
 }
 
 // A read: the tensor (float16/bfloat16 as float32) copied to host memory; on CUDA asynchronously

@@ -51,6 +51,7 @@ void Worker::loop() {
       threadsInUse_.store(at::get_num_threads());
       DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
     }
+    external::cuda::releaseFinished();  // peer buffers whose copies are done
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
       for (const Kernel& kernel : batch.kernels) {

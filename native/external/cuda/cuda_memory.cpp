@@ -2,6 +2,8 @@
 
 #include <ATen/Context.h>
 
+#include <optional>
+
 #ifdef DTORCH_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -25,7 +27,18 @@ void resetPeakMemoryStats(int device) {
 }
 
 void setSMCarveout(int sms) {
-  at::globalContext()._setSMCarveout_EXPERIMENTAL(sms > 0 ? std::optional<int32_t>(sms) : std::nullopt);
+  // only cuBLASLt honours an SM count target: prefer it while a carve-out is set
+  static std::optional<at::BlasBackend> before;
+  auto& context = at::globalContext();
+  if (sms > 0) {
+    if (!before) before = context.blasPreferredBackend();
+    context.setBlasPreferredBackend(at::BlasBackend::Cublaslt);
+    context._setSMCarveout_EXPERIMENTAL(sms);
+  } else {
+    context._setSMCarveout_EXPERIMENTAL(std::nullopt);
+    if (before) context.setBlasPreferredBackend(*before);
+    before.reset();
+  }
 }
 
 #else

@@ -17,7 +17,8 @@ void resetPeakMemoryStats(int device);
 
 // SMs that cuBLAS matmuls leave free (0: none), for collectives running beside them: Hopper's
 // matmul kernels are persistent (one block per SM for their whole run), so a collective queued
-// beside one cannot start until it ends. A process-wide LibTorch setting.
+// beside one cannot start until it ends. A process-wide LibTorch setting; matmuls go through
+// cuBLASLt while it is set (the cuBLAS path ignores it).
 void setSMCarveout(int sms);
 
 }  // namespace dtorch::external::cuda

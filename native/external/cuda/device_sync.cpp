@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #ifdef DTORCH_WITH_CUDA
@@ -29,6 +31,13 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record(const c10::cuda::CUDAStream& stream) { C10_CUDA_CHECK(cudaEventRecord(event_, stream.stream())); }
   void block(const c10::cuda::CUDAStream& stream) const { C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0)); }
+  bool query() const {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) C10_CUDA_CHECK(status);
+    (void)cudaGetLastError();  // "not ready" must not surface as a later kernel's error
+    return false;
+  }
 
  private:
   cudaEvent_t event_{};
@@ -39,6 +48,34 @@ struct WorkerStreams {
   c10::cuda::CUDAStream communication;
 };
 thread_local std::optional<WorkerStreams> streams;  // set on CUDA worker threads only
+
+// Buffers of other GPUs this worker's queued copies still read, with the marker of their end.
+struct HeldForCopy {
+  std::shared_ptr<Event> done;
+  std::vector<at::Tensor> tensors;
+};
+thread_local std::vector<HeldForCopy> heldForCopies;
+
+// `t` as `rows` rows of `width` contiguous elements, `pitch` elements apart.
+struct Rows {
+  int64_t rows = 1, width = 1, pitch = 1;
+};
+std::optional<Rows> asRows(const at::Tensor& t) {
+  // coalesce: drop size-1 dims, merge dims that are contiguous with the next
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 1) continue;
+    if (!dims.empty() && dims.back().second == t.stride(d) * t.size(d)) {
+      dims.back() = {dims.back().first * t.size(d), t.stride(d)};
+    } else {
+      dims.emplace_back(t.size(d), t.stride(d));
+    }
+  }
+  if (dims.empty()) return Rows{1, 1, 1};
+  if (dims.back().second != 1 || dims.size() > 2) return std::nullopt;
+  if (dims.size() == 1) return Rows{1, dims[0].first, dims[0].first};
+  return Rows{dims[0].first, dims[1].first, dims[0].second};
+}
 
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
 
@@ -95,6 +132,7 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
     if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  heldForCopies.clear();  // every copy of this worker is done
   return true;
 }
 
@@ -120,6 +158,47 @@ std::shared_ptr<void> CommunicationScope::finish() {
   auto event = std::make_shared<Event>();
   event->record(streams->communication);
   return event;
+}
+
+bool copyableByRows(const at::Tensor& t) { return asRows(t).has_value(); }
+
+bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
+  const auto rows = asRows(src);
+  if (!rows || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
+  if (src.numel() == 0) return true;
+  const size_t element = src.element_size();
+  C10_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), rows->width * element, src.const_data_ptr(), rows->pitch * element,
+                                   rows->width * element, rows->rows, cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
+  return true;
+}
+
+void enablePeerAccess(int peer) {
+  const int here = c10::cuda::current_device();
+  if (peer == here) return;
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> enabled;  // (from, to): a context-wide setting, made once
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!enabled.insert({here, peer}).second) return;
+  int possible = 0;
+  C10_CUDA_CHECK(cudaDeviceCanAccessPeer(&possible, here, peer));
+  if (!possible) return;  // copies still work, staged by the driver
+  const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // "already enabled" must not surface as a later kernel's error
+  } else {
+    C10_CUDA_CHECK(status);
+  }
+}
+
+void keepUntilDone(std::vector<at::Tensor> tensors) {
+  auto done = std::make_shared<Event>();
+  done->record(c10::cuda::getCurrentCUDAStream());
+  heldForCopies.push_back({std::move(done), std::move(tensors)});
+}
+
+void releaseFinished() {
+  if (heldForCopies.empty()) return;
+  std::erase_if(heldForCopies, [](const HeldForCopy& h) { return h.done->query(); });
 }
 
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) {
@@ -149,6 +228,11 @@ CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }
+bool copyBetweenDevices(at::Tensor&, const at::Tensor&) { return false; }
+bool copyableByRows(const at::Tensor&) { return false; }
+void enablePeerAccess(int) {}
+void keepUntilDone(std::vector<at::Tensor>) {}
+void releaseFinished() {}
 
 #endif
 

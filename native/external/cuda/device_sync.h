@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace dtorch::external::cuda {
 
@@ -49,6 +50,21 @@ class CommunicationScope {
  private:
   bool active_ = false;
 };
+
+// Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
+// current stream with the copy engines (cudaMemcpy2DAsync: no SMs taken from compute kernels).
+// `src` may be strided as rows of contiguous elements; returns false (nothing queued) when its
+// layout is more complex than that.
+bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);
+// Whether `t` can be the source of copyBetweenDevices.
+bool copyableByRows(const at::Tensor& t);
+// Lets this GPU's copy engines read `peer`'s memory directly (idempotent).
+void enablePeerAccess(int peer);
+// Holds `tensors` (read by work queued on the current stream, e.g. another GPU's buffers) until
+// that work is done, so their owners can neither free nor overwrite them in place meanwhile.
+void keepUntilDone(std::vector<at::Tensor> tensors);
+// Drops what keepUntilDone held whose work has finished (cheap; workers call it per batch).
+void releaseFinished();
 
 // A copy of `t` in pinned host memory, queued on this thread's current stream; `then` is called
 // (on a CUDA driver thread, so it must not call CUDA) once the copy has landed. A CPU tensor
