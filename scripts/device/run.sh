@@ -50,7 +50,7 @@ fi
 bench redistribute && node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
 if bench flux && [ "$cuda" = true ]; then
   DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
-  DEVICE=cuda VARIANTS=tp,ulysses CARVEOUTS=0 DTORCH_COPY_ENGINES=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-nccl-only.jsonl" 2>&1
+  [ "${NCCL_ONLY:-0}" = 1 ] && DEVICE=cuda VARIANTS=tp,ulysses CARVEOUTS=0 DTORCH_COPY_ENGINES=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-nccl-only.jsonl" 2>&1
 fi
 if bench overlap && [ "$cuda" = true ]; then
   DEVICE=cuda CARVEOUTS=0,16 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda.jsonl" 2>&1

@@ -10,6 +10,9 @@ namespace {
 
 using external::nccl::Reduction;
 
+// What each participant is about to launch, checked at the meeting (Rendezvous algorithms).
+enum Call : int { kNcclAllGather = 1, kNcclAllReduce, kNcclReduceScatter, kNcclAllToAll, kNcclShift };
+
 // How a ReduceOp runs on NCCL for one dtype: the dtype NCCL reduces (bools as bytes, int16 as
 // int32), NCCL's op (a bool sum is "any": a max of bytes), and what is left to do afterwards (an
 // average divides the sum, as reduceInOrder does, so both paths agree).
@@ -42,8 +45,8 @@ at::Tensor finishReduce(at::Tensor t, const ReducePlan& plan, int parts, at::Sca
 
 }  // namespace
 
-void NcclCall::meetPeers() {
-  rendezvous_.exchange(position_, at::Tensor(), timeout_);  // throws if a peer failed
+void NcclCall::meetPeers(int call) {
+  rendezvous_.exchange(position_, at::Tensor(), timeout_, call);  // throws if a peer failed
   rendezvous_.depart();
 }
 
@@ -61,7 +64,7 @@ at::Tensor NcclCall::allGather(const at::Tensor& local, int64_t dim, int64_t gat
     send = send.contiguous();
   }
   at::Tensor recv = at::empty(withSize(send.sizes(), 0, largest * n), send.options());
-  meetPeers();
+  meetPeers(kNcclAllGather);
   if (recv.numel() > 0) comm().allGather(send, recv);
   if (largest * n != gatheredSize) {  // drop the padding
     std::vector<at::Tensor> pieces;
@@ -75,7 +78,7 @@ at::Tensor NcclCall::allReduce(const at::Tensor& local, ReduceOp op) {
   const ReducePlan plan = planReduce(local.scalar_type(), op);
   const at::Tensor send = local.to(plan.wire).contiguous();
   at::Tensor recv = at::empty_like(send);
-  meetPeers();
+  meetPeers(kNcclAllReduce);
   if (recv.numel() > 0) comm().allReduce(send, recv, plan.op);
   return finishReduce(recv, plan, size(), local.scalar_type());
 }
@@ -96,7 +99,7 @@ at::Tensor NcclCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t
     }
   }
   at::Tensor recv = at::empty(withSize(x.sizes(), 0, largest), x.options());
-  meetPeers();
+  meetPeers(kNcclReduceScatter);
   if (recv.numel() > 0) comm().reduceScatter(send, recv, plan.op);
   at::Tensor mine = finishReduce(recv.narrow(0, 0, chunkSize(full, n, position_)), plan, n, local.scalar_type());
   return mine.movedim(0, dim).contiguous();
@@ -113,7 +116,7 @@ at::Tensor NcclCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t
     shape[static_cast<size_t>(concatDim)] = chunkSize(concatSize, n, p);
     recvs[p] = at::empty(shape, local.options());
   }
-  meetPeers();
+  meetPeers(kNcclAllToAll);
   comm().exchange(sends, recvs);
   recvs[position_] = local.narrow(splitDim, chunkOffset(split, n, position_), chunkSize(split, n, position_));
   return at::cat(recvs, concatDim);
@@ -125,7 +128,7 @@ at::Tensor NcclCall::shift(const at::Tensor& local, int64_t incomingNumel) {
   std::vector<at::Tensor> sends(n), recvs(n);
   sends[next] = local.contiguous();
   recvs[previous] = at::empty({incomingNumel}, local.options());
-  meetPeers();
+  meetPeers(kNcclShift);
   comm().exchange(sends, recvs);
   return recvs[previous];
 }

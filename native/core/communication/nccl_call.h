@@ -23,8 +23,9 @@ class NcclCall final : public GroupCall {
 
  private:
   int size() const { return static_cast<int>(devices_.size()); }
-  // Waits until every participant has its buffers ready; throws if one failed or timed out.
-  void meetPeers();
+  // Waits until every participant has its buffers ready for the same `call`; throws if one
+  // failed, timed out, or is about to make another call.
+  void meetPeers(int call);
   external::nccl::Communicator& comm();
 
   Rendezvous& rendezvous_;

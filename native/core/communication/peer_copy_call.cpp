@@ -8,9 +8,14 @@
 
 namespace dtorch::core {
 
+namespace {
+// What each participant is about to do, checked at the meeting (Rendezvous algorithms).
+enum Pull : int { kPullAllGather = 101, kPullAllToAll };
+}  // namespace
+
 template <typename Take, typename Into>
-void PeerCopyCall::pull(const at::Tensor& mine, Take&& take, Into&& into) {
-  const auto& all = rendezvous_.exchange(position_, mine, timeout_);
+void PeerCopyCall::pull(int algorithm, const at::Tensor& mine, Take&& take, Into&& into) {
+  const auto& all = rendezvous_.exchange(position_, mine, timeout_, algorithm);
   std::vector<at::Tensor> read;
   try {
     for (int p = 0; p < size(); ++p) {
@@ -38,7 +43,7 @@ at::Tensor PeerCopyCall::allGather(const at::Tensor& local, int64_t dim, int64_t
   const at::Tensor mine = local.movedim(dim, 0).contiguous();
   at::Tensor out = at::empty(withSize(mine.sizes(), 0, gatheredSize), mine.options());
   pull(
-      mine, [](int, const at::Tensor& theirs) { return theirs; },
+      kPullAllGather, mine, [](int, const at::Tensor& theirs) { return theirs; },
       [&](int p) { return out.narrow(0, chunkOffset(gatheredSize, n, p), chunkSize(gatheredSize, n, p)); });
   return dim == 0 ? out : out.movedim(0, dim).contiguous();
 }
@@ -47,8 +52,10 @@ at::Tensor PeerCopyCall::allToAll(const at::Tensor& local, int64_t splitDim, int
   const int n = size();
   const int64_t split = local.size(splitDim);
   const int64_t mineAlongSplit = chunkSize(split, n, position_);
-  // every participant decides alike (their pieces differ only along concatDim)
-  if (!external::cuda::copyableByRows(local.narrow(splitDim, 0, chunkSize(split, n, 0)))) {
+  // Decided from the largest piece's layout, which every participant computes alike (their own
+  // pieces differ along concatDim, and a size-1 dim could make one copyable and not another).
+  const at::Tensor largest = at::empty(withSize(local.sizes(), concatDim, chunkSize(concatSize, n, 0)), at::TensorOptions().device(at::kMeta));
+  if (!external::cuda::copyableByRows(largest.narrow(splitDim, 0, chunkSize(split, n, 0)))) {
     return reducing_->allToAll(local, splitDim, concatDim, concatSize);
   }
   std::vector<at::Tensor> pieces(n);
@@ -58,7 +65,7 @@ at::Tensor PeerCopyCall::allToAll(const at::Tensor& local, int64_t splitDim, int
     pieces[p] = at::empty(shape, local.options());
   }
   pull(
-      local.contiguous(),
+      kPullAllToAll, local.contiguous(),
       [&](int, const at::Tensor& theirs) { return theirs.narrow(splitDim, chunkOffset(split, n, position_), mineAlongSplit); },
       [&](int p) { return pieces[p]; });
   return at::cat(pieces, concatDim);

@@ -29,9 +29,9 @@ class PeerCopyCall final : public GroupCall {
  private:
   int size() const { return static_cast<int>(devices_.size()); }
   // Deposits `mine`, pulls `take(p, theirs)` of every participant p into `into(p)`, holds the
-  // peers' buffers until the copies are done, leaves.
+  // peers' buffers until the copies are done, leaves. `algorithm` is checked at the meeting.
   template <typename Take, typename Into>
-  void pull(const at::Tensor& mine, Take&& take, Into&& into);
+  void pull(int algorithm, const at::Tensor& mine, Take&& take, Into&& into);
 
   Rendezvous& rendezvous_;
   int position_;

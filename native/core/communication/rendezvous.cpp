@@ -1,5 +1,8 @@
 #include "core/communication/rendezvous.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "common/env.h"
 #include "common/error.h"
 #include "external/cuda/device_sync.h"
@@ -38,10 +41,11 @@ std::chrono::milliseconds collectiveTimeout() {
   return timeout;
 }
 
-const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout) {
+const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm) {
   std::shared_ptr<void> ready = external::cuda::markReady(mine);  // before taking the lock: it touches the stream
   std::unique_lock<std::mutex> lock(mutex_);
   slots_[position] = Contribution{std::move(mine), std::move(ready)};
+  algorithms_[position] = algorithm;
   if (++arrived_ == size_) allArrived_.notify_all();
   if (!allArrived_.wait_for(lock, timeout, [this] { return arrived_ == size_; })) {
     const int arrived = arrived_;
@@ -53,6 +57,11 @@ const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor m
     lock.unlock();
     depart();
     failWith(*error);
+  }
+  if (std::adjacent_find(algorithms_.begin(), algorithms_.end(), std::not_equal_to<>()) != algorithms_.end()) {
+    lock.unlock();
+    depart();
+    common::fail(common::code::kInternal, "the participants of a collective chose different algorithms; nothing was launched (an engine bug: please report it)");
   }
   return slots_;
 }

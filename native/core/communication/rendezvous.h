@@ -32,13 +32,15 @@ void finishReads(c10::ArrayRef<Contribution> read);
 
 class Rendezvous {
  public:
-  explicit Rendezvous(int size) : size_(size), slots_(size) {}
+  explicit Rendezvous(int size) : size_(size), slots_(size), algorithms_(size) {}
 
   int size() const { return size_; }
 
   // Deposits `mine` at `position` and returns every participant's contribution once all
-  // arrived. Throws KERNEL_FAILED with the first deposited error, or TIMEOUT.
-  const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout);
+  // arrived. Throws KERNEL_FAILED with the first deposited error, TIMEOUT, or INTERNAL when the
+  // participants name different `algorithm`s (they would launch mismatched GPU work, which
+  // waits forever, so they must agree before anything is launched).
+  const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm = 0);
   // Arrives with an error instead of a tensor, and leaves.
   void abandon(const std::shared_ptr<const KernelError>& error);
   // Done reading; the last participant out drops the tensors.
@@ -51,6 +53,7 @@ class Rendezvous {
   int arrived_ = 0;
   int departed_ = 0;
   std::vector<Contribution> slots_;
+  std::vector<int> algorithms_;
   std::shared_ptr<const KernelError> error_;
 };
 

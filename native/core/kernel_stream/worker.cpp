@@ -3,7 +3,9 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include "common/env.h"
 #include "common/log.h"
+#include "core/communication/rendezvous.h"
 #include "common/thread_name.h"
 #include "external/cuda/device_sync.h"
 
@@ -51,13 +53,15 @@ void Worker::loop() {
       threadsInUse_.store(at::get_num_threads());
       DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
     }
-    external::cuda::releaseFinished();  // peer buffers whose copies are done
+    // a GPU worker stays at most this many batches ahead of its GPU (see endBatch)
+    static const int inFlight = static_cast<int>(common::envInt("DTORCH_CUDA_BATCHES_IN_FLIGHT", 4));
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
       for (const Kernel& kernel : batch.kernels) {
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }
+      if (device_.kind == DeviceKind::kCuda) external::cuda::endBatch(inFlight, collectiveTimeout());
     }
     kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
     batches.clear();

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -56,6 +57,22 @@ struct HeldForCopy {
 };
 thread_local std::vector<HeldForCopy> heldForCopies;
 
+// The ends of this worker's batches still running on the GPU: (compute, communication) events.
+thread_local std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<Event>>> batchEnds;
+
+// Polls `done` until it holds or `timeout` passes: a short spin, then short sleeps.
+template <typename Done>
+bool pollUntil(Done&& done, std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > timeout) return false;
+    if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
 // `t` as `rows` rows of `width` contiguous elements, `pitch` elements apart.
 struct Rows {
   int64_t rows = 1, width = 1, pitch = 1;
@@ -74,6 +91,7 @@ std::optional<Rows> asRows(const at::Tensor& t) {
   if (dims.empty()) return Rows{1, 1, 1};
   if (dims.back().second != 1 || dims.size() > 2) return std::nullopt;
   if (dims.size() == 1) return Rows{1, dims[0].first, dims[0].first};
+  if (dims[0].second < dims[1].first) return std::nullopt;  // overlapping rows (a broadcast view)
   return Rows{dims[0].first, dims[1].first, dims[0].second};
 }
 
@@ -125,14 +143,24 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
   if (!streams) return true;
   // poll rather than block, so that a GPU that never finishes (a peer that never joined a
   // collective) turns into an error instead of a hung worker
-  const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0; !(streams->compute.query() && streams->communication.query()); ++spins) {
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > timeout) return false;
-    if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  if (!pollUntil([] { return streams->compute.query() && streams->communication.query(); }, timeout)) return false;
   heldForCopies.clear();  // every copy of this worker is done
+  batchEnds.clear();
+  return true;
+}
+
+bool endBatch(int inFlight, std::chrono::milliseconds timeout) {
+  if (!streams) return true;
+  auto compute = std::make_shared<Event>(), communication = std::make_shared<Event>();
+  compute->record(streams->compute);
+  communication->record(streams->communication);
+  batchEnds.emplace_back(std::move(compute), std::move(communication));
+  while (static_cast<int>(batchEnds.size()) > inFlight) {
+    const auto& [c, m] = batchEnds.front();
+    if (!pollUntil([&] { return c->query() && m->query(); }, timeout)) return false;
+    batchEnds.pop_front();
+  }
+  releaseFinished();
   return true;
 }
 
@@ -224,6 +252,7 @@ void bindWorkerThread(int) {}
 std::shared_ptr<void> markReady(const at::Tensor&) { return nullptr; }
 void waitFor(const std::shared_ptr<void>&, const at::Tensor&) {}
 bool synchronizeThisThread(std::chrono::milliseconds) { return true; }
+bool endBatch(int, std::chrono::milliseconds) { return true; }
 CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }

@@ -30,6 +30,12 @@ std::shared_ptr<void> markReady(const at::Tensor& t);
 // alive for this stream. No-op for CPU tensors or a null marker.
 void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t);
 
+// Marks the end of what this worker has queued so far (one batch), then waits until at most
+// `inFlight` marked batches are unfinished on the GPU (bounded by `timeout`; false if it ran
+// out). This bounds how far the host runs ahead of the GPU, and with it the memory whose reuse
+// waits on GPU events (buffers held for copies, blocks recorded on other streams).
+bool endBatch(int inFlight, std::chrono::milliseconds timeout);
+
 // Waits until both streams of this worker thread have finished their work (a worker's sync
 // point). Returns false if that took longer than `timeout` (the GPU work is still queued).
 bool synchronizeThisThread(std::chrono::milliseconds timeout);
