@@ -75,11 +75,12 @@ function block({ w, x, temb, tp }) {
   return dt.tidy(() => {
     const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
     const nx = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
-    const mlp = dt.F.gelu(dt.F.linear(nx, w.mlp, w.mlpB), { approximate: 'tanh' });
     const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
     const q = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 });
     const k = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 });
     const v = headsOf(dt.F.linear(nx, w.v, w.qkB));
+    // the MLP after q/k/v: under Ulysses their all-to-alls (copy engines) run beside its matmul
+    const mlp = dt.F.gelu(dt.F.linear(nx, w.mlp, w.mlpB), { approximate: 'tanh' });
     // Ulysses: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses', so sdpa trades
     // sequence for heads around the attention itself
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);

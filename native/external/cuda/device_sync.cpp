@@ -73,26 +73,35 @@ bool pollUntil(Done&& done, std::chrono::milliseconds timeout) {
   return true;
 }
 
-// `t` as `rows` rows of `width` contiguous elements, `pitch` elements apart.
+// `t` as planes of `rows` rows of `width` contiguous elements, rows `pitch` elements apart:
+// one 2-D copy per plane; `planes` are the outer (size, stride) dims, outermost first.
 struct Rows {
   int64_t rows = 1, width = 1, pitch = 1;
+  std::vector<std::pair<int64_t, int64_t>> planes;
 };
 std::optional<Rows> asRows(const at::Tensor& t) {
   // coalesce: drop size-1 dims, merge dims that are contiguous with the next
   std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) == 1) continue;
+    if (t.stride(d) <= 0) return std::nullopt;  // a broadcast view: elements overlap
     if (!dims.empty() && dims.back().second == t.stride(d) * t.size(d)) {
       dims.back() = {dims.back().first * t.size(d), t.stride(d)};
     } else {
       dims.emplace_back(t.size(d), t.stride(d));
     }
   }
-  if (dims.empty()) return Rows{1, 1, 1};
-  if (dims.back().second != 1 || dims.size() > 2) return std::nullopt;
-  if (dims.size() == 1) return Rows{1, dims[0].first, dims[0].first};
-  if (dims[0].second < dims[1].first) return std::nullopt;  // overlapping rows (a broadcast view)
-  return Rows{dims[0].first, dims[1].first, dims[0].second};
+  if (dims.empty()) return Rows{1, 1, 1, {}};
+  if (dims.back().second != 1) return std::nullopt;  // the innermost elements must be contiguous
+  Rows out{1, dims.back().first, dims.back().first, {}};
+  dims.pop_back();
+  if (!dims.empty()) {
+    out.rows = dims.back().first;
+    out.pitch = dims.back().second;
+    dims.pop_back();
+  }
+  out.planes = std::move(dims);
+  return out;
 }
 
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
@@ -191,12 +200,24 @@ std::shared_ptr<void> CommunicationScope::finish() {
 bool copyableByRows(const at::Tensor& t) { return asRows(t).has_value(); }
 
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
-  const auto rows = asRows(src);
-  if (!rows || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
+  const auto layout = asRows(src);
+  if (!layout || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
   if (src.numel() == 0) return true;
   const size_t element = src.element_size();
-  C10_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), rows->width * element, src.const_data_ptr(), rows->pitch * element,
-                                   rows->width * element, rows->rows, cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
+  const int64_t plane = layout->rows * layout->width;  // elements per plane in dst
+  std::vector<int64_t> index(layout->planes.size(), 0);
+  char* to = static_cast<char*>(dst.data_ptr());
+  const char* from = static_cast<const char*>(src.const_data_ptr());
+  for (int64_t done = 0; done < dst.numel(); done += plane) {
+    int64_t offset = 0;  // of this plane in src, in elements
+    for (size_t i = 0; i < index.size(); ++i) offset += index[i] * layout->planes[i].second;
+    C10_CUDA_CHECK(cudaMemcpy2DAsync(to + done * element, layout->width * element, from + offset * element, layout->pitch * element,
+                                     layout->width * element, layout->rows, cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
+    for (size_t i = index.size(); i-- > 0;) {  // next plane, last dim fastest
+      if (++index[i] < layout->planes[i].first) break;
+      index[i] = 0;
+    }
+  }
   return true;
 }
 

@@ -58,9 +58,9 @@ class CommunicationScope {
 };
 
 // Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
-// current stream with the copy engines (cudaMemcpy2DAsync: no SMs taken from compute kernels).
-// `src` may be strided as rows of contiguous elements; returns false (nothing queued) when its
-// layout is more complex than that.
+// current stream with the copy engines (cudaMemcpy2DAsync per plane of rows: no SMs taken from
+// compute kernels). `src` may be any strided view whose innermost elements are contiguous;
+// returns false (nothing queued) for other layouts (broadcasts, transposed innermost dims).
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);
 // Whether `t` can be the source of copyBetweenDevices.
 bool copyableByRows(const at::Tensor& t);
