@@ -92,7 +92,7 @@ std::optional<Rows> asRows(const at::Tensor& t) {
     }
   }
   if (dims.empty()) return Rows{1, 1, 1, {}};
-  if (dims.back().second != 1) return std::nullopt;  // the innermost elements must be contiguous
+  if (dims.back().second != 1) dims.emplace_back(1, 1);  // a column: rows of one element
   Rows out{1, dims.back().first, dims.back().first, {}};
   dims.pop_back();
   if (!dims.empty()) {

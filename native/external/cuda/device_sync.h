@@ -59,8 +59,8 @@ class CommunicationScope {
 
 // Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
 // current stream with the copy engines (cudaMemcpy2DAsync per plane of rows: no SMs taken from
-// compute kernels). `src` may be any strided view whose innermost elements are contiguous;
-// returns false (nothing queued) for other layouts (broadcasts, transposed innermost dims).
+// compute kernels). `src` may be any strided view without overlapping elements (a column is
+// rows of one element); returns false (nothing queued) for broadcast views.
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);
 // Whether `t` can be the source of copyBetweenDevices.
 bool copyableByRows(const at::Tensor& t);
