@@ -59,6 +59,19 @@ describe('tidy / keep / dispose / memory', () => {
     expect(dt.memory().numTensors).toBe(before);
   });
 
+  it('keeps the value a tensor took over through set() when the set() temporaries are collected', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc!;
+    const x = dt.zeros([4]);
+    (() => {
+      x.set(dt.slice(1, 2), dt.tensor([7])); // x adopts a new tensor object's value; that object is dropped
+    })();
+    for (let i = 0; i < 10; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(Array.from(await x.data())).toEqual([0, 7, 0, 0]);
+  });
+
   it('leaves memory unchanged after 10,000 iterations of a loop inside tidy', async () => {
     let x = dt.keep(dt.zeros([16]));
     await dt.sync();

@@ -25,6 +25,7 @@ export type NestedArray = number | boolean | bigint | NestedArray[];
 export class Tensor {
   #id: number;
   #disposed = false;
+  #adoptedFrom: Tensor | undefined; // see adopt()
   /** Set by keep(): no tidy() frees this tensor. */
   kept = false;
   readonly shape: readonly number[];
@@ -85,7 +86,8 @@ export class Tensor {
     this.#id = other.id;
     (this as { placements: readonly Placement[] }).placements = other.placements;
     other.#disposed = true;
-    collected.register(this, this.#id);
+    // `other` is registered to release this id when it is collected: it must live as long as this
+    this.#adoptedFrom = other;
     engine().release(old);
   }
 
