@@ -42,14 +42,21 @@ void checkCreation(const InferContext& ctx, const TensorMeta& meta) {
   if (bytes >= 9.2e18) ctx.fail(kInvalidArgument, "shape " + formatShape(meta.shape) + " holds more bytes than 64-bit sizes can count");
 }
 
-TensorMeta creationMeta(const InferContext& ctx, size_t& cursor) {
-  TensorMeta meta = creationHeader(ctx, cursor);
+// ndim, sizes...: a shape from the attributes at `cursor`.
+Shape readShape(const InferContext& ctx, size_t& cursor) {
+  Shape shape;
   const int64_t ndim = ctx.intAttr(cursor++);
   for (int64_t i = 0; i < ndim; ++i) {
     const int64_t size = ctx.intAttr(cursor++);
     if (size < 0) ctx.fail(kInvalidArgument, "negative size " + std::to_string(size) + " in shape");
-    meta.shape.push_back(size);
+    shape.push_back(size);
   }
+  return shape;
+}
+
+TensorMeta creationMeta(const InferContext& ctx, size_t& cursor) {
+  TensorMeta meta = creationHeader(ctx, cursor);
+  meta.shape = readShape(ctx, cursor);
   checkCreation(ctx, meta);
   return meta;
 }
@@ -174,12 +181,7 @@ void inferFromLocalData(const InferContext& ctx, Outputs& out) {
   TensorMeta meta = creationHeader(ctx, cursor);
   if (ctx.intAttr(cursor++) != 1) ctx.fail(kInvalidArgument, "the host data must be 1-D (the pieces concatenated)");
   const int64_t hostElements = ctx.intAttr(cursor++);
-  const int64_t ndim = ctx.intAttr(cursor++);
-  for (int64_t i = 0; i < ndim; ++i) {
-    const int64_t size = ctx.intAttr(cursor++);
-    if (size < 0) ctx.fail(kInvalidArgument, "negative size " + std::to_string(size) + " in shape");
-    meta.shape.push_back(size);
-  }
+  meta.shape = readShape(ctx, cursor);
   checkCreation(ctx, meta);
   const DeviceMesh& mesh = ctx.meshes.get(meta.meshId);
   for (int rank = 0; rank < mesh.size(); ++rank) {
