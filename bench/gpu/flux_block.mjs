@@ -6,6 +6,8 @@
 //   single   1 GPU, the block as PyTorch writes it                              (b), (d)
 //   tp       2 GPUs, tensor parallel: q/k/v and MLP-in column-parallel (heads and MLP features
 //            split), the output projection row-parallel, one all-reduce          (c)
+//   tpsp     2 GPUs, tensor parallel with sequence parallel norms (Megatron-SP): tokens split
+//            outside the projections, an all-gather before them and a reduce-scatter after
 //   ulysses  2 GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
 // Every variant draws the same weights (random creation is mesh-independent), so their
 // checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
@@ -31,16 +33,17 @@ const hidden = heads * headDim;
 const mlpHidden = 4 * hidden;
 const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 const devicesPresent = device === 'cuda' ? dt.cuda.deviceCount() : 2;
-const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,ulysses' : 'single')).split(',');
+const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,tpsp,ulysses' : 'single')).split(',');
 const carveouts = (process.env.CARVEOUTS ?? (device === 'cuda' ? '0,16' : '0')).split(',').map(Number);
 dt.setCaptureStacks(false);
 
 // The weights and inputs of one variant, placed on its mesh.
 function setup(variant) {
   const mesh =
-    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, [0, 1], [variant === 'tp' ? 'tp' : 'ulysses']);
+    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, [0, 1], [variant === 'ulysses' ? 'ulysses' : 'tp']);
   const R = [dt.Replicate()];
-  const tp = variant === 'tp';
+  const tp = variant === 'tp' || variant === 'tpsp';
+  const sp = variant === 'tpsp';
   const make = (shape, seed, placements = R) => dt.tidy(() => dt.randn(shape, { seed, dtype, mesh, placements }).mul(0.02));
   const zeros = (shape, placements = R) => dt.zeros(shape, { dtype, mesh, placements });
   const column = tp ? [dt.Shard(0)] : R; // output features split over the GPUs
@@ -66,15 +69,16 @@ function setup(variant) {
     w.out.dispose();
     w.outBiasOnce = w.outB.redistribute([dt.Partial()]); // added by one rank: the sum has it once
   }
-  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' ? [dt.Shard(1)] : R });
+  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
-  return { mesh, w, x, temb, tp };
+  return { mesh, w, x, temb, tp, sp };
 }
 
-function block({ w, x, temb, tp }) {
+function block({ w, x, temb, tp, sp }) {
   return dt.tidy(() => {
     const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
-    const nx = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+    const normed = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+    const nx = sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
     const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
     const q = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 });
     const k = dt.F.rmsNorm(headsOf(dt.F.linear(nx, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 });
@@ -85,7 +89,7 @@ function block({ w, x, temb, tp }) {
     // sequence for heads around the attention itself
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     const h = tp
-      ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([dt.Replicate()])
+      ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([sp ? dt.Shard(1) : dt.Replicate()])
       : dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));
   });
