@@ -2,13 +2,15 @@
 // bench/gpu (b), (c), (d): one Flux-sized single transformer block (hidden 3072, 24 heads of 128,
 // 4,608 tokens, bf16: adaptive layer norm, q/k/v with q/k rms norm, attention, tanh-GELU MLP,
 // output projection, gate and residual) forward, DTorch and PyTorch eager (flux_block.py) side by
-// side in one run. Variants (VARIANTS, default all that fit the GPUs present):
+// side in one run. Variants (VARIANTS, default single,tp,tpsp,ulysses when 2+ GPUs are present),
+// the parallel ones on each GPU count in GPU_COUNTS (default: 2, 4, 8 as far as present):
 //   single   1 GPU, the block as PyTorch writes it                              (b), (d)
-//   tp       2 GPUs, tensor parallel: q/k/v and MLP-in column-parallel (heads and MLP features
+//   tp       N GPUs, tensor parallel: q/k/v and MLP-in column-parallel (heads and MLP features
 //            split), the output projection row-parallel, one all-reduce          (c)
-//   tpsp     2 GPUs, tensor parallel with sequence parallel norms (Megatron-SP): tokens split
+//   tpsp     N GPUs, tensor parallel with sequence parallel norms (Megatron-SP): tokens split
 //            outside the projections, an all-gather before them and a reduce-scatter after
-//   ulysses  2 GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
+//   ulysses  N GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
+//   ring     N GPUs, sequence parallel: tokens split, ring attention (key/value blocks passed on)
 // Every variant draws the same weights (random creation is mesh-independent), so their
 // checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
 // caching allocator, the measure torch.cuda.max_memory_allocated() reports. The 2-GPU variants
@@ -35,12 +37,14 @@ const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 const devicesPresent = device === 'cuda' ? dt.cuda.deviceCount() : 2;
 const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,tpsp,ulysses' : 'single')).split(',');
 const carveouts = (process.env.CARVEOUTS ?? (device === 'cuda' ? '0,16' : '0')).split(',').map(Number);
+const gpuCounts = (process.env.GPU_COUNTS ?? [2, 4, 8].filter((n) => n <= devicesPresent).join(',')).split(',').map(Number);
 dt.setCaptureStacks(false);
 
-// The weights and inputs of one variant, placed on its mesh.
-function setup(variant) {
+// The weights and inputs of one variant on `gpus` devices, placed on its mesh.
+function setup(variant, gpus) {
+  const dimName = variant === 'ulysses' || variant === 'ring' ? variant : 'tp';
   const mesh =
-    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, [0, 1], [variant === 'ulysses' ? 'ulysses' : 'tp']);
+    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, Array.from({ length: gpus }, (_, i) => i), [dimName]);
   const R = [dt.Replicate()];
   const tp = variant === 'tp' || variant === 'tpsp';
   const sp = variant === 'tpsp';
@@ -69,7 +73,7 @@ function setup(variant) {
     w.out.dispose();
     w.outBiasOnce = w.outB.redistribute([dt.Partial()]); // added by one rank: the sum has it once
   }
-  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || sp ? [dt.Shard(1)] : R });
+  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || variant === 'ring' || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
   return { mesh, w, x, temb, tp, sp };
 }
@@ -85,8 +89,8 @@ function block({ w, x, temb, tp, sp }) {
     const v = headsOf(dt.F.linear(nx, w.v, w.qkB));
     // the MLP after q/k/v: under Ulysses their all-to-alls (copy engines) run beside its matmul
     const mlp = dt.F.gelu(dt.F.linear(nx, w.mlp, w.mlpB), { approximate: 'tanh' });
-    // Ulysses: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses', so sdpa trades
-    // sequence for heads around the attention itself
+    // Ulysses / ring: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses' / 'ring', so
+    // sdpa trades sequence for heads around the attention, or passes key/value blocks around
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     const h = tp
       ? dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([sp ? dt.Shard(1) : dt.Replicate()])
@@ -122,8 +126,8 @@ function pytorch() {
 }
 const before = pytorch();
 const ours = [];
-for (const variant of variants) {
-  const state = setup(variant);
+for (const [variant, gpuCount] of variants.flatMap((v) => (v === 'single' ? [[v, 1]] : gpuCounts.map((n) => [v, n])))) {
+  const state = setup(variant, gpuCount);
   for (const carveout of variant === 'single' ? [0] : carveouts) {
     if (device === 'cuda') dt.cuda.setSMCarveout(carveout);
     await forwards(state, 3); // warm up: kernels, allocator, NCCL communicators
@@ -139,7 +143,7 @@ for (const variant of variants) {
     const out = block(state);
     const checksum = await out.to('float32').abs().mean().item();
     out.dispose();
-    ours.push({ variant, carveout, ms: best });
+    ours.push({ variant, gpus: gpuCount, carveout, ms: best });
     const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, sm_carveout: carveout, device, tokens, iters, rounds };
     console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks, rest_bytes_per_gpu: atRest }));
   }
@@ -152,9 +156,10 @@ const after = pytorch();
 for (const side of [before, after]) console.log(JSON.stringify(side));
 const theirs = [before, after].filter((t) => !t.error).sort((a, b) => a.ms_per_forward - b.ms_per_forward)[0];
 if (theirs) {
-  for (const { variant, carveout, ms } of ours) {
-    const summary = { bench: 'gpu_flux_block', summary: true, variant, sm_carveout: carveout, device, tokens, pytorch_ms: theirs.ms_per_forward, ms: +ms.toFixed(3) };
+  for (const { variant, gpus, carveout, ms } of ours) {
+    const summary = { bench: 'gpu_flux_block', summary: true, variant, gpus, sm_carveout: carveout, device, tokens, pytorch_ms: theirs.ms_per_forward, ms: +ms.toFixed(3) };
+    const speedup = theirs.ms_per_forward / ms;
     if (variant === 'single') console.log(JSON.stringify({ ...summary, ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3), target: 1.0 }));
-    else console.log(JSON.stringify({ ...summary, speedup_vs_pytorch_1gpu: +(theirs.ms_per_forward / ms).toFixed(3), target: 1.8 }));
+    else console.log(JSON.stringify({ ...summary, speedup_vs_pytorch_1gpu: +speedup.toFixed(3), efficiency: +(speedup / gpus).toFixed(3), ...(gpus === 2 ? { target: 1.8 } : {}) }));
   }
 }

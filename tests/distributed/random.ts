@@ -49,9 +49,9 @@ export class Gen {
 }
 
 /**
- * The meshes of the property suites: CPU meshes of 1, 2, 3, 4, 2x2 and 2x3 devices; with
- * DTORCH_PROPERTY_DEVICE=cuda (the GPU machine), CUDA meshes of the GPUs present (1, 2, and
- * 2x1 and the reversed order when there are two).
+ * The meshes of the property suites: CPU meshes of 1, 2, 3, 4, 2x2, 2x3 and 2x4 devices; with
+ * DTORCH_PROPERTY_DEVICE=cuda (the GPU machine), CUDA meshes of the GPUs present (1, 2, 2x1 and
+ * the reversed order when there are two; 4, 2x2 (dp x tp) with four; 8, 2x4, 4x2 with eight).
  */
 export function propertyMeshes(): dt.DeviceMesh[] {
   if (process.env['DTORCH_PROPERTY_DEVICE'] === 'cuda') {
@@ -59,6 +59,8 @@ export function propertyMeshes(): dt.DeviceMesh[] {
     if (gpus < 1) throw new Error('DTORCH_PROPERTY_DEVICE=cuda but this process sees no CUDA device');
     const meshes = [new dt.DeviceMesh('cuda', [0])];
     if (gpus >= 2) meshes.push(new dt.DeviceMesh('cuda', [0, 1]), new dt.DeviceMesh('cuda', [1, 0]), dt.initDeviceMesh('cuda', [2, 1]));
+    if (gpus >= 4) meshes.push(new dt.DeviceMesh('cuda', [0, 1, 2, 3]), dt.initDeviceMesh('cuda', [2, 2], ['dp', 'tp']));
+    if (gpus >= 8) meshes.push(new dt.DeviceMesh('cuda', [0, 1, 2, 3, 4, 5, 6, 7]), dt.initDeviceMesh('cuda', [2, 4], ['ulysses', 'ring']), dt.initDeviceMesh('cuda', [4, 2], ['dp', 'tp']));
     return meshes;
   }
   return [
@@ -68,6 +70,7 @@ export function propertyMeshes(): dt.DeviceMesh[] {
     new dt.DeviceMesh('cpu', [0, 1, 2, 3]),
     dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']),
     dt.initDeviceMesh('cpu', [2, 3], ['a', 'b']),
+    dt.initDeviceMesh('cpu', [2, 4], ['dp', 'tp']),
   ];
 }
 
