@@ -69,7 +69,7 @@ describe('tidy / keep / dispose / memory', () => {
       gc();
       await new Promise((r) => setTimeout(r, 10));
     }
-    expect(Array.from(await x.data())).toEqual([0, 7, 0, 0]);
+    expect(Array.from((await x.data()) as Float32Array)).toEqual([0, 7, 0, 0]);
   });
 
   it('leaves memory unchanged after 10,000 iterations of a loop inside tidy', async () => {

@@ -25,7 +25,8 @@ export type NestedArray = number | boolean | bigint | NestedArray[];
 export class Tensor {
   #id: number;
   #disposed = false;
-  #adoptedFrom: Tensor | undefined; // see adopt()
+  // eslint-disable-next-line no-unused-private-class-members -- written only: it keeps the adopted tensor alive (see adopt())
+  #adoptedFrom: Tensor | undefined;
   /** Set by keep(): no tidy() frees this tensor. */
   kept = false;
   readonly shape: readonly number[];
