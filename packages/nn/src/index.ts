@@ -2,6 +2,7 @@
 // safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
 export { Module } from './module.js';
 export { Parameter } from './parameter.js';
+export { skipInit } from './init.js';
 export { ModuleList } from './module_list.js';
 export { Sequential } from './sequential.js';
 export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';

@@ -41,6 +41,28 @@ class Net extends nn.Module {
 }
 
 describe('Module', () => {
+  it('skipInit builds modules without drawing their initial values, and they load as usual', async () => {
+    const draw = () => dt.rand([3]).data();
+    dt.manualSeed(5);
+    const expected = await draw();
+    dt.manualSeed(5);
+    const net = nn.skipInit(() => new Net()); // no rand()/randn() seeds taken
+    expect(await draw()).toEqual(expected);
+    dt.manualSeed(5);
+    const drawn = new Net(); // the normal path draws
+    expect(await draw()).not.toEqual(expected);
+    expect([...net.namedParameters()].map(([k, p]) => [k, p.shape])).toEqual([...drawn.namedParameters()].map(([k, p]) => [k, p.shape]));
+    const weights = drawn.stateDict();
+    await net.loadStateDict(weights);
+    dt.dispose([...weights.values()]);
+    const ids = dt.tensor([[1, 2, 3]], { dtype: 'int64' });
+    expect(await net.call(ids).data()).toEqual(await drawn.call(ids).data());
+    expect(() => nn.skipInit(5 as never)).toThrow('skipInit build');
+    dt.dispose([ids]);
+    net.dispose();
+    drawn.dispose();
+  });
+
   it('names parameters, buffers and modules as PyTorch state-dict keys', () => {
     const net = new Net();
     expect([...net.namedParameters()].map(([k]) => k)).toEqual([
