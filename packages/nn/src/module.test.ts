@@ -53,8 +53,11 @@ describe('Module', () => {
     expect(await draw()).not.toEqual(expected);
     expect([...net.namedParameters()].map(([k, p]) => [k, p.shape])).toEqual([...drawn.namedParameters()].map(([k, p]) => [k, p.shape]));
     const weights = drawn.stateDict();
+    const held = net.norm.weight!; // a reference taken before the load
     await net.loadStateDict(weights);
     dt.dispose([...weights.values()]);
+    expect(net.norm.weight).toBe(held); // the same Parameter, now holding the loaded values
+    expect(await held.data()).toEqual(await drawn.norm.weight!.data());
     const ids = dt.tensor([[1, 2, 3]], { dtype: 'int64' });
     expect(await net.call(ids).data()).toEqual(await drawn.call(ids).data());
     expect(() => nn.skipInit(5 as never)).toThrow('skipInit build');

@@ -8,6 +8,9 @@ import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/
 import { Parameter } from './parameter.js';
 import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDictResult, type StateDictSource } from './state_dict.js';
 
+const sameLayout = (a: dt.Tensor, b: dt.Tensor) =>
+  a.dtype === b.dtype && a.mesh === b.mesh && a.shape.length === b.shape.length && a.shape.every((n, i) => n === b.shape[i]);
+
 export abstract class Module {
   /** Dropout and friends act only in training mode; modules start in eval mode (inference). */
   training = false;
@@ -76,8 +79,10 @@ export abstract class Module {
   }
 
   /**
-   * Replaces the parameter or buffer at dotted `key` with `value` and disposes the old one
-   * (a Parameter for a parameter key). Used by loadStateDict and to().
+   * Sets the parameter or buffer at dotted `key` to `value`, which it takes over: a parameter of
+   * the same shape, dtype and mesh keeps its object and takes the value (references to it stay
+   * valid); otherwise the old tensor is disposed and replaced (a Parameter for a parameter key).
+   * Used by loadStateDict and to().
    */
   setTensor(key: string, value: dt.Tensor): void {
     const at = key.lastIndexOf('.');
@@ -88,6 +93,10 @@ export abstract class Module {
     const isBuffer = owner.#buffers.has(name);
     if (!isBuffer && !(old instanceof Parameter)) {
       throw new DTorchError(ErrorCode.InvalidArgument, `${this.constructor.name} has no parameter or buffer "${key}"`);
+    }
+    if (old instanceof Parameter && old !== value && sameLayout(old, value)) {
+      old.adopt(value); // the same Parameter object takes the new value, as PyTorch copies into it
+      return;
     }
     record[name] = isBuffer ? dt.keep(value) : value instanceof Parameter ? value : new Parameter(value);
     if (old instanceof dt.Tensor && old !== value) old.dispose();
