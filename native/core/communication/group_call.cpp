@@ -2,13 +2,11 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 #include "common/env.h"
 #include "core/communication/nccl_call.h"
-#include "core/communication/peer_copy_call.h"
-#include "external/cuda/device_sync.h"
+#include "core/communication/pull_call.h"
 #include "core/operand/layout.h"
+#include "external/cuda/device_sync.h"
 #include "external/nccl/communicator.h"
 
 namespace dtorch::core {
@@ -38,77 +36,20 @@ at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
   return acc;
 }
 
-namespace {
-at::Tensor chunkOf(const at::Tensor& t, int64_t dim, int64_t parts, int64_t index) {
-  const int64_t size = t.size(dim);
-  return t.narrow(dim, chunkOffset(size, parts, index), chunkSize(size, parts, index));
-}
-}  // namespace
-
-template <typename Combine>
-at::Tensor SharedMemoryCall::meet(const at::Tensor& local, Combine&& combine) {
-  const auto& contributions = rendezvous_.exchange(position_, local, timeout_);
-  std::vector<at::Tensor> all;  // on this participant's device, after their producers
-  for (const Contribution& c : contributions) all.push_back(c.readable(device_));
-  at::Tensor out = combine(all);
-  finishReads(contributions);
-  rendezvous_.depart();
-  return out;
-}
-
-at::Tensor SharedMemoryCall::allGather(const at::Tensor& local, int64_t dim, int64_t) {
-  return meet(local, [&](const std::vector<at::Tensor>& all) { return at::cat(all, dim); });
-}
-
-at::Tensor SharedMemoryCall::allReduce(const at::Tensor& local, ReduceOp op) {
-  return meet(local, [&](const std::vector<at::Tensor>& all) { return reduceInOrder(all, op); });
-}
-
-at::Tensor SharedMemoryCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
-  return meet(local, [&](const std::vector<at::Tensor>& all) {
-    std::vector<at::Tensor> mine;
-    for (const at::Tensor& t : all) mine.push_back(chunkOf(t, dim, rendezvous_.size(), position_));
-    return reduceInOrder(mine, op);
-  });
-}
-
-at::Tensor SharedMemoryCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t) {
-  return meet(local, [&](const std::vector<at::Tensor>& all) {
-    std::vector<at::Tensor> pieces;
-    for (const at::Tensor& t : all) pieces.push_back(chunkOf(t, splitDim, rendezvous_.size(), position_));
-    return at::cat(pieces, concatDim);
-  });
-}
-
-at::Tensor SharedMemoryCall::shift(const at::Tensor& local, int64_t) {
-  const auto& all = rendezvous_.exchange(position_, local, timeout_);
-  const Contribution& previous = all[(position_ - 1 + rendezvous_.size()) % rendezvous_.size()];
-  at::Tensor received = previous.readable(device_).clone();  // ours: the sender may reuse its buffer
-  finishReads(previous);
-  rendezvous_.depart();
-  return received;
-}
-
-std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet, c10::Device device) {
+std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet) {
   int position = 0;
   const std::vector<int> ranks = groupAlong(mesh, rank, meshDim, &position);
+  if (mesh.kind != DeviceKind::kCuda) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
+  std::vector<int> devices;
+  for (int r : ranks) devices.push_back(mesh.devices[r]);
+  for (int d : devices) external::cuda::enablePeerAccess(d);
   static const bool ncclOn = external::nccl::available() && common::envInt("DTORCH_NCCL", 1) != 0;
-  if (mesh.kind == DeviceKind::kCuda && ncclOn) {
-    std::vector<int> devices;
-    for (int r : ranks) devices.push_back(mesh.devices[r]);
-    std::vector<int> sorted = devices;
-    std::sort(sorted.begin(), sorted.end());
-    // one NCCL rank per GPU: a group that uses a GPU twice meets in shared memory instead
-    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
-      auto nccl = std::make_unique<NcclCall>(meet, position, devices, collectiveTimeout());
-      // data movement by the copy engines (DTORCH_COPY_ENGINES=0: all through NCCL)
-      static const bool copyEngines = common::envInt("DTORCH_COPY_ENGINES", 1) != 0;
-      if (!copyEngines) return nccl;
-      for (int d : devices) external::cuda::enablePeerAccess(d);
-      return std::make_unique<PeerCopyCall>(meet, position, std::move(devices), std::move(nccl), collectiveTimeout());
-    }
-  }
-  return std::make_unique<SharedMemoryCall>(meet, position, device, collectiveTimeout());
+  static const bool copyEngines = common::envInt("DTORCH_COPY_ENGINES", 1) != 0;
+  static const bool copyEngineReductions = common::envInt("DTORCH_COPY_ENGINE_REDUCTIONS", 0) != 0;
+  if (!ncclOn || copyEngineReductions) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
+  auto nccl = std::make_unique<NcclCall>(meet, position, std::move(devices), collectiveTimeout());
+  if (!copyEngines) return nccl;
+  return std::make_unique<PullCall>(meet, position, std::move(nccl), collectiveTimeout());
 }
 
 }  // namespace dtorch::core

@@ -1,8 +1,7 @@
 // GroupCall: one participant's side of a collective over a group of ranks (the ranks along one
-// mesh dim). Kernels only talk to this interface: the CPU implementation below meets the other
-// workers in shared memory; NcclCall (nccl_call.h) runs the same calls through NCCL on the
-// calling thread's current stream. openGroupCall picks one. Uneven pieces follow torch.chunk
-// sizes along the dims named.
+// mesh dim). Kernels only talk to this interface: PullCall (pull_call.h) copies from the peers'
+// buffers (CPU shared memory, GPU copy engines); NcclCall (nccl_call.h) runs the same calls
+// through NCCL. openGroupCall picks. Uneven pieces follow torch.chunk sizes along the dims named.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -34,35 +33,12 @@ class GroupCall {
   virtual at::Tensor shift(const at::Tensor& local, int64_t incomingNumel) = 0;
 };
 
-// The in-process CPU implementation over a Rendezvous. Every participant reduces in group
-// order, so all of them get bit-identical results.
-class SharedMemoryCall final : public GroupCall {
- public:
-  SharedMemoryCall(Rendezvous& rendezvous, int position, c10::Device device, std::chrono::milliseconds timeout)
-      : rendezvous_(rendezvous), position_(position), device_(device), timeout_(timeout) {}
-  at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) override;
-  at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
-  at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;
-  at::Tensor allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t concatSize) override;
-  at::Tensor shift(const at::Tensor& local, int64_t incomingNumel) override;
-
- private:
-  // Deposits `local`, combines everyone's tensors, leaves.
-  template <typename Combine>
-  at::Tensor meet(const at::Tensor& local, Combine&& combine);
-
-  Rendezvous& rendezvous_;
-  int position_;
-  c10::Device device_;  // where this participant computes
-  std::chrono::milliseconds timeout_;
-};
-
 // Reduces `parts` in order into a new tensor.
 at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op);
 
-// The call for `rank`'s group along `meshDim`: NCCL when the group is on distinct GPUs and the
-// build has NCCL (DTORCH_NCCL=0 turns it off), shared memory otherwise. `meet` is the group's
-// rendezvous; `device` where this rank computes.
-std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet, c10::Device device);
+// The call for `rank`'s group along `meshDim`, meeting at `meet`. GPUs: pulls by the copy
+// engines for data movement and NCCL for reductions and ring passes (DTORCH_COPY_ENGINES=0: all
+// through NCCL; DTORCH_COPY_ENGINE_REDUCTIONS=1 or no NCCL: all by pulls). CPU: pulls.
+std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet);
 
 }  // namespace dtorch::core

@@ -134,7 +134,7 @@ void runRing(KernelContext& ctx) {
       std::vector<int64_t> vShape = withSize(v.sizes(), v.dim() - 2, chunkSize(seqLen, size, from));
       const int64_t kNumel = c10::multiply_integers(kShape), vNumel = c10::multiply_integers(vShape);
       ++joined;
-      const std::unique_ptr<GroupCall> ring = openGroupCall(mesh, ctx.rank, state.meshDim, *state.passes[pass][groupIndex], ctx.device);
+      const std::unique_ptr<GroupCall> ring = openGroupCall(mesh, ctx.rank, state.meshDim, *state.passes[pass][groupIndex]);
       const at::Tensor received = ring->shift(at::cat({k.flatten(), v.flatten()}), kNumel + vNumel);
       k = received.narrow(0, 0, kNumel).view(kShape);
       v = received.narrow(0, kNumel, vNumel).view(vShape);

@@ -110,7 +110,7 @@ at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, siz
     default: break;
   }
   Rendezvous& meet = *state.meet[s][groupIndexAlong(mesh, ctx.rank, step.meshDim)];
-  const std::unique_ptr<GroupCall> call = openGroupCall(mesh, ctx.rank, step.meshDim, meet, ctx.device);
+  const std::unique_ptr<GroupCall> call = openGroupCall(mesh, ctx.rank, step.meshDim, meet);
   switch (step.kind) {
     case RedistributeStep::Kind::kAllGather: return call->allGather(x, step.from, gatheredSize(ctx, step, step.from));
     case RedistributeStep::Kind::kAllReduce: return call->allReduce(x, step.reduce);

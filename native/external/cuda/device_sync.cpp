@@ -19,6 +19,15 @@
 
 namespace dtorch::external::cuda {
 
+namespace {
+// CPU workers share memory: a pull is a plain copy, done when it returns.
+bool copyOnCpu(at::Tensor& dst, const at::Tensor& src) {
+  if (dst.sizes() != src.sizes() || dst.scalar_type() != src.scalar_type()) return false;
+  dst.copy_(src);
+  return true;
+}
+}  // namespace
+
 #ifdef DTORCH_WITH_CUDA
 
 namespace {
@@ -200,6 +209,7 @@ std::shared_ptr<void> CommunicationScope::finish() {
 bool copyableByRows(const at::Tensor& t) { return asRows(t).has_value(); }
 
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
+  if (!src.is_cuda() && !dst.is_cuda()) return copyOnCpu(dst, src);
   const auto layout = asRows(src);
   if (!layout || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
   if (src.numel() == 0) return true;
@@ -240,6 +250,7 @@ void enablePeerAccess(int peer) {
 }
 
 void keepUntilDone(std::vector<at::Tensor> tensors) {
+  if (!streams) return;  // a CPU worker: its copies are done already
   auto done = std::make_shared<Event>();
   done->record(c10::cuda::getCurrentCUDAStream());
   heldForCopies.push_back({std::move(done), std::move(tensors)});
@@ -278,7 +289,7 @@ CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }
-bool copyBetweenDevices(at::Tensor&, const at::Tensor&) { return false; }
+bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) { return !src.is_cuda() && !dst.is_cuda() && copyOnCpu(dst, src); }
 bool copyableByRows(const at::Tensor&) { return false; }
 void enablePeerAccess(int) {}
 void keepUntilDone(std::vector<at::Tensor>) {}

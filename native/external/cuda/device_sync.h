@@ -58,7 +58,7 @@ class CommunicationScope {
 };
 
 // Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
-// current stream with the copy engines (cudaMemcpy2DAsync per plane of rows: no SMs taken from
+// current stream with the copy engines; between CPU tensors, a plain copy (cudaMemcpy2DAsync per plane of rows: no SMs taken from
 // compute kernels). `src` may be any strided view without overlapping elements (a column is
 // rows of one element); returns false (nothing queued) for broadcast views.
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);

@@ -1,0 +1,110 @@
+#include "core/communication/pull_call.h"
+
+#include <ATen/ATen.h>
+
+#include "common/error.h"
+#include "core/operand/layout.h"
+#include "external/cuda/device_sync.h"
+
+namespace dtorch::core {
+
+namespace {
+// What each participant is about to do, checked at the meeting (Rendezvous algorithms).
+enum Pull : int { kPullAllGather = 101, kPullAllToAll, kPullAllReduce, kPullReduceScatter, kPullShift };
+const auto everyone = [](int) { return true; };
+const auto whole = [](int, const at::Tensor& theirs) { return theirs; };
+}  // namespace
+
+template <typename Wanted, typename Take, typename Into>
+std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into) {
+  const auto& all = rendezvous_.exchange(position_, mine, timeout_, algorithm);
+  std::vector<at::Tensor> pieces(size()), read;
+  try {
+    for (int p = 0; p < size(); ++p) {
+      if (!wanted(p)) continue;
+      const Contribution& c = all[p];
+      const at::Tensor source = take(p, c.tensor);
+      if (!source.is_cuda()) {
+        // CPU workers share memory: read in place (the reference keeps the producer from
+        // writing into the buffer until this reader is done with it)
+        pieces[p] = source;
+        continue;
+      }
+      at::Tensor target = into(p, source);
+      pieces[p] = target;
+      if (source.numel() == 0) continue;
+      external::cuda::waitFor(c.ready, c.tensor);  // after its producer, on our stream
+      if (!external::cuda::copyBetweenDevices(target, source)) {
+        common::fail(common::code::kInternal, "a peer piece has a layout the copy engines cannot read");
+      }
+      read.push_back(c.tensor);
+    }
+  } catch (...) {
+    external::cuda::keepUntilDone(std::move(read));
+    rendezvous_.depart();
+    throw;
+  }
+  external::cuda::keepUntilDone(std::move(read));
+  rendezvous_.depart();
+  return pieces;
+}
+
+at::Tensor PullCall::allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) {
+  if (!local.is_cuda()) {
+    return at::cat(pull(kPullAllGather, local, everyone, whole, [](int, const at::Tensor& s) { return s; }), dim);
+  }
+  // GPUs: each piece lands in its rows of the output (dim moved first: contiguous rows)
+  const int n = size();
+  const at::Tensor mine = local.movedim(dim, 0).contiguous();
+  at::Tensor out = at::empty(withSize(mine.sizes(), 0, gatheredSize), mine.options());
+  pull(kPullAllGather, mine, everyone, whole,
+       [&](int p, const at::Tensor&) { return out.narrow(0, chunkOffset(gatheredSize, n, p), chunkSize(gatheredSize, n, p)); });
+  return dim == 0 ? out : out.movedim(0, dim).contiguous();
+}
+
+// The arriving pieces carry their own sizes along concatDim: no need for concatSize here.
+at::Tensor PullCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t) {
+  const int n = size();
+  const int64_t split = local.size(splitDim);
+  const int64_t offset = chunkOffset(split, n, position_), mineAlongSplit = chunkSize(split, n, position_);
+  // the deposit is contiguous, so every chunk of it is rows of contiguous elements
+  const std::vector<at::Tensor> pieces = pull(
+      kPullAllToAll, local.contiguous(), everyone, [&](int, const at::Tensor& theirs) { return theirs.narrow(splitDim, offset, mineAlongSplit); },
+      [&](int, const at::Tensor& source) { return at::empty(source.sizes(), local.options()); });
+  return at::cat(pieces, concatDim);
+}
+
+at::Tensor PullCall::allReduce(const at::Tensor& local, ReduceOp op) {
+  if (reducing_) return reducing_->allReduce(local, op);
+  const at::Tensor mine = local.contiguous();
+  std::vector<at::Tensor> parts = pull(
+      kPullAllReduce, mine, [&](int p) { return p != position_; }, whole,
+      [&](int, const at::Tensor&) { return at::empty_like(mine); });
+  parts[position_] = mine;
+  return reduceInOrder(parts, op);
+}
+
+at::Tensor PullCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
+  if (reducing_) return reducing_->reduceScatter(local, op, dim);
+  const int n = size();
+  const at::Tensor mine = local.contiguous();
+  const int64_t full = mine.size(dim), offset = chunkOffset(full, n, position_), rows = chunkSize(full, n, position_);
+  std::vector<at::Tensor> parts = pull(
+      kPullReduceScatter, mine, [&](int p) { return p != position_; },
+      [&](int, const at::Tensor& theirs) { return theirs.narrow(dim, offset, rows); },
+      [&](int, const at::Tensor& source) { return at::empty(source.sizes(), mine.options()); });
+  parts[position_] = mine.narrow(dim, offset, rows);
+  return reduceInOrder(parts, op);
+}
+
+at::Tensor PullCall::shift(const at::Tensor& local, int64_t incomingNumel) {
+  if (reducing_) return reducing_->shift(local, incomingNumel);
+  const int previous = (position_ - 1 + size()) % size();
+  const std::vector<at::Tensor> got = pull(
+      kPullShift, local.contiguous().flatten(), [&](int p) { return p == previous; }, whole,
+      [&](int, const at::Tensor&) { return at::empty({incomingNumel}, local.options()); });
+  if (got[previous].numel() != incomingNumel) common::fail(common::code::kInternal, "a ring pass received an unexpected size");
+  return got[previous];
+}
+
+}  // namespace dtorch::core
