@@ -1,5 +1,7 @@
 #include "external/cuda/device_sync.h"
 
+#include "external/cuda/row_copies.h"
+
 #include <ATen/ATen.h>
 
 #include <deque>
@@ -82,35 +84,9 @@ bool pollUntil(Done&& done, std::chrono::milliseconds timeout) {
   return true;
 }
 
-// `t` as planes of `rows` rows of `width` contiguous elements, rows `pitch` elements apart:
-// one 2-D copy per plane; `planes` are the outer (size, stride) dims, outermost first.
-struct Rows {
-  int64_t rows = 1, width = 1, pitch = 1;
-  std::vector<std::pair<int64_t, int64_t>> planes;
-};
-std::optional<Rows> asRows(const at::Tensor& t) {
-  // coalesce: drop size-1 dims, merge dims that are contiguous with the next
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) == 1) continue;
-    if (t.stride(d) <= 0) return std::nullopt;  // a broadcast view: elements overlap
-    if (!dims.empty() && dims.back().second == t.stride(d) * t.size(d)) {
-      dims.back() = {dims.back().first * t.size(d), t.stride(d)};
-    } else {
-      dims.emplace_back(t.size(d), t.stride(d));
-    }
-  }
-  if (dims.empty()) return Rows{1, 1, 1, {}};
-  if (dims.back().second != 1) dims.emplace_back(1, 1);  // a column: rows of one element
-  Rows out{1, dims.back().first, dims.back().first, {}};
-  dims.pop_back();
-  if (!dims.empty()) {
-    out.rows = dims.back().first;
-    out.pitch = dims.back().second;
-    dims.pop_back();
-  }
-  out.planes = std::move(dims);
-  return out;
+// The row copies that read `t` (see row_copies.h).
+std::optional<std::vector<RowCopy>> rowCopiesOf(const at::Tensor& t) {
+  return planRowCopies(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), std::vector<int64_t>(t.strides().begin(), t.strides().end()));
 }
 
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
@@ -206,27 +182,17 @@ std::shared_ptr<void> CommunicationScope::finish() {
   return event;
 }
 
-bool copyableByRows(const at::Tensor& t) { return asRows(t).has_value(); }
-
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
   if (!src.is_cuda() && !dst.is_cuda()) return copyOnCpu(dst, src);
-  const auto layout = asRows(src);
-  if (!layout || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
-  if (src.numel() == 0) return true;
+  const auto copies = rowCopiesOf(src);
+  if (!copies || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
   const size_t element = src.element_size();
-  const int64_t plane = layout->rows * layout->width;  // elements per plane in dst
-  std::vector<int64_t> index(layout->planes.size(), 0);
   char* to = static_cast<char*>(dst.data_ptr());
   const char* from = static_cast<const char*>(src.const_data_ptr());
-  for (int64_t done = 0; done < dst.numel(); done += plane) {
-    int64_t offset = 0;  // of this plane in src, in elements
-    for (size_t i = 0; i < index.size(); ++i) offset += index[i] * layout->planes[i].second;
-    C10_CUDA_CHECK(cudaMemcpy2DAsync(to + done * element, layout->width * element, from + offset * element, layout->pitch * element,
-                                     layout->width * element, layout->rows, cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
-    for (size_t i = index.size(); i-- > 0;) {  // next plane, last dim fastest
-      if (++index[i] < layout->planes[i].first) break;
-      index[i] = 0;
-    }
+  for (const RowCopy& c : *copies) {
+    C10_CUDA_CHECK(cudaMemcpy2DAsync(to, c.width * element, from + c.srcOffset * element, c.srcPitch * element, c.width * element, c.rows,
+                                     cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
+    to += c.rows * c.width * element;
   }
   return true;
 }
@@ -290,7 +256,6 @@ CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) { return !src.is_cuda() && !dst.is_cuda() && copyOnCpu(dst, src); }
-bool copyableByRows(const at::Tensor&) { return false; }
 void enablePeerAccess(int) {}
 void keepUntilDone(std::vector<at::Tensor>) {}
 void releaseFinished() {}

@@ -58,12 +58,10 @@ class CommunicationScope {
 };
 
 // Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
-// current stream with the copy engines; between CPU tensors, a plain copy (cudaMemcpy2DAsync per plane of rows: no SMs taken from
-// compute kernels). `src` may be any strided view without overlapping elements (a column is
-// rows of one element); returns false (nothing queued) for broadcast views.
+// current stream with the copy engines: one cudaMemcpy2DAsync per plane of rows (row_copies.h),
+// no SMs taken from compute kernels. `src` may be any strided view without overlapping elements;
+// returns false (nothing queued) for broadcast views. Between CPU tensors: a plain copy.
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);
-// Whether `t` can be the source of copyBetweenDevices.
-bool copyableByRows(const at::Tensor& t);
 // Lets this GPU's copy engines read `peer`'s memory directly (idempotent).
 void enablePeerAccess(int peer);
 // Holds `tensors` (read by work queued on the current stream, e.g. another GPU's buffers) until
