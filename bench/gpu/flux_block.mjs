@@ -134,10 +134,12 @@ for (const [variant, gpuCount] of variants.flatMap((v) => (v === 'single' ? [[v,
     const atRest = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).allocatedBytes); // weights, inputs
     for (const g of gpus(state.mesh)) dt.cuda.resetPeakMemoryStats(g);
     let best = Infinity;
+    const heldAfterRounds = []; // GPU 0's allocated bytes after each round: a loop must not grow
     for (let r = 0; r < rounds; r++) {
       const start = process.hrtime.bigint();
       await forwards(state, iters);
       best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6 / iters);
+      if (device === 'cuda') heldAfterRounds.push(dt.cuda.memoryStats(0).allocatedBytes);
     }
     const peaks = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).peakAllocatedBytes);
     const out = block(state);
@@ -145,7 +147,7 @@ for (const [variant, gpuCount] of variants.flatMap((v) => (v === 'single' ? [[v,
     out.dispose();
     ours.push({ variant, gpus: gpuCount, carveout, ms: best });
     const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, sm_carveout: carveout, device, tokens, iters, rounds };
-    console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks, rest_bytes_per_gpu: atRest }));
+    console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks, rest_bytes_per_gpu: atRest, held_after_rounds: heldAfterRounds }));
   }
   if (device === 'cuda') dt.cuda.setSMCarveout(0);
   for (const t of [...Object.values(state.w), state.x, state.temb]) if (!t.isDisposed) t.dispose();
