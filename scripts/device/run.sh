@@ -39,7 +39,7 @@ if [ $build -eq 0 ] && [ "$cuda" = true ] && [ "${TESTS:-1}" != 0 ]; then
   (cd tests && DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops "$@" --reporter=default) > "$OUT/test-cuda-property.log" 2>&1
   results+=("\"cuda-property\": $?")
   # again with every collective through NCCL (no copy-engine all-gather / all-to-all)
-  (cd tests && DTORCH_COPY_ENGINES=0 DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops distributed/collective "$@" --reporter=default) > "$OUT/test-cuda-property-nccl.log" 2>&1
+  (cd tests && DTORCH_COPY_ENGINES=0 DTORCH_PROPERTY_DEVICE=cuda node "$root/node_modules/vitest/vitest.mjs" run distributed/redistribute distributed/ops distributed/collective distributed/loop_memory "$@" --reporter=default) > "$OUT/test-cuda-property-nccl.log" 2>&1
   results+=("\"cuda-property-nccl\": $?")
 fi
 bench() { [ $build -eq 0 ] && [[ ",${BENCH:-}," == *",$1,"* ]]; }
