@@ -49,29 +49,28 @@ std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wa
   return pieces;
 }
 
+// CPU workers read their peers' pieces in place and concatenate them; GPUs copy each piece
+// straight into its region of the output.
 at::Tensor PullCall::allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) {
-  if (!local.is_cuda()) {
-    return at::cat(pull(kPullAllGather, local, everyone, whole, [](int, const at::Tensor& s) { return s; }), dim);
-  }
-  // GPUs: each piece lands in its rows of the output (dim moved first: contiguous rows)
   const int n = size();
-  const at::Tensor mine = local.movedim(dim, 0).contiguous();
-  at::Tensor out = at::empty(withSize(mine.sizes(), 0, gatheredSize), mine.options());
-  pull(kPullAllGather, mine, everyone, whole,
-       [&](int p, const at::Tensor&) { return out.narrow(0, chunkOffset(gatheredSize, n, p), chunkSize(gatheredSize, n, p)); });
-  return dim == 0 ? out : out.movedim(0, dim).contiguous();
+  at::Tensor out = local.is_cuda() ? at::empty(withSize(local.sizes(), dim, gatheredSize), local.options()) : at::Tensor();
+  const std::vector<at::Tensor> pieces = pull(kPullAllGather, local.contiguous(), everyone, whole, [&](int p, const at::Tensor&) {
+    return out.narrow(dim, chunkOffset(gatheredSize, n, p), chunkSize(gatheredSize, n, p));
+  });
+  return local.is_cuda() ? out : at::cat(pieces, dim);
 }
 
-// The arriving pieces carry their own sizes along concatDim: no need for concatSize here.
-at::Tensor PullCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t) {
+// The arriving pieces carry their own sizes along concatDim; concatSize places them on GPUs.
+at::Tensor PullCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t concatSize) {
   const int n = size();
   const int64_t split = local.size(splitDim);
   const int64_t offset = chunkOffset(split, n, position_), mineAlongSplit = chunkSize(split, n, position_);
-  // the deposit is contiguous, so every chunk of it is rows of contiguous elements
+  at::Tensor out;
+  if (local.is_cuda()) out = at::empty(withSize(withSize(local.sizes(), splitDim, mineAlongSplit), concatDim, concatSize), local.options());
   const std::vector<at::Tensor> pieces = pull(
       kPullAllToAll, local.contiguous(), everyone, [&](int, const at::Tensor& theirs) { return theirs.narrow(splitDim, offset, mineAlongSplit); },
-      [&](int, const at::Tensor& source) { return at::empty(source.sizes(), local.options()); });
-  return at::cat(pieces, concatDim);
+      [&](int p, const at::Tensor&) { return out.narrow(concatDim, chunkOffset(concatSize, n, p), chunkSize(concatSize, n, p)); });
+  return local.is_cuda() ? out : at::cat(pieces, concatDim);
 }
 
 at::Tensor PullCall::allReduce(const at::Tensor& local, ReduceOp op) {

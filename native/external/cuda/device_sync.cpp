@@ -84,11 +84,6 @@ bool pollUntil(Done&& done, std::chrono::milliseconds timeout) {
   return true;
 }
 
-// The row copies that read `t` (see row_copies.h).
-std::optional<std::vector<RowCopy>> rowCopiesOf(const at::Tensor& t) {
-  return planRowCopies(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), std::vector<int64_t>(t.strides().begin(), t.strides().end()));
-}
-
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
 
 // A copy's last step: hands the pinned tensor on from a CUDA driver thread.
@@ -184,15 +179,16 @@ std::shared_ptr<void> CommunicationScope::finish() {
 
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
   if (!src.is_cuda() && !dst.is_cuda()) return copyOnCpu(dst, src);
-  const auto copies = rowCopiesOf(src);
-  if (!copies || !dst.is_contiguous() || dst.numel() != src.numel() || dst.scalar_type() != src.scalar_type()) return false;
+  if (dst.sizes() != src.sizes() || dst.scalar_type() != src.scalar_type()) return false;
+  const auto list = [](at::IntArrayRef v) { return std::vector<int64_t>(v.begin(), v.end()); };
+  const auto copies = planRowCopies(list(src.sizes()), list(src.strides()), list(dst.strides()));
+  if (!copies) return false;
   const size_t element = src.element_size();
   char* to = static_cast<char*>(dst.data_ptr());
   const char* from = static_cast<const char*>(src.const_data_ptr());
   for (const RowCopy& c : *copies) {
-    C10_CUDA_CHECK(cudaMemcpy2DAsync(to, c.width * element, from + c.srcOffset * element, c.srcPitch * element, c.width * element, c.rows,
-                                     cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
-    to += c.rows * c.width * element;
+    C10_CUDA_CHECK(cudaMemcpy2DAsync(to + c.dstOffset * element, c.dstPitch * element, from + c.srcOffset * element, c.srcPitch * element,
+                                     c.width * element, c.rows, cudaMemcpyDefault, c10::cuda::getCurrentCUDAStream()));
   }
   return true;
 }

@@ -57,10 +57,11 @@ class CommunicationScope {
   bool active_ = false;
 };
 
-// Copies `src` (on any GPU of this process) into `dst` (contiguous, on this thread's GPU) on the
+// Copies `src` (on any GPU of this process) into `dst` (same shape, on this thread's GPU) on the
 // current stream with the copy engines: one cudaMemcpy2DAsync per plane of rows (row_copies.h),
-// no SMs taken from compute kernels. `src` may be any strided view without overlapping elements;
-// returns false (nothing queued) for broadcast views. Between CPU tensors: a plain copy.
+// no SMs taken from compute kernels. Both may be any strided views without overlapping elements
+// (a region of a larger output included); returns false (nothing queued) for broadcast views.
+// Between CPU tensors: a plain copy.
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src);
 // Lets this GPU's copy engines read `peer`'s memory directly (idempotent).
 void enablePeerAccess(int peer);
