@@ -4,14 +4,7 @@
 #include <unordered_map>
 
 #include "common/id_map.h"
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
+#include "tests/check.h"
 
 int main() {
   dtorch::common::IdMap<int> map(4);

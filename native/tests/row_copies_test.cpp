@@ -6,14 +6,7 @@
 #include <random>
 
 #include "external/cuda/row_copies.h"
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
+#include "tests/check.h"
 
 using dtorch::external::cuda::planRowCopies;
 

@@ -140,15 +140,21 @@ void runRedistribute(KernelContext& ctx) {
   ctx.outputsReady = onCommunicationStream.finish();
 }
 
+// Puts `meta` on mesh `meshId`, replicated there (what a move to another mesh produces).
+const DeviceMesh& replicateOn(const InferContext& ctx, TensorMeta& meta, int64_t meshId) {
+  meta.meshId = static_cast<int>(meshId);
+  const DeviceMesh& target = ctx.meshes.get(meta.meshId);
+  meta.placements = Placements(target.ndim(), Placement::replicate());
+  return target;
+}
+
 // ---- transfer: attrs targetMeshId -----------------------------------------------------------
 
 void inferTransfer(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
   if (!allReplicate(in.placements)) ctx.fail(common::code::kInternal, "transfer needs a Replicate input");
   TensorMeta meta = in;
-  meta.meshId = static_cast<int>(ctx.intAttr(0));
-  const DeviceMesh& target = ctx.meshes.get(meta.meshId);
-  meta.placements = Placements(target.ndim(), Placement::replicate());
+  const DeviceMesh& target = replicateOn(ctx, meta, ctx.intAttr(0));
   ctx.state = std::make_shared<TransferState>(target.size());
   out.push_back(std::move(meta));
 }
@@ -173,12 +179,10 @@ void inferToLocal(const InferContext& ctx, Outputs& out) {
   }
   TensorMeta meta = in;
   meta.shape = localShape(in, mesh, static_cast<int>(rank));
-  meta.meshId = static_cast<int>(ctx.intAttr(1));
-  const DeviceMesh& target = ctx.meshes.get(meta.meshId);
+  const DeviceMesh& target = replicateOn(ctx, meta, ctx.intAttr(1));
   if (target.size() != 1 || !(target.device(0) == mesh.device(static_cast<int>(rank)))) {
     ctx.fail(common::code::kInternal, "to_local needs the 1-device mesh of the rank's device");
   }
-  meta.placements = Placements(target.ndim(), Placement::replicate());
   out.push_back(std::move(meta));
 }
 
@@ -193,9 +197,7 @@ void inferGather(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
   if (!partialsAdd(in.placements)) ctx.fail(common::code::kInternal, "gather takes sums and averages as partials");
   TensorMeta meta = in;
-  meta.meshId = static_cast<int>(ctx.intAttr(0));
-  const DeviceMesh& target = ctx.meshes.get(meta.meshId);
-  meta.placements = Placements(target.ndim(), Placement::replicate());
+  replicateOn(ctx, meta, ctx.intAttr(0));
   ctx.state = std::make_shared<GatherState>(ctx.meshes.get(in.meshId), in);
   out.push_back(std::move(meta));
 }

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -54,6 +53,13 @@ class Event {
  private:
   cudaEvent_t event_{};
 };
+
+// A new event recorded at this point of `stream`: a marker shared by whoever waits for it.
+std::shared_ptr<Event> recordedOn(const c10::cuda::CUDAStream& stream) {
+  auto event = std::make_shared<Event>();
+  event->record(stream);
+  return event;
+}
 
 struct WorkerStreams {
   c10::cuda::CUDAStream compute;
@@ -116,9 +122,7 @@ void bindWorkerThread(int index) {
 std::shared_ptr<void> markReady(const at::Tensor& t) {
   if (!t.defined() || !t.is_cuda()) return nullptr;
   const c10::cuda::CUDAGuard onItsDevice(t.device().index());  // an event records on its own device
-  auto event = std::make_shared<Event>();
-  event->record(c10::cuda::getCurrentCUDAStream(t.device().index()));
-  return event;
+  return recordedOn(c10::cuda::getCurrentCUDAStream(t.device().index()));
 }
 
 void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t) {
@@ -140,10 +144,7 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
 
 bool endBatch(int inFlight, std::chrono::milliseconds timeout) {
   if (!streams) return true;
-  auto compute = std::make_shared<Event>(), communication = std::make_shared<Event>();
-  compute->record(streams->compute);
-  communication->record(streams->communication);
-  batchEnds.emplace_back(std::move(compute), std::move(communication));
+  batchEnds.emplace_back(recordedOn(streams->compute), recordedOn(streams->communication));
   while (static_cast<int>(batchEnds.size()) > inFlight) {
     const auto& [c, m] = batchEnds.front();
     if (!pollUntil([&] { return c->query() && m->query(); }, timeout)) return false;
@@ -172,9 +173,7 @@ CommunicationScope::~CommunicationScope() {
 
 std::shared_ptr<void> CommunicationScope::finish() {
   if (!active_) return nullptr;
-  auto event = std::make_shared<Event>();
-  event->record(streams->communication);
-  return event;
+  return recordedOn(streams->communication);
 }
 
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
@@ -196,9 +195,9 @@ bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
 void enablePeerAccess(int peer) {
   const int here = c10::cuda::current_device();
   if (peer == here) return;
-  static std::mutex mutex;
-  static std::set<std::pair<int, int>> enabled;  // (from, to): a context-wide setting, made once
-  std::lock_guard<std::mutex> lock(mutex);
+  // each worker thread enables access from its own GPU only, so a set per thread needs no lock
+  // on this per-collective path (another thread finding it enabled already is handled below)
+  thread_local std::set<std::pair<int, int>> enabled;  // (from, to)
   if (!enabled.insert({here, peer}).second) return;
   int possible = 0;
   C10_CUDA_CHECK(cudaDeviceCanAccessPeer(&possible, here, peer));
@@ -213,9 +212,7 @@ void enablePeerAccess(int peer) {
 
 void keepUntilDone(std::vector<at::Tensor> tensors) {
   if (!streams) return;  // a CPU worker: its copies are done already
-  auto done = std::make_shared<Event>();
-  done->record(c10::cuda::getCurrentCUDAStream());
-  heldForCopies.push_back({std::move(done), std::move(tensors)});
+  heldForCopies.push_back({recordedOn(c10::cuda::getCurrentCUDAStream()), std::move(tensors)});
 }
 
 void releaseFinished() {
