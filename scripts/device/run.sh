@@ -3,7 +3,8 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests
+#   BENCH=overhead,redistribute,flux,overlap also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -50,6 +51,8 @@ fi
 bench redistribute && node bench/redistribute/run.mjs > "$OUT/redistribute-cpu.jsonl" 2>&1
 if bench flux && [ "$cuda" = true ]; then
   DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
+  # reductions as copy-engine pulls plus an add, instead of NCCL kernels that wait for the SMs
+  [ "${CE_REDUCTIONS:-0}" = 1 ] && DEVICE=cuda VARIANTS=tp,tpsp CARVEOUTS=0 DTORCH_COPY_ENGINE_REDUCTIONS=1 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-ce-reductions.jsonl" 2>&1
   [ "${NCCL_ONLY:-0}" = 1 ] && DEVICE=cuda VARIANTS=tp,ulysses CARVEOUTS=0 DTORCH_COPY_ENGINES=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-nccl-only.jsonl" 2>&1
 fi
 if bench overlap && [ "$cuda" = true ]; then
@@ -57,3 +60,5 @@ if bench overlap && [ "$cuda" = true ]; then
   DEVICE=cuda CARVEOUTS=0,16,32 DTORCH_COPY_ENGINES=0 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda-nccl-only.jsonl" 2>&1
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
+# the device tool brings back a limited number of files: the logs travel as one archive
+(cd "$OUT" && tar -czf logs.tar.gz build.log test-*.log vitest-*.json 2>/dev/null && rm -f build.log test-*.log vitest-*.json)

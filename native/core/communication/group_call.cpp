@@ -36,6 +36,22 @@ at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
   return acc;
 }
 
+void GroupCall::allGatherEach(const at::Tensor& local, int64_t dim, int64_t gatheredSize, const PieceFn& use) {
+  const at::Tensor all = allGather(local, dim, gatheredSize);
+  const int n = groupSize();
+  for (int i = 0; i < n; ++i) {
+    const int p = (groupPosition() + i) % n;
+    use(p, all.narrow(dim, chunkOffset(gatheredSize, n, p), chunkSize(gatheredSize, n, p)));
+  }
+}
+
+at::Tensor GroupCall::reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill) {
+  const at::Tensor partial = at::empty(shape, options);
+  const int n = groupSize();
+  for (int p = 0; p < n; ++p) fill(p, partial.narrow(dim, chunkOffset(shape[dim], n, p), chunkSize(shape[dim], n, p)));
+  return reduceScatter(partial, ReduceOp::kSum, dim);
+}
+
 std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet) {
   int position = 0;
   const std::vector<int> ranks = groupAlong(mesh, rank, meshDim, &position);

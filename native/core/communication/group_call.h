@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "core/communication/rendezvous.h"
@@ -17,6 +18,9 @@ namespace dtorch::core {
 class GroupCall {
  public:
   virtual ~GroupCall() = default;
+  // This participant's place in the group, and the group's size.
+  virtual int groupPosition() const = 0;
+  virtual int groupSize() const = 0;
   // Every participant's piece, concatenated along `dim` in group order (S -> R); the pieces are
   // torch.chunk's of `gatheredSize`.
   virtual at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) = 0;
@@ -31,6 +35,18 @@ class GroupCall {
   // Sends `local` to the next participant (wrapping around) and returns what the previous one
   // sent, flat: `incomingNumel` elements of local's dtype (a ring pass).
   virtual at::Tensor shift(const at::Tensor& local, int64_t incomingNumel) = 0;
+
+  // Work on one participant's piece: use(p, piece) or fill(p, rows).
+  using PieceFn = std::function<void(int participant, const at::Tensor& piece)>;
+  // allGather, handing each participant's piece to `use` as soon as it is here: this
+  // participant's own first, then the others in group order after it. `use` queues its work on
+  // the caller's stream; pull-based calls move the later pieces meanwhile (the copy engines beside
+  // the compute kernels). Default: one allGather, then every piece.
+  virtual void allGatherEach(const at::Tensor& local, int64_t dim, int64_t gatheredSize, const PieceFn& use);
+  // reduceScatter (sum) of a tensor of `shape` that `fill(p, rows)` writes in chunks along `dim`,
+  // each the rows of participant p's chunk: the peers' chunks first, so that they are pulled
+  // while this participant computes its own. Default: fill every chunk, then reduceScatter.
+  virtual at::Tensor reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill);
 };
 
 // Reduces `parts` in order into a new tensor.

@@ -15,6 +15,8 @@ class NcclCall final : public GroupCall {
  public:
   NcclCall(Rendezvous& rendezvous, int position, std::vector<int> devices, std::chrono::milliseconds timeout)
       : rendezvous_(rendezvous), position_(position), devices_(std::move(devices)), timeout_(timeout) {}
+  int groupPosition() const override { return position_; }
+  int groupSize() const override { return size(); }
   at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) override;
   at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
   at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;

@@ -10,13 +10,14 @@ namespace dtorch::core {
 
 namespace {
 // What each participant is about to do, checked at the meeting (Rendezvous algorithms).
-enum Pull : int { kPullAllGather = 101, kPullAllToAll, kPullAllReduce, kPullReduceScatter, kPullShift };
+enum Pull : int { kPullAllGather = 101, kPullAllToAll, kPullAllReduce, kPullReduceScatter, kPullShift, kPullAllGatherEach, kPullReduceScatterFilled };
 const auto everyone = [](int) { return true; };
 const auto whole = [](int, const at::Tensor& theirs) { return theirs; };
 }  // namespace
 
 template <typename Wanted, typename Take, typename Into>
-std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into) {
+std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into,
+                                       const PieceFn& landed) {
   const auto& all = rendezvous_.exchange(position_, mine, timeout_, algorithm);
   std::vector<at::Tensor> pieces(size()), read;
   try {
@@ -38,6 +39,7 @@ std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wa
         common::fail(common::code::kInternal, "a peer piece has a layout the copy engines cannot read");
       }
       read.push_back(c.tensor);
+      if (landed) landed(p, target);
     }
   } catch (...) {
     external::cuda::keepUntilDone(std::move(read));
@@ -104,6 +106,61 @@ at::Tensor PullCall::shift(const at::Tensor& local, int64_t incomingNumel) {
       [&](int, const at::Tensor&) { return at::empty({incomingNumel}, local.options()); });
   if (got[previous].numel() != incomingNumel) common::fail(common::code::kInternal, "a ring pass received an unexpected size");
   return got[previous];
+}
+
+// Own piece first, on the caller's stream; the peers' pieces are pulled on the communication
+// stream meanwhile, each used once its copy has landed.
+void PullCall::allGatherEach(const at::Tensor& local, int64_t dim, int64_t gatheredSize, const PieceFn& use) {
+  const int n = size();
+  const at::Tensor mine = local.contiguous();
+  std::vector<at::Tensor> pieces;
+  std::vector<std::shared_ptr<void>> arrived(n);
+  {
+    external::cuda::CommunicationScope onCommunicationStream(mine);  // inactive on CPU workers
+    pieces = pull(
+        kPullAllGatherEach, mine, [&](int p) { return p != position_; }, whole,
+        [&](int, const at::Tensor& source) { return at::empty(source.sizes(), mine.options()); },
+        [&](int p, const at::Tensor& copy) { arrived[p] = external::cuda::markReady(copy); });
+  }
+  use(position_, mine);
+  for (int i = 1; i < n; ++i) {
+    const int p = (position_ + i) % n;
+    if (pieces[p].size(dim) != chunkSize(gatheredSize, n, p)) common::fail(common::code::kInternal, "a gathered piece has an unexpected size");
+    external::cuda::waitFor(arrived[p], pieces[p]);
+    use(p, pieces[p]);
+  }
+}
+
+// The peers' chunks first; once they are deposited, this participant fills its own chunk on the
+// caller's stream while the peers pull theirs, then adds what it pulled, in group order.
+at::Tensor PullCall::reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill) {
+  const int n = size();
+  const int64_t full = shape[dim];
+  const at::Tensor partial = at::empty(shape, options);
+  auto chunkOf = [&](int p) { return partial.narrow(dim, chunkOffset(full, n, p), chunkSize(full, n, p)); };
+  try {
+    for (int i = 1; i < n; ++i) fill((position_ + i) % n, chunkOf((position_ + i) % n));
+  } catch (const std::exception& e) {
+    rendezvous_.abandon(std::make_shared<KernelError>(KernelError{"reduce_scatter", e.what(), 0}));  // the peers must not wait
+    throw;
+  }
+  std::vector<at::Tensor> parts;
+  std::vector<std::shared_ptr<void>> arrived(n);
+  const int64_t offset = chunkOffset(full, n, position_), rows = chunkSize(full, n, position_);
+  {
+    external::cuda::CommunicationScope onCommunicationStream(partial);
+    parts = pull(
+        kPullReduceScatterFilled, partial, [&](int p) { return p != position_; },
+        [&](int, const at::Tensor& theirs) { return theirs.narrow(dim, offset, rows); },
+        [&](int, const at::Tensor& source) { return at::empty(source.sizes(), options); },
+        [&](int p, const at::Tensor& copy) { arrived[p] = external::cuda::markReady(copy); });
+  }
+  parts[position_] = chunkOf(position_);
+  fill(position_, parts[position_]);
+  for (int p = 0; p < n; ++p) {
+    if (p != position_) external::cuda::waitFor(arrived[p], parts[p]);
+  }
+  return reduceInOrder(parts, ReduceOp::kSum);
 }
 
 }  // namespace dtorch::core

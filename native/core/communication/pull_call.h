@@ -17,19 +17,27 @@ class PullCall final : public GroupCall {
  public:
   PullCall(Rendezvous& rendezvous, int position, std::unique_ptr<GroupCall> reducing, std::chrono::milliseconds timeout)
       : rendezvous_(rendezvous), position_(position), reducing_(std::move(reducing)), timeout_(timeout) {}
+  int groupPosition() const override { return position_; }
+  int groupSize() const override { return size(); }
   at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) override;
   at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
   at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;
   at::Tensor allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t concatSize) override;
   at::Tensor shift(const at::Tensor& local, int64_t incomingNumel) override;
+  // Pulls (copy engines on GPUs) even where reductions otherwise go through NCCL: the point is
+  // to keep the SMs for the matmuls that `use` / `fill` queue meanwhile.
+  void allGatherEach(const at::Tensor& local, int64_t dim, int64_t gatheredSize, const PieceFn& use) override;
+  at::Tensor reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill) override;
 
  private:
   int size() const { return rendezvous_.size(); }
   // Deposits `mine` and returns, for every participant p that `wanted(p)`, `take(p, theirs)`:
   // on a GPU copied into `into(p, source)` (the peers' buffers are held until the copies are
-  // done), on CPU workers read in place. `algorithm` is checked at the meeting.
+  // done), on CPU workers read in place. `algorithm` is checked at the meeting. On a GPU,
+  // `landed(p, copy)` runs right after p's copy is queued (to mark it).
   template <typename Wanted, typename Take, typename Into>
-  std::vector<at::Tensor> pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into);
+  std::vector<at::Tensor> pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into,
+                               const PieceFn& landed = {});
 
   Rendezvous& rendezvous_;
   int position_;

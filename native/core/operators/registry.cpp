@@ -15,6 +15,7 @@ OpRegistry::OpRegistry() {
   registerNnOps(*this);
   registerImageOps(*this);
   registerAttentionOps(*this);
+  registerOverlappedLinearOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -39,5 +39,6 @@ void registerShapeOps(OpRegistry& registry);
 void registerNnOps(OpRegistry& registry);
 void registerImageOps(OpRegistry& registry);
 void registerAttentionOps(OpRegistry& registry);
+void registerOverlappedLinearOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

@@ -6,3 +6,4 @@ export { conv2d, interpolate, avgPool2d, maxPool2d, type Conv2dOptions, type Int
 export {
   linear, layerNorm, rmsNorm, groupNorm, embedding, scaledDotProductAttention, applyRotaryEmb, type AttentionOptions,
 } from './ops/nn.js';
+export { allGatherLinear, linearReduceScatter, type OverlappedLinearOptions } from './ops/overlapped_linear.js';
