@@ -12,15 +12,21 @@
 namespace dtorch::core {
 
 at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
-  at::Tensor acc = parts[0].clone(at::MemoryFormat::Contiguous);
-  if (acc.scalar_type() == at::kBool) {  // bools: a sum or an average is "any", the min "all"
-    for (size_t i = 1; i < parts.size(); ++i) {
+  const bool isBool = parts[0].scalar_type() == at::kBool;  // a sum or an average is "any", the min "all"
+  // the first two parts combine into a new tensor (no copy of the first), the rest in place
+  auto combine = [&](const at::Tensor& a, const at::Tensor& b) {
+    if (isBool) return op == ReduceOp::kMin ? at::logical_and(a, b) : at::logical_or(a, b);
+    if (op == ReduceOp::kMax) return at::maximum(a, b);
+    if (op == ReduceOp::kMin) return at::minimum(a, b);
+    return at::add(a, b);
+  };
+  at::Tensor acc = parts.size() == 1 ? parts[0].clone(at::MemoryFormat::Contiguous) : combine(parts[0], parts[1]).contiguous();
+  for (size_t i = 2; i < parts.size(); ++i) {
+    if (isBool) {
       if (op == ReduceOp::kMin) acc.logical_and_(parts[i]);
       else acc.logical_or_(parts[i]);
+      continue;
     }
-    return acc;
-  }
-  for (size_t i = 1; i < parts.size(); ++i) {
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg: acc.add_(parts[i]); break;
@@ -28,7 +34,7 @@ at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
       case ReduceOp::kMin: at::minimum_out(acc, acc, parts[i]); break;
     }
   }
-  if (op == ReduceOp::kAvg) {
+  if (op == ReduceOp::kAvg && !isBool) {
     const auto n = static_cast<int64_t>(parts.size());
     if (c10::isIntegralType(acc.scalar_type(), /*includeBool=*/true)) acc.div_(n, "floor");
     else acc.div_(n);

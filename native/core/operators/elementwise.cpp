@@ -281,6 +281,23 @@ void runWhere(KernelContext& ctx) {
   ctx.outputs.push_back(at::where(ctx.input(0), ctx.input(1), ctx.input(2)).to(ctx.outputMeta().dtype));
 }
 
+// ---- addcmul(c, a, b): c + a * b, formed by fusing mul(a, b) into add -------------------------
+// GPUs, one dtype: one pass and one rounding. Elsewhere mul, then add: bit-identical to the
+// ops it replaces (add is commutative, so which side c was on does not matter).
+void runAddcmul(KernelContext& ctx) {
+  const at::Tensor &c = ctx.input(0), &a = ctx.input(1), &b = ctx.input(2);
+  const bool oneDtype = c.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type();
+  if (c.is_cuda() && oneDtype && at::isFloatingType(c.scalar_type())) {
+    ctx.outputs.push_back(at::addcmul(c, a, b));
+    return;
+  }
+  at::Tensor product = at::mul(a, b);
+  const TensorMeta& out = ctx.outputMeta();
+  // the product's buffer takes the sum when it can, as the unfused add would have reused it
+  if (product.scalar_type() == out.dtype && product.sizes() == at::IntArrayRef(ctx.outputPiece().shape)) ctx.outputs.push_back(product.add_(c));
+  else ctx.outputs.push_back(at::add(c, product));
+}
+
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {
   if (ctx.inputs[1]->dtype != DType::Bool) {
     ctx.fail(common::code::kDtypeMismatch, "mask must be bool, got " + std::string(dtypeName(ctx.inputs[1]->dtype)));
@@ -320,6 +337,7 @@ void registerElementwiseOps(OpRegistry& registry) {
     registry.add(scalar);
   }
   registry.add({"where", 3, "", inferWhere, runWhere, whereRows});
+  registry.add({"addcmul", 3, "(formed by fusion)", inferFormedByFusion, runAddcmul});
   registry.add({"masked_fill", 2, "value, kind", inferMaskedFill, runMaskedFill, maskedFillRows});
 }
 

@@ -114,4 +114,8 @@ void checkPlacements(const InferContext& ctx, const Placements& placements, cons
   }
 }
 
+void inferFormedByFusion(const InferContext& ctx, Outputs&) {
+  ctx.fail(common::code::kInternal, "is formed by the controller's fusion of recorded ops and cannot be recorded itself");
+}
+
 }  // namespace dtorch::core

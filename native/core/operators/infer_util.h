@@ -28,6 +28,9 @@ int commonMesh(const InferContext& ctx);
 // Output meta on the inputs' mesh; its placements come from the op's signature rows.
 TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype);
 
+// The infer of ops that only the controller's fusion forms (runner/fusion.h): recording one fails.
+void inferFormedByFusion(const InferContext& ctx, Outputs& out);
+
 // Checks one placement per mesh dim and shard dims inside the tensor's rank.
 void checkPlacements(const InferContext& ctx, const Placements& placements, const DeviceMesh& mesh, int64_t ndim);
 

@@ -67,6 +67,24 @@ void runLinear(KernelContext& ctx) {
   ctx.outputs.push_back(at::linear(ctx.input(0), ctx.input(1), bias));
 }
 
+// ---- linear_gelu(x, weight, bias): gelu(linear(x, W, b), tanh), formed by fusion ------------
+// GPUs, 16-bit floats: one cuBLASLt matmul whose epilogue adds the bias and applies GELU (tanh),
+// so the [tokens, out] product goes through memory once; elsewhere linear, then gelu in place
+// (bit-identical to the unfused ops).
+void runLinearGelu(KernelContext& ctx) {
+  const at::Tensor &x = ctx.input(0), &w = ctx.input(1), &b = ctx.input(2);
+  if (x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && w.size(0) > 1 && at::isReducedFloatingType(x.scalar_type())) {
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = w.size(0);
+    const at::Tensor y = at::_addmm_activation(b, x.reshape({-1, x.size(-1)}), w.t(), 1, 1, /*use_gelu=*/true);
+    ctx.outputs.push_back(y.view(shape));
+    return;
+  }
+  at::Tensor y = at::linear(x, w, b);
+  at::gelu_(y, "tanh");
+  ctx.outputs.push_back(y);
+}
+
 // ---- layer_norm / rms_norm: attrs nNorm, normalizedShape..., hasWeight, hasBias, eps ----------
 
 Shape normShape(const InferContext& ctx) {
@@ -246,6 +264,7 @@ void runSdpa(KernelContext& ctx) {
 
 void registerNnOps(OpRegistry& registry) {
   registry.add({"linear", -1, "(x, weight, bias?)", inferLinear, runLinear, linearRows});
+  registry.add({"linear_gelu", 3, "(formed by fusion)", inferFormedByFusion, runLinearGelu});
   registry.add({"layer_norm", -1, "nNorm, shape..., hasWeight, hasBias, eps", inferNorm, runLayerNorm, normRows});
   registry.add({"rms_norm", -1, "nNorm, shape..., hasWeight, hasBias(0), eps", inferNorm, runRmsNorm, normRows});
   registry.add({"group_norm", -1, "groups, hasWeight, hasBias, eps", inferGroupNorm, runGroupNorm, groupNormRows});

@@ -242,14 +242,15 @@ void runLinearReduceScatter(KernelContext& ctx) {
   shape.back() = ctx.input(k).size(0);
   const int64_t tokens = shape[s];
   const std::unique_ptr<GroupCall> call = openGroupCall(ctx.mesh, ctx.rank, state.meshDim, *state.meet[groupIndexAlong(ctx.mesh, ctx.rank, state.meshDim)]);
-  const int n = call->groupSize();
+  const int n = call->groupSize(), position = call->groupPosition();
+  const at::Tensor* bias = ctx.intAttr(3) != 0 ? &ctx.input(2 * k) : nullptr;
   at::Tensor y = call->reduceScatterFilled(shape, x0.options(), s, [&](int p, const at::Tensor& rows) {
     const int64_t offset = chunkOffset(tokens, n, p);
     for (int64_t j = 0; j < k; ++j) {
-      linearInto(rows, ctx.input(j).narrow(s, offset, rows.size(s)), ctx.input(k + j), nullptr, /*accumulate=*/j > 0);
+      // the bias goes into this rank's own rows only, so the sum holds it once
+      linearInto(rows, ctx.input(j).narrow(s, offset, rows.size(s)), ctx.input(k + j), j == 0 && p == position ? bias : nullptr, /*accumulate=*/j > 0);
     }
   });
-  if (ctx.intAttr(3) != 0) y.add_(ctx.input(2 * k));
   ctx.outputs.push_back(std::move(y));
 }
 

@@ -51,6 +51,7 @@ void Controller::loop() {
       }
     }
     if (segment) {
+      fusion_.fuse(*segment);
       lower(segment);
       retired_.push_back(std::move(segment));
     }

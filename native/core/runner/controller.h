@@ -1,6 +1,6 @@
 // Controller: the native thread between the client and the workers. It takes recorded
-// segments in order, rewrites them (drops dead nodes, frees each released tensor right after
-// its last use), lowers every node to one kernel per rank, and queues the kernels on the
+// segments in order, rewrites them (fuses producer-consumer pairs, drops dead nodes, frees each
+// released tensor right after its last use), lowers every node to one kernel per rank, and queues the kernels on the
 // ranks' workers, one batch per worker per segment.
 #pragma once
 #include <condition_variable>
@@ -12,6 +12,7 @@
 #include "core/graph/segment.h"
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
+#include "core/runner/fusion.h"
 
 namespace dtorch::core {
 
@@ -33,6 +34,7 @@ class Controller {
   const MeshTable& meshes_;
   WorkerPool& workers_;
   std::unique_ptr<PlanScratch> scratch_;  // controller thread only
+  SegmentFusion fusion_;                  // controller thread only
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;

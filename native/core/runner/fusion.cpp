@@ -1,0 +1,118 @@
+#include "core/runner/fusion.h"
+
+#include "common/env.h"
+#include "common/id_map.h"
+#include "core/operators/registry.h"
+
+namespace dtorch::core {
+
+namespace {
+
+// One fusable pair: `producer`'s output read by `consumer` becomes `fused`, whose inputs
+// `inputsOf` lists. `slot` says which consumer input reads the producer's output t (-1: the pair
+// does not qualify, e.g. an attribute the fused kernel does not cover).
+struct Rule {
+  const char* producer;
+  const char* consumer;
+  const char* fused;
+  int (*slot)(const Node& producer, const Node& consumer, int64_t t);
+  c10::SmallVector<int64_t, 4> (*inputsOf)(const Node& producer, const Node& consumer, int slot);
+};
+
+const Rule kRules[] = {
+    // linear(x, W, b) -> gelu(tanh): the matmul's GELU epilogue (cuBLASLt) on GPUs
+    {"linear", "gelu", "linear_gelu",
+     [](const Node& p, const Node& c, int64_t t) { return p.inputs.size() == 3 && c.attrs[0] == 1 && c.inputs[0] == t ? 0 : -1; },
+     [](const Node& p, const Node&, int) { return p.inputs; }},
+    // mul(a, b) -> add(c, ·) or add(·, c) with alpha 1: addcmul(c, a, b), one pass on GPUs
+    {"mul", "add", "addcmul",
+     [](const Node&, const Node& c, int64_t t) {
+       if (c.attrs[0] != 1 || c.inputs[0] == c.inputs[1]) return -1;
+       return c.inputs[0] == t ? 0 : c.inputs[1] == t ? 1 : -1;
+     },
+     [](const Node& p, const Node& c, int slot) { return c10::SmallVector<int64_t, 4>{c.inputs[1 - slot], p.inputs[0], p.inputs[1]}; }},
+};
+
+struct ResolvedRule {
+  const OpDef* producer;
+  const OpDef* consumer;
+  const OpDef* fused;
+  const Rule* rule;
+};
+
+const std::vector<ResolvedRule>& resolvedRules() {
+  static const std::vector<ResolvedRule> rules = [] {
+    std::vector<ResolvedRule> out;
+    const OpRegistry& ops = OpRegistry::instance();
+    for (const Rule& r : kRules) out.push_back({ops.find(r.producer), ops.find(r.consumer), ops.find(r.fused), &r});
+    return out;
+  }();
+  return rules;
+}
+
+}  // namespace
+
+struct SegmentFusion::Scratch {
+  common::IdMap<int> reads;       // reads of each id in the segment (compute inputs and fetches)
+  common::IdMap<char> released;   // ids released in the segment
+  common::IdMap<size_t> producer; // node index that writes each id produced in the segment
+  void clear() {
+    reads.clear();
+    released.clear();
+    producer.clear();
+  }
+};
+
+SegmentFusion::SegmentFusion() : scratch_(std::make_unique<Scratch>()) {}
+SegmentFusion::~SegmentFusion() = default;
+
+int SegmentFusion::fuse(Segment& segment) {
+  static const bool on = common::envInt("DTORCH_FUSION", 1) != 0;
+  if (!on) return 0;
+  Scratch& s = *scratch_;
+  s.clear();
+  auto& nodes = segment.nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
+    if (node.kind == NodeKind::kRelease) s.released.put(node.outputs[0], 1);
+    if (node.kind == NodeKind::kCompute || node.kind == NodeKind::kFetch) {
+      for (int64_t id : node.inputs) ++s.reads.tryPut(id, 0);
+    }
+    if (node.kind == NodeKind::kCompute && node.outputs.size() == 1) s.producer.put(node.outputs[0], i);
+  }
+  int fused = 0;
+  for (Node& consumer : nodes) {
+    if (consumer.kind != NodeKind::kCompute) continue;
+    for (const ResolvedRule& r : resolvedRules()) {
+      if (consumer.op != r.consumer || !r.fused) continue;
+      const Node* producer = nullptr;
+      int64_t t = 0;
+      int slot = -1;
+      for (int64_t id : consumer.inputs) {
+        const size_t* at = s.producer.find(id);
+        const int* reads = s.reads.find(id);
+        if (!at || !reads || *reads != 1 || !s.released.contains(id)) continue;
+        const Node& p = nodes[*at];
+        if (p.op != r.producer || p.meshId != consumer.meshId) continue;
+        slot = r.rule->slot(p, consumer, id);
+        if (slot >= 0) {
+          producer = &p;
+          t = id;
+          break;
+        }
+      }
+      if (!producer) continue;
+      consumer.inputs = r.rule->inputsOf(*producer, consumer, slot);
+      consumer.inputMeshId = producer->inputMeshId;
+      consumer.op = r.fused;
+      consumer.attrs.clear();
+      --*s.reads.find(t);  // read no more: the plan drops the producer as dead code
+      for (int64_t id : producer->inputs) ++s.reads.tryPut(id, 0);
+      ++fused;
+      break;
+    }
+  }
+  return fused;
+}
+
+}  // namespace dtorch::core
