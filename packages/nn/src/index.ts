@@ -16,6 +16,7 @@ export {
   ColumnParallelLinearWithReplicateInputOutput,
   RowParallelLinear,
   RowParallelLinearWithReplicateOutput,
+  RowParallelLinearWithSequenceParallelOutput,
   ReplicateParallelLinear,
 } from './parallel/linear.js';
 export { EmbeddingWithReplicateOutput } from './parallel/embedding.js';

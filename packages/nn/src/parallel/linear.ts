@@ -3,19 +3,35 @@
 //   ColumnParallelLinearWithReplicateInputOutput  the same, then y all-gathered to R
 //   RowParallelLinear                             W S(1), b R;    x S(last) -> y P (b added once)
 //   RowParallelLinearWithReplicateOutput          the same, y all-reduced to R, then + b
+//   RowParallelLinearWithSequenceParallelOutput   the same, y reduce-scattered on the token dim
 //   ReplicateParallelLinear                       W R,    b R;    x R      -> y R
 // A column linear followed by a row linear (attention q/k/v then out, or an MLP) needs one
-// all-reduce. Inputs are redistributed on the tp dim when they lie otherwise.
-import * as dt from '@dtorch/api';
-import { Linear, type LinearLayout } from '../layers/linear.js';
-import { onTpDim, toTp } from './tp_dim.js';
+// all-reduce. Sequence parallel (Megatron-SP): a column linear given x sharded on a token dim
+// gathers it inside the matmul (dt.F.allGatherLinear), and the row linear's output comes back
+// sharded on tokens (dt.F.linearReduceScatter): the norms and residuals between them run on
+// 1/tp of the tokens, and the communication hides behind the matmuls. Inputs are redistributed on
+// the tp dim when they lie otherwise.
+import * as dt from "@dtorch/api";
+import { Linear, type LinearLayout } from "../layers/linear.js";
+import { onTpDim, toTp, tpDim } from "./tp_dim.js";
 
 export class ColumnParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
-    return { weight: onTpDim(mesh, dt.Shard(0)), bias: onTpDim(mesh, dt.Shard(0)) };
+    return {
+      weight: onTpDim(mesh, dt.Shard(0)),
+      bias: onTpDim(mesh, dt.Shard(0)),
+    };
   }
 
   override forward(x: dt.Tensor): dt.Tensor {
+    const tp = tpDim(x.mesh);
+    const p = tp >= 0 ? x.placements[tp]! : undefined;
+    if (p?.isShard() && !p.isShard(x.ndim - 1)) {
+      // sequence parallel: all tokens reach the matmul, gathered while it runs
+      return dt.F.allGatherLinear(x, [this.weight], [this.bias], {
+        meshDim: tp,
+      })[0]!;
+    }
     return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
   }
 }
@@ -28,19 +44,42 @@ export class ColumnParallelLinearWithReplicateInputOutput extends ColumnParallel
 
 export class RowParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
-    return { weight: onTpDim(mesh, dt.Shard(1)), bias: onTpDim(mesh, dt.Replicate()) };
+    return {
+      weight: onTpDim(mesh, dt.Shard(1)),
+      bias: onTpDim(mesh, dt.Replicate()),
+    };
   }
 
   override forward(x: dt.Tensor): dt.Tensor {
     // the bias as Partial: held by one rank of the tp group, so the sum adds it once
-    return dt.F.linear(toTp(x, dt.Shard(-1)), this.weight, this.bias && toTp(this.bias, dt.Partial()));
+    return dt.F.linear(
+      toTp(x, dt.Shard(-1)),
+      this.weight,
+      this.bias && toTp(this.bias, dt.Partial())
+    );
   }
 }
 
 export class RowParallelLinearWithReplicateOutput extends RowParallelLinear {
   override forward(x: dt.Tensor): dt.Tensor {
-    const summed = toTp(dt.F.linear(toTp(x, dt.Shard(-1)), this.weight), dt.Replicate());
+    const summed = toTp(
+      dt.F.linear(toTp(x, dt.Shard(-1)), this.weight),
+      dt.Replicate()
+    );
     return this.bias ? summed.add(this.bias) : summed;
+  }
+}
+
+export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLinear {
+  override forward(x: dt.Tensor): dt.Tensor {
+    const tp = tpDim(x.mesh);
+    if (tp < 0) return super.forward(x);
+    // the token dim: the one before the features ([..., tokens, features])
+    return dt.F.linearReduceScatter([toTp(x, dt.Shard(-1))], [this.weight], {
+      dim: x.ndim - 2,
+      bias: this.bias,
+      meshDim: tp,
+    });
   }
 }
 
