@@ -20,15 +20,15 @@
 // run once per SM carve-out in CARVEOUTS (SMs cuBLAS leaves free, so that a collective can run
 // beside a matmul; see dt.cuda.setSMCarveout).
 //   DEVICE=cuda node bench/gpu/flux_block.mjs      (TOKENS, ITERS, ROUNDS, HEADS, HEAD_DIM)
-import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import * as dt from "@dtorch/api";
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as dt from '@dtorch/api';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, "..", "..");
-const device = process.env.DEVICE ?? "cuda";
+const root = join(here, '..', '..');
+const device = process.env.DEVICE ?? 'cuda';
 const tokens = Number(process.env.TOKENS ?? 4608);
 const iters = Number(process.env.ITERS ?? 50);
 const rounds = Number(process.env.ROUNDS ?? 5);
@@ -36,41 +36,23 @@ const heads = Number(process.env.HEADS ?? 24);
 const headDim = Number(process.env.HEAD_DIM ?? 128);
 const hidden = heads * headDim;
 const mlpHidden = 4 * hidden;
-const dtype = device === "cuda" ? "bfloat16" : "float32";
-const devicesPresent = device === "cuda" ? dt.cuda.deviceCount() : 2;
-const variants = (
-  process.env.VARIANTS ??
-  (devicesPresent >= 2 ? "single,tp,tpsp,asynctp,ulysses" : "single")
-).split(",");
-const carveouts = (process.env.CARVEOUTS ?? (device === "cuda" ? "0,16" : "0"))
-  .split(",")
-  .map(Number);
-const gpuCounts = (
-  process.env.GPU_COUNTS ??
-  [2, 4, 8].filter((n) => n <= devicesPresent).join(",")
-)
-  .split(",")
-  .map(Number);
+const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
+const devicesPresent = device === 'cuda' ? dt.cuda.deviceCount() : 2;
+const variants = (process.env.VARIANTS ?? (devicesPresent >= 2 ? 'single,tp,tpsp,asynctp,ulysses' : 'single')).split(',');
+const carveouts = (process.env.CARVEOUTS ?? (device === 'cuda' ? '0,16' : '0')).split(',').map(Number);
+const gpuCounts = (process.env.GPU_COUNTS ?? [2, 4, 8].filter((n) => n <= devicesPresent).join(',')).split(',').map(Number);
 dt.setCaptureStacks(false);
 
 // The weights and inputs of one variant on `gpus` devices, placed on its mesh.
 function setup(variant, gpus) {
-  const dimName = variant === "ulysses" || variant === "ring" ? variant : "tp";
+  const dimName = variant === 'ulysses' || variant === 'ring' ? variant : 'tp';
   const mesh =
-    variant === "single"
-      ? new dt.DeviceMesh(device, [0])
-      : new dt.DeviceMesh(
-          device,
-          Array.from({ length: gpus }, (_, i) => i),
-          [dimName]
-        );
+    variant === 'single' ? new dt.DeviceMesh(device, [0]) : new dt.DeviceMesh(device, Array.from({ length: gpus }, (_, i) => i), [dimName]);
   const R = [dt.Replicate()];
-  const sp = variant === "tpsp" || variant === "asynctp";
-  const tp = variant === "tp" || sp;
-  const make = (shape, seed, placements = R) =>
-    dt.tidy(() => dt.randn(shape, { seed, dtype, mesh, placements }).mul(0.02));
-  const zeros = (shape, placements = R) =>
-    dt.zeros(shape, { dtype, mesh, placements });
+  const sp = variant === 'tpsp' || variant === 'asynctp';
+  const tp = variant === 'tp' || sp;
+  const make = (shape, seed, placements = R) => dt.tidy(() => dt.randn(shape, { seed, dtype, mesh, placements }).mul(0.02));
+  const zeros = (shape, placements = R) => dt.zeros(shape, { dtype, mesh, placements });
   const column = tp ? [dt.Shard(0)] : R; // output features split over the GPUs
   const w = {
     norm: make([3 * hidden, hidden], 1),
@@ -89,86 +71,39 @@ function setup(variant, gpus) {
   if (tp) {
     // row-parallel output projection: the attention and MLP halves of its input features, each
     // split like the activations that feed them
-    w.outAttn = dt.tidy(() =>
-      w.out
-        .narrow(1, 0, hidden)
-        .contiguous()
-        .redistribute([dt.Shard(1)])
-    );
-    w.outMlp = dt.tidy(() =>
-      w.out
-        .narrow(1, hidden, mlpHidden)
-        .contiguous()
-        .redistribute([dt.Shard(1)])
-    );
+    w.outAttn = dt.tidy(() => w.out.narrow(1, 0, hidden).contiguous().redistribute([dt.Shard(1)]));
+    w.outMlp = dt.tidy(() => w.out.narrow(1, hidden, mlpHidden).contiguous().redistribute([dt.Shard(1)]));
     w.out.dispose();
     w.outBiasOnce = w.outB.redistribute([dt.Partial()]); // added by one rank: the sum has it once
   }
-  const x = dt.randn([1, tokens, hidden], {
-    seed: 7,
-    dtype,
-    mesh,
-    placements:
-      variant === "ulysses" || variant === "ring" || sp ? [dt.Shard(1)] : R,
-  });
+  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || variant === 'ring' || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
-  return { mesh, w, x, temb, tp, sp, fused: variant === "asynctp" };
+  return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp' };
 }
 
 function block({ w, x, temb, tp, sp, fused }) {
   return dt.tidy(() => {
-    const [shift, scale, gate] = dt.F.linear(
-      dt.F.silu(temb),
-      w.norm,
-      w.normB
-    ).chunk(3, -1);
-    const normed = dt.F.layerNorm(x, [hidden], { eps: 1e-6 })
-      .mul(scale.add(1).unsqueeze(1))
-      .add(shift.unsqueeze(1));
-    const headsOf = (t) =>
-      t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
+    const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
+    const normed = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+    const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
     let qkvm; // q, k, v and MLP-in projections
     if (fused) {
-      qkvm = dt.F.allGatherLinear(
-        normed,
-        [w.q, w.k, w.v, w.mlp],
-        [w.qkB, w.qkB, w.qkB, w.mlpB]
-      );
+      qkvm = dt.F.allGatherLinear(normed, [w.q, w.k, w.v, w.mlp], [w.qkB, w.qkB, w.qkB, w.mlpB]);
     } else {
       const nx = sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
       // the MLP after q/k/v: under Ulysses their all-to-alls (copy engines) run beside its matmul
-      qkvm = [
-        [w.q, w.qkB],
-        [w.k, w.qkB],
-        [w.v, w.qkB],
-        [w.mlp, w.mlpB],
-      ].map(([weight, bias]) => dt.F.linear(nx, weight, bias));
+      qkvm = [[w.q, w.qkB], [w.k, w.qkB], [w.v, w.qkB], [w.mlp, w.mlpB]].map(([weight, bias]) => dt.F.linear(nx, weight, bias));
     }
-    const q = dt.F.rmsNorm(headsOf(qkvm[0]), [headDim], {
-      weight: w.nq,
-      eps: 1e-6,
-    });
-    const k = dt.F.rmsNorm(headsOf(qkvm[1]), [headDim], {
-      weight: w.nk,
-      eps: 1e-6,
-    });
+    const q = dt.F.rmsNorm(headsOf(qkvm[0]), [headDim], { weight: w.nq, eps: 1e-6 });
+    const k = dt.F.rmsNorm(headsOf(qkvm[1]), [headDim], { weight: w.nk, eps: 1e-6 });
     const v = headsOf(qkvm[2]);
-    const mlp = dt.F.gelu(qkvm[3], { approximate: "tanh" });
+    const mlp = dt.F.gelu(qkvm[3], { approximate: 'tanh' });
     // Ulysses / ring: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses' / 'ring', so
     // sdpa trades sequence for heads around the attention, or passes key/value blocks around
-    const attn = dt.F.scaledDotProductAttention(q, k, v)
-      .transpose(1, 2)
-      .reshape([1, tokens, hidden]);
+    const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     let h;
-    if (fused)
-      h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], {
-        dim: 1,
-        bias: w.outB,
-      });
-    else if (tp)
-      h = dt.F.linear(attn, w.outAttn)
-        .add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce))
-        .redistribute([sp ? dt.Shard(1) : dt.Replicate()]);
+    if (fused) h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], { dim: 1, bias: w.outB });
+    else if (tp) h = dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([sp ? dt.Shard(1) : dt.Replicate()]);
     else h = dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));
   });
@@ -189,127 +124,54 @@ async function forwards(state, n) {
   previous.dispose();
 }
 
-const gpus = (mesh) =>
-  device === "cuda" ? [...new Set(mesh.devices.map((d) => d.index))] : [];
+const gpus = (mesh) => (device === 'cuda' ? [...new Set(mesh.devices.map((d) => d.index))] : []);
 
 // PyTorch runs before and after ours (GPU clocks drift over a run); its better figure counts
 function pytorch() {
-  const python = existsSync(join(root, ".venv", "bin", "python"))
-    ? join(root, ".venv", "bin", "python")
-    : "python3";
-  const args = [
-    join(here, "flux_block.py"),
-    device,
-    String(tokens),
-    String(iters),
-    String(rounds),
-    String(heads),
-    String(headDim),
-  ];
-  const r = spawnSync(python, ["-W", "ignore", ...args], { encoding: "utf8" });
-  if (r.status !== 0)
-    return {
-      bench: "gpu_flux_block",
-      side: "pytorch_eager",
-      error: r.stderr.trim().split("\n").pop(),
-    };
-  return JSON.parse(r.stdout.trim().split("\n").pop());
+  const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
+  const args = [join(here, 'flux_block.py'), device, String(tokens), String(iters), String(rounds), String(heads), String(headDim)];
+  const r = spawnSync(python, ['-W', 'ignore', ...args], { encoding: 'utf8' });
+  if (r.status !== 0) return { bench: 'gpu_flux_block', side: 'pytorch_eager', error: r.stderr.trim().split('\n').pop() };
+  return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 const before = pytorch();
 const ours = [];
-for (const [variant, gpuCount] of variants.flatMap((v) =>
-  v === "single" ? [[v, 1]] : gpuCounts.map((n) => [v, n])
-)) {
+for (const [variant, gpuCount] of variants.flatMap((v) => (v === 'single' ? [[v, 1]] : gpuCounts.map((n) => [v, n])))) {
   const state = setup(variant, gpuCount);
-  for (const carveout of variant === "single" ? [0] : carveouts) {
-    if (device === "cuda") dt.cuda.setSMCarveout(carveout);
+  for (const carveout of variant === 'single' ? [0] : carveouts) {
+    if (device === 'cuda') dt.cuda.setSMCarveout(carveout);
     await forwards(state, 3); // warm up: kernels, allocator, NCCL communicators
-    const atRest = gpus(state.mesh).map(
-      (g) => dt.cuda.memoryStats(g).allocatedBytes
-    ); // weights, inputs
+    const atRest = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).allocatedBytes); // weights, inputs
     for (const g of gpus(state.mesh)) dt.cuda.resetPeakMemoryStats(g);
     let best = Infinity;
     const heldAfterRounds = []; // GPU 0's allocated bytes after each round: a loop must not grow
     for (let r = 0; r < rounds; r++) {
       const start = process.hrtime.bigint();
       await forwards(state, iters);
-      best = Math.min(
-        best,
-        Number(process.hrtime.bigint() - start) / 1e6 / iters
-      );
-      if (device === "cuda")
-        heldAfterRounds.push(dt.cuda.memoryStats(0).allocatedBytes);
+      best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e6 / iters);
+      if (device === 'cuda') heldAfterRounds.push(dt.cuda.memoryStats(0).allocatedBytes);
     }
-    const peaks = gpus(state.mesh).map(
-      (g) => dt.cuda.memoryStats(g).peakAllocatedBytes
-    );
+    const peaks = gpus(state.mesh).map((g) => dt.cuda.memoryStats(g).peakAllocatedBytes);
     const out = block(state);
-    const checksum = await out.to("float32").abs().mean().item();
+    const checksum = await out.to('float32').abs().mean().item();
     out.dispose();
     ours.push({ variant, gpus: gpuCount, carveout, ms: best });
-    const line = {
-      bench: "gpu_flux_block",
-      side: "dtorch",
-      variant,
-      gpus: state.mesh.size,
-      sm_carveout: carveout,
-      device,
-      tokens,
-      iters,
-      rounds,
-    };
-    console.log(
-      JSON.stringify({
-        ...line,
-        ms_per_forward: +best.toFixed(3),
-        checksum,
-        peak_bytes_per_gpu: peaks,
-        rest_bytes_per_gpu: atRest,
-        held_after_rounds: heldAfterRounds,
-      })
-    );
+    const line = { bench: 'gpu_flux_block', side: 'dtorch', variant, gpus: state.mesh.size, sm_carveout: carveout, device, tokens, iters, rounds };
+    console.log(JSON.stringify({ ...line, ms_per_forward: +best.toFixed(3), checksum, peak_bytes_per_gpu: peaks, rest_bytes_per_gpu: atRest, held_after_rounds: heldAfterRounds }));
   }
-  if (device === "cuda") dt.cuda.setSMCarveout(0);
-  for (const t of [...Object.values(state.w), state.x, state.temb])
-    if (!t.isDisposed) t.dispose();
+  if (device === 'cuda') dt.cuda.setSMCarveout(0);
+  for (const t of [...Object.values(state.w), state.x, state.temb]) if (!t.isDisposed) t.dispose();
   await dt.sync();
 }
 
 const after = pytorch();
 for (const side of [before, after]) console.log(JSON.stringify(side));
-const theirs = [before, after]
-  .filter((t) => !t.error)
-  .sort((a, b) => a.ms_per_forward - b.ms_per_forward)[0];
+const theirs = [before, after].filter((t) => !t.error).sort((a, b) => a.ms_per_forward - b.ms_per_forward)[0];
 if (theirs) {
   for (const { variant, gpus, carveout, ms } of ours) {
-    const summary = {
-      bench: "gpu_flux_block",
-      summary: true,
-      variant,
-      gpus,
-      sm_carveout: carveout,
-      device,
-      tokens,
-      pytorch_ms: theirs.ms_per_forward,
-      ms: +ms.toFixed(3),
-    };
+    const summary = { bench: 'gpu_flux_block', summary: true, variant, gpus, sm_carveout: carveout, device, tokens, pytorch_ms: theirs.ms_per_forward, ms: +ms.toFixed(3) };
     const speedup = theirs.ms_per_forward / ms;
-    if (variant === "single")
-      console.log(
-        JSON.stringify({
-          ...summary,
-          ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3),
-          target: 1.0,
-        })
-      );
-    else
-      console.log(
-        JSON.stringify({
-          ...summary,
-          speedup_vs_pytorch_1gpu: +speedup.toFixed(3),
-          efficiency: +(speedup / gpus).toFixed(3),
-          ...(gpus === 2 ? { target: 1.8 } : {}),
-        })
-      );
+    if (variant === 'single') console.log(JSON.stringify({ ...summary, ratio_vs_pytorch: +(ms / theirs.ms_per_forward).toFixed(3), target: 1.0 }));
+    else console.log(JSON.stringify({ ...summary, speedup_vs_pytorch_1gpu: +speedup.toFixed(3), efficiency: +(speedup / gpus).toFixed(3), ...(gpus === 2 ? { target: 1.8 } : {}) }));
   }
 }

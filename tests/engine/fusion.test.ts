@@ -2,50 +2,46 @@
 // linear -> gelu(tanh) and mul -> add run as one kernel when the intermediate dies at its one
 // reader in the same segment, and not otherwise; fused results equal the unfused ones
 // (bit-identical on CPU workers, within bfloat16 rounding on GPUs), on every mesh kind.
-import { describe, expect, it } from "vitest";
-import * as dt from "@dtorch/api";
-import { meshCases } from "../conformance/meshes.js";
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import { meshCases } from '../conformance/meshes.js';
 
-const one = new dt.DeviceMesh("cpu", [0]);
+const one = new dt.DeviceMesh('cpu', [0]);
 const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
 
 // Kernels run and the value of `f`, recorded in one segment (one JS task) inside tidy.
-async function run(
-  f: () => dt.Tensor
-): Promise<{ kernels: number; value: Float32Array }> {
+async function run(f: () => dt.Tensor): Promise<{ kernels: number; value: Float32Array }> {
   await dt.sync();
   const start = kernelsRun();
   const out = dt.tidy(f);
   await dt.sync();
   const kernels = kernelsRun() - start;
-  const value = (await out.to("float32").data()) as Float32Array;
+  const value = (await out.to('float32').data()) as Float32Array;
   out.dispose();
   return { kernels, value };
 }
 
-describe("producer-consumer fusion", () => {
+describe('producer-consumer fusion', () => {
   const x = dt.randn([5, 8], { seed: 1, mesh: one });
   const w = dt.randn([6, 8], { seed: 2, mesh: one });
   const b = dt.randn([6], { seed: 3, mesh: one });
   const c = dt.randn([5, 6], { seed: 4, mesh: one });
 
-  it("runs linear then gelu(tanh) as one kernel when the product dies there", async () => {
-    const fused = await run(() =>
-      dt.F.gelu(dt.F.linear(x, w, b), { approximate: "tanh" })
-    );
+  it('runs linear then gelu(tanh) as one kernel when the product dies there', async () => {
+    const fused = await run(() => dt.F.gelu(dt.F.linear(x, w, b), { approximate: 'tanh' }));
     expect(fused.kernels).toBe(1);
     // the same ops with the product kept by the program: two kernels, the same bits
     let kept: dt.Tensor | undefined;
     const unfused = await run(() => {
       kept = dt.keep(dt.F.linear(x, w, b));
-      return dt.F.gelu(kept, { approximate: "tanh" });
+      return dt.F.gelu(kept, { approximate: 'tanh' });
     });
     expect(unfused.kernels).toBe(2);
     expect(fused.value).toEqual(unfused.value);
     kept!.dispose();
   });
 
-  it("runs mul then add as one kernel, with the product on either side", async () => {
+  it('runs mul then add as one kernel, with the product on either side', async () => {
     const left = await run(() => c.add(x.narrow(1, 0, 6).mul(c)));
     const right = await run(() => x.narrow(1, 0, 6).mul(c).add(c));
     let kept: dt.Tensor | undefined;
@@ -58,21 +54,20 @@ describe("producer-consumer fusion", () => {
     expect(right.value).toEqual(unfused.value);
     kept!.dispose();
     // broadcasting and a dtype promotion (the product is float32, c float64): still the same bits
-    const c64 = c.to("float64");
+    const c64 = c.to('float64');
     const promoted = await run(() => c64.add(x.narrow(1, 0, 6).mul(b)));
     const reference = (await dt
-      .tidy(() => c64.add(x.narrow(1, 0, 6).mul(b).to("float64")))
-      .to("float32")
+      .tidy(() => c64.add(x.narrow(1, 0, 6).mul(b).to('float64')))
+      .to('float32')
       .data()) as Float32Array;
     expect(promoted.value).toEqual(reference);
     c64.dispose();
   });
 
-  it("leaves pairs alone where fusing would change the program", async () => {
-    const linearGelu = (approximate: "tanh" | "none", bias?: dt.Tensor) =>
-      dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
-    expect((await run(() => linearGelu("none", b))).kernels).toBe(2); // exact GELU: no epilogue for it
-    expect((await run(() => linearGelu("tanh"))).kernels).toBe(2); // no bias
+  it('leaves pairs alone where fusing would change the program', async () => {
+    const linearGelu = (approximate: 'tanh' | 'none', bias?: dt.Tensor) => dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
+    expect((await run(() => linearGelu('none', b))).kernels).toBe(2); // exact GELU: no epilogue for it
+    expect((await run(() => linearGelu('tanh'))).kernels).toBe(2); // no bias
     expect((await run(() => c.add(c.mul(c), { alpha: 2 }))).kernels).toBe(2); // alpha
     const m = () => c.mul(x.narrow(1, 0, 6));
     expect(
@@ -99,55 +94,31 @@ describe("producer-consumer fusion", () => {
   });
 
   for (const mc of meshCases) {
-    it.skipIf(mc.skip !== false)(
-      `equals the unfused ops on a sharded mesh: ${mc.name}`,
-      async () => {
-        const mesh = mc.make();
-        const tp = mesh.ndim - 1;
-        const on = (p: dt.Placement) =>
-          mesh.shape.map((_, d) => (d === tp ? p : dt.Replicate()));
-        const gpu = mesh.devices[0]!.type === "cuda";
-        const dtype = gpu ? "bfloat16" : "float32"; // GPUs fuse 16-bit floats; their epilogue rounds once
-        const make = (
-          shape: number[],
-          seed: number,
-          placements?: dt.Placement[]
-        ) => dt.randn(shape, { seed, mesh, placements, dtype });
-        const xs = make([2, 7, 16], 1);
-        const [ws, bs] = [
-          make([12, 16], 2, on(dt.Shard(0))),
-          make([12], 3, on(dt.Shard(0))),
-        ]; // column parallel
-        const [scale, shift] = [
-          make([2, 1, 12], 4),
-          make([2, 7, 12], 5, on(dt.Shard(2))),
-        ];
-        const block = () =>
-          dt.F.gelu(dt.F.linear(xs, ws, bs), { approximate: "tanh" })
-            .mul(scale)
-            .add(shift);
-        const fused = await run(block);
-        const keep: dt.Tensor[] = [];
-        const unfused = await run(() => {
-          const h = dt.keep(dt.F.linear(xs, ws, bs));
-          const m = dt.keep(dt.F.gelu(h, { approximate: "tanh" }).mul(scale));
-          keep.push(h, m);
-          return m.add(shift);
-        });
-        // two pairs fused on every rank (the local slice of the replicated scale runs either way)
-        expect(unfused.kernels - fused.kernels).toBe(2 * mesh.size);
-        const tolerance = gpu ? 2e-2 : 0;
-        const worst = Math.max(
-          ...Array.from(
-            fused.value,
-            (v, i) =>
-              Math.abs(v - unfused.value[i]!) /
-              Math.max(1, Math.abs(unfused.value[i]!))
-          )
-        );
-        expect(worst).toBeLessThanOrEqual(tolerance);
-        dt.dispose([xs, ws, bs, scale, shift, ...keep]);
-      }
-    );
+    it.skipIf(mc.skip !== false)(`equals the unfused ops on a sharded mesh: ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const tp = mesh.ndim - 1;
+      const on = (p: dt.Placement) => mesh.shape.map((_, d) => (d === tp ? p : dt.Replicate()));
+      const gpu = mesh.deviceType === 'cuda';
+      const dtype = gpu ? 'bfloat16' : 'float32'; // GPUs fuse 16-bit floats; their epilogue rounds once
+      const make = (shape: number[], seed: number, placements?: dt.Placement[]) => dt.randn(shape, { seed, mesh, placements, dtype });
+      const xs = make([2, 7, 16], 1);
+      const [ws, bs] = [make([12, 16], 2, on(dt.Shard(0))), make([12], 3, on(dt.Shard(0)))]; // column parallel
+      const [scale, shift] = [make([2, 1, 12], 4), make([2, 7, 12], 5, on(dt.Shard(2)))];
+      const block = () => dt.F.gelu(dt.F.linear(xs, ws, bs), { approximate: 'tanh' }).mul(scale).add(shift);
+      const fused = await run(block);
+      const keep: dt.Tensor[] = [];
+      const unfused = await run(() => {
+        const h = dt.keep(dt.F.linear(xs, ws, bs));
+        const m = dt.keep(dt.F.gelu(h, { approximate: 'tanh' }).mul(scale));
+        keep.push(h, m);
+        return m.add(shift);
+      });
+      // two pairs fused on every rank (the local slice of the replicated scale runs either way)
+      expect(unfused.kernels - fused.kernels).toBe(2 * mesh.size);
+      const tolerance = gpu ? 2e-2 : 0;
+      const worst = Math.max(...Array.from(fused.value, (v, i) => Math.abs(v - unfused.value[i]!) / Math.max(1, Math.abs(unfused.value[i]!))));
+      expect(worst).toBeLessThanOrEqual(tolerance);
+      dt.dispose([xs, ws, bs, scale, shift, ...keep]);
+    });
   }
 });

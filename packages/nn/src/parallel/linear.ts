@@ -11,16 +11,13 @@
 // sharded on tokens (dt.F.linearReduceScatter): the norms and residuals between them run on
 // 1/tp of the tokens, and the communication hides behind the matmuls. Inputs are redistributed on
 // the tp dim when they lie otherwise.
-import * as dt from "@dtorch/api";
-import { Linear, type LinearLayout } from "../layers/linear.js";
-import { onTpDim, toTp, tpDim } from "./tp_dim.js";
+import * as dt from '@dtorch/api';
+import { Linear, type LinearLayout } from '../layers/linear.js';
+import { onTpDim, toTp, tpDim } from './tp_dim.js';
 
 export class ColumnParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
-    return {
-      weight: onTpDim(mesh, dt.Shard(0)),
-      bias: onTpDim(mesh, dt.Shard(0)),
-    };
+    return { weight: onTpDim(mesh, dt.Shard(0)), bias: onTpDim(mesh, dt.Shard(0)) };
   }
 
   override forward(x: dt.Tensor): dt.Tensor {
@@ -28,9 +25,7 @@ export class ColumnParallelLinear extends Linear {
     const p = tp >= 0 ? x.placements[tp]! : undefined;
     if (p?.isShard() && !p.isShard(x.ndim - 1)) {
       // sequence parallel: all tokens reach the matmul, gathered while it runs
-      return dt.F.allGatherLinear(x, [this.weight], [this.bias], {
-        meshDim: tp,
-      })[0]!;
+      return dt.F.allGatherLinear(x, [this.weight], [this.bias], { meshDim: tp })[0]!;
     }
     return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
   }
@@ -44,28 +39,18 @@ export class ColumnParallelLinearWithReplicateInputOutput extends ColumnParallel
 
 export class RowParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
-    return {
-      weight: onTpDim(mesh, dt.Shard(1)),
-      bias: onTpDim(mesh, dt.Replicate()),
-    };
+    return { weight: onTpDim(mesh, dt.Shard(1)), bias: onTpDim(mesh, dt.Replicate()) };
   }
 
   override forward(x: dt.Tensor): dt.Tensor {
     // the bias as Partial: held by one rank of the tp group, so the sum adds it once
-    return dt.F.linear(
-      toTp(x, dt.Shard(-1)),
-      this.weight,
-      this.bias && toTp(this.bias, dt.Partial())
-    );
+    return dt.F.linear(toTp(x, dt.Shard(-1)), this.weight, this.bias && toTp(this.bias, dt.Partial()));
   }
 }
 
 export class RowParallelLinearWithReplicateOutput extends RowParallelLinear {
   override forward(x: dt.Tensor): dt.Tensor {
-    const summed = toTp(
-      dt.F.linear(toTp(x, dt.Shard(-1)), this.weight),
-      dt.Replicate()
-    );
+    const summed = toTp(dt.F.linear(toTp(x, dt.Shard(-1)), this.weight), dt.Replicate());
     return this.bias ? summed.add(this.bias) : summed;
   }
 }
@@ -75,11 +60,7 @@ export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLine
     const tp = tpDim(x.mesh);
     if (tp < 0) return super.forward(x);
     // the token dim: the one before the features ([..., tokens, features])
-    return dt.F.linearReduceScatter([toTp(x, dt.Shard(-1))], [this.weight], {
-      dim: x.ndim - 2,
-      bias: this.bias,
-      meshDim: tp,
-    });
+    return dt.F.linearReduceScatter([toTp(x, dt.Shard(-1))], [this.weight], { dim: x.ndim - 2, bias: this.bias, meshDim: tp });
   }
 }
 
