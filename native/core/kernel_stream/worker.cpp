@@ -58,6 +58,12 @@ void Worker::loop() {
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
       for (const Kernel& kernel : batch.kernels) {
+        // the count is published before a sync or read answers, so a program that awaited one
+        // sees every kernel queued before it
+        if (kernel.kind == Kernel::Kind::kSync || kernel.kind == Kernel::Kind::kFetch) {
+          kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
+          runs = 0;
+        }
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }
