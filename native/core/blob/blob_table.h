@@ -27,6 +27,9 @@ struct Blob {
   // Non-null while another stream of this worker may still read the tensor (it was the input of
   // a collective): an op that would write into its buffer waits for this first.
   std::shared_ptr<void> readBy;
+  // The worker's batch that produced the tensor (external::cuda::batchesEnded() then); unknown
+  // counts as the batch running now.
+  uint64_t batch = ~uint64_t{0};
 };
 
 class BlobTable {

@@ -89,6 +89,7 @@ const Blob* settled(BlobTable& blobs, int64_t id) {
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}, nullptr};
+  if (node.op->receivesFromInputMesh || node.inputs.empty()) ctx.inputsBatch = external::cuda::kCurrentBatch;
   // a transfer's input is on another mesh: it arrives through the node's state instead
   const auto localInputs = node.op->receivesFromInputMesh ? c10::ArrayRef<int64_t>() : c10::ArrayRef<int64_t>(node.inputs);
   for (int64_t id : localInputs) {
@@ -104,6 +105,7 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
       return;
     }
     ctx.inputs.push_back(&blob->tensor);
+    ctx.inputsBatch = std::max(ctx.inputsBatch, blob->batch);
   }
   const bool reuse = k.mayReuseInput && node.op->inplace && canReuse(*ctx.inputs[0], node.outputMetas[0]);
   if (reuse) {
@@ -129,7 +131,10 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
       if (Blob* input = blobs.findMutable(id)) input->readBy = ctx.outputsReady;
     }
   }
-  for (size_t i = 0; i < node.outputs.size(); ++i) blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady, nullptr});
+  const uint64_t batch = external::cuda::batchesEnded();
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady, nullptr, batch});
+  }
 }
 
 // A read: the tensor (float16/bfloat16 as float32) copied to host memory; on CUDA asynchronously

@@ -49,6 +49,8 @@ struct KernelContext {
   // Set by kernels whose outputs are still being produced on another stream when they return
   // (collectives on the communication stream): the marker their consumers wait for.
   std::shared_ptr<void> outputsReady;
+  // The latest worker batch that produced an input (see external::cuda::CommunicationScope).
+  uint64_t inputsBatch = 0;
 
   const at::Tensor& input(size_t i) const { return *inputs[i]; }
   double attr(size_t i) const { return node.attrs[i]; }

@@ -120,12 +120,14 @@ at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, siz
   }
 }
 
-// On CUDA the steps run on the worker's communication stream: the compute kernels queued after
-// this node overlap them, and only the output's consumers wait (ctx.outputsReady).
+// On CUDA the steps run on the worker's communication stream, after the compute work that made
+// the input (for an input of an earlier batch, not behind what compute queued since): the compute
+// kernels queued after this node overlap them, and only the output's consumers wait
+// (ctx.outputsReady).
 void runRedistribute(KernelContext& ctx) {
   const auto& state = static_cast<const RedistributeState&>(*ctx.node.state);
   at::Tensor x = ctx.input(0);
-  external::cuda::CommunicationScope onCommunicationStream(x);
+  external::cuda::CommunicationScope onCommunicationStream(x, ctx.inputsBatch);
   for (size_t s = 0; s < state.steps.size(); ++s) {
     try {
       x = runStep(ctx, state, s, x);

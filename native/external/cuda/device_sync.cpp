@@ -74,8 +74,13 @@ struct HeldForCopy {
 };
 thread_local std::vector<HeldForCopy> heldForCopies;
 
-// The ends of this worker's batches still running on the GPU: (compute, communication) events.
-thread_local std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<Event>>> batchEnds;
+// The ends of this worker's batches still running on the GPU, by batch number.
+struct BatchEnd {
+  uint64_t number;
+  std::shared_ptr<Event> compute, communication;
+};
+thread_local std::deque<BatchEnd> batchEnds;
+thread_local uint64_t batchesEndedCount = 0;
 
 // Polls `done` until it holds or `timeout` passes: a short spin, then short sleeps.
 template <typename Done>
@@ -142,24 +147,33 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
   return true;
 }
 
+uint64_t batchesEnded() { return batchesEndedCount; }
+
 bool endBatch(int inFlight, std::chrono::milliseconds timeout) {
   if (!streams) return true;
-  batchEnds.emplace_back(recordedOn(streams->compute), recordedOn(streams->communication));
+  batchEnds.push_back(BatchEnd{batchesEndedCount++, recordedOn(streams->compute), recordedOn(streams->communication)});
   while (static_cast<int>(batchEnds.size()) > inFlight) {
-    const auto& [c, m] = batchEnds.front();
-    if (!pollUntil([&] { return c->query() && m->query(); }, timeout)) return false;
+    const BatchEnd& end = batchEnds.front();
+    if (!pollUntil([&] { return end.compute->query() && end.communication->query(); }, timeout)) return false;
     batchEnds.pop_front();
   }
   releaseFinished();
   return true;
 }
 
-CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs) {
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch) {
   for (const at::Tensor& t : inputs) active_ = active_ || onCudaWorker(t);
   if (!active_) return;
-  Event queued;
-  queued.record(streams->compute);
-  queued.block(streams->communication);
+  if (producedInBatch >= batchesEndedCount) {
+    Event queued;  // made in the batch running now: after everything queued so far
+    queued.record(streams->compute);
+    queued.block(streams->communication);
+  } else {
+    // made in an earlier batch: after its end, unless that has passed (no longer listed)
+    for (const BatchEnd& end : batchEnds) {
+      if (end.number == producedInBatch) end.compute->block(streams->communication);
+    }
+  }
   for (const at::Tensor& t : inputs) {
     // the compute stream may free and reuse an input as soon as its blob is dropped
     if (t.defined() && t.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), streams->communication);
@@ -243,8 +257,9 @@ void bindWorkerThread(int) {}
 std::shared_ptr<void> markReady(const at::Tensor&) { return nullptr; }
 void waitFor(const std::shared_ptr<void>&, const at::Tensor&) {}
 bool synchronizeThisThread(std::chrono::milliseconds) { return true; }
+uint64_t batchesEnded() { return 0; }
 bool endBatch(int, std::chrono::milliseconds) { return true; }
-CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>) {}
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>, uint64_t) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }

@@ -30,6 +30,12 @@ std::shared_ptr<void> markReady(const at::Tensor& t);
 // alive for this stream. No-op for CPU tensors or a null marker.
 void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t);
 
+// How many batches this worker thread has ended (endBatch): the number of the batch it runs now.
+// Work it queued in batch b < batchesEnded() is covered by that batch's end marker.
+uint64_t batchesEnded();
+// A batch number meaning "the batch running now" (or unknown): wait for everything queued.
+inline constexpr uint64_t kCurrentBatch = ~uint64_t{0};
+
 // Marks the end of what this worker has queued so far (one batch), then waits until at most
 // `inFlight` marked batches are unfinished on the GPU (bounded by `timeout`; false if it ran
 // out). This bounds how far the host runs ahead of the GPU, and with it the memory whose reuse
@@ -40,12 +46,16 @@ bool endBatch(int inFlight, std::chrono::milliseconds timeout);
 // point). Returns false if that took longer than `timeout` (the GPU work is still queued).
 bool synchronizeThisThread(std::chrono::milliseconds timeout);
 
-// Runs the enclosing kernel's work on this worker's communication stream, after everything the
-// compute stream has queued so far. `finish()` returns the marker consumers wait for. Inactive
-// (a no-op) unless `inputs` are CUDA tensors on a bound worker thread.
+// Runs the enclosing kernel's work on this worker's communication stream, after the compute
+// work that produced `inputs`: everything the compute stream has queued so far when they come
+// from the batch running now (`producedInBatch` = kCurrentBatch, the default), else only that
+// earlier batch's end (nothing, once it has finished), so that a prefetch of data made long ago
+// (a weight shard) starts at once instead of behind the queued compute. `finish()` returns the
+// marker consumers wait for. Inactive (a no-op) unless `inputs` are CUDA tensors on a bound
+// worker thread.
 class CommunicationScope {
  public:
-  explicit CommunicationScope(c10::ArrayRef<at::Tensor> inputs);
+  explicit CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch = kCurrentBatch);
   ~CommunicationScope();
   CommunicationScope(const CommunicationScope&) = delete;
   CommunicationScope& operator=(const CommunicationScope&) = delete;
