@@ -25,5 +25,23 @@ describe('collectives after a failure on one rank', () => {
       const y = dt.arange(0, 6, 1, { mesh, dtype: 'float32' }).redistribute(mesh.shape.map((_, d) => (d === 0 ? dt.Shard(0) : dt.Replicate())));
       expect(Array.from((await y.redistribute(mesh.shape.map(() => dt.Replicate())).data()) as Float32Array)).toEqual([0, 1, 2, 3, 4, 5]);
     });
+
+    it.skipIf(mc.skip !== false)(`a linear with the all-gather inside fails on every rank too: ${mc.name}`, async () => {
+      const mesh = mc.make();
+      if (mesh.size < 2) return;
+      const onDim0 = (p: dt.Placement) => mesh.shape.map((_, d) => (d === 0 ? p : dt.Replicate()));
+      // rank 0's token piece failed upstream (as above); the others' are empty and fine
+      const huge = dt.empty([1, 2 ** 53], { mesh, placements: onDim0(dt.Shard(0)) });
+      const x = huge.narrow(1, 0, 4);
+      const w = dt.ones([3, 4], { mesh, placements: onDim0(dt.Shard(0)) });
+      const [y] = dt.F.allGatherLinear(x, [w], [], { meshDim: 0 });
+      const rejection = await y!.data().catch((e: unknown) => e);
+      expect((rejection as dt.DTorchError).code).toBe('KERNEL_FAILED');
+      expect((rejection as Error).message).toMatch(/empty/);
+      const fine = dt.ones([2, 4], { mesh, placements: onDim0(dt.Shard(0)) });
+      const [z] = dt.F.allGatherLinear(fine, [w], [], { meshDim: 0 });
+      expect(Array.from((await z!.data()) as Float32Array)).toEqual(new Array(6).fill(4));
+      dt.dispose([huge, x, w, y!, fine, z!]);
+    });
   }
 });
