@@ -17,8 +17,8 @@ const auto whole = [](int, const at::Tensor& theirs) { return theirs; };
 
 template <typename Wanted, typename Take, typename Into>
 std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into,
-                                       const PieceFn& landed) {
-  const auto& all = rendezvous_.exchange(position_, mine, timeout_, algorithm);
+                                       const PieceFn& landed, std::vector<std::shared_ptr<void>> readyFor) {
+  const auto& all = rendezvous_.exchange(position_, mine, timeout_, algorithm, std::move(readyFor));
   std::vector<at::Tensor> pieces(size()), read;
   try {
     for (int p = 0; p < size(); ++p) {
@@ -34,7 +34,8 @@ std::vector<at::Tensor> PullCall::pull(int algorithm, const at::Tensor& mine, Wa
       at::Tensor target = into(p, source);
       pieces[p] = target;
       if (source.numel() == 0) continue;
-      external::cuda::waitFor(c.ready, c.tensor);  // after its producer, on our stream
+      // after its producer (of our chunk, where it marked that apart), on our stream
+      external::cuda::waitFor(c.readyFor.empty() ? c.ready : c.readyFor[position_], c.tensor);
       if (!external::cuda::copyBetweenDevices(target, source)) {
         common::fail(common::code::kInternal, "a peer piece has a layout the copy engines cannot read");
       }
@@ -131,15 +132,22 @@ void PullCall::allGatherEach(const at::Tensor& local, int64_t dim, int64_t gathe
   }
 }
 
-// The peers' chunks first; once they are deposited, this participant fills its own chunk on the
-// caller's stream while the peers pull theirs, then adds what it pulled, in group order.
+// The peers' chunks first, each marked as it is made, so that each peer pulls its chunk as soon as
+// it exists; meanwhile this participant pulls its own rows from the peers (on the communication
+// stream, behind none of its own compute: it reads only the peers' chunks) and fills its own
+// chunk on the caller's stream, then adds what it pulled, in group order.
 at::Tensor PullCall::reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill) {
   const int n = size();
   const int64_t full = shape[dim];
   const at::Tensor partial = at::empty(shape, options);
   auto chunkOf = [&](int p) { return partial.narrow(dim, chunkOffset(full, n, p), chunkSize(full, n, p)); };
+  std::vector<std::shared_ptr<void>> readyFor(partial.is_cuda() ? n : 0);
   try {
-    for (int i = 1; i < n; ++i) fill((position_ + i) % n, chunkOf((position_ + i) % n));
+    for (int i = 1; i < n; ++i) {
+      const int p = (position_ + i) % n;
+      fill(p, chunkOf(p));
+      if (partial.is_cuda()) readyFor[p] = external::cuda::markReady(partial);
+    }
   } catch (const std::exception& e) {
     rendezvous_.abandon(std::make_shared<KernelError>(KernelError{"reduce_scatter", e.what(), 0}));  // the peers must not wait
     throw;
@@ -148,12 +156,12 @@ at::Tensor PullCall::reduceScatterFilled(at::IntArrayRef shape, const at::Tensor
   std::vector<std::shared_ptr<void>> arrived(n);
   const int64_t offset = chunkOffset(full, n, position_), rows = chunkSize(full, n, position_);
   {
-    external::cuda::CommunicationScope onCommunicationStream(partial);
+    external::cuda::CommunicationScope onCommunicationStream(partial, external::cuda::kNoComputeWork);
     parts = pull(
         kPullReduceScatterFilled, partial, [&](int p) { return p != position_; },
         [&](int, const at::Tensor& theirs) { return theirs.narrow(dim, offset, rows); },
         [&](int, const at::Tensor& source) { return at::empty(source.sizes(), options); },
-        [&](int p, const at::Tensor& copy) { arrived[p] = external::cuda::markReady(copy); });
+        [&](int p, const at::Tensor& copy) { arrived[p] = external::cuda::markReady(copy); }, std::move(readyFor));
   }
   parts[position_] = chunkOf(position_);
   fill(position_, parts[position_]);

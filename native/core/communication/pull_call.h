@@ -34,10 +34,11 @@ class PullCall final : public GroupCall {
   // Deposits `mine` and returns, for every participant p that `wanted(p)`, `take(p, theirs)`:
   // on a GPU copied into `into(p, source)` (the peers' buffers are held until the copies are
   // done), on CPU workers read in place. `algorithm` is checked at the meeting. On a GPU,
-  // `landed(p, copy)` runs right after p's copy is queued (to mark it).
+  // `landed(p, copy)` runs right after p's copy is queued (to mark it); `readyFor` goes with the
+  // deposit (Contribution::readyFor).
   template <typename Wanted, typename Take, typename Into>
   std::vector<at::Tensor> pull(int algorithm, const at::Tensor& mine, Wanted&& wanted, Take&& take, Into&& into,
-                               const PieceFn& landed = {});
+                               const PieceFn& landed = {}, std::vector<std::shared_ptr<void>> readyFor = {});
 
   Rendezvous& rendezvous_;
   int position_;

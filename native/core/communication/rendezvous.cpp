@@ -41,10 +41,11 @@ std::chrono::milliseconds collectiveTimeout() {
   return timeout;
 }
 
-const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm) {
+const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm,
+                                                      std::vector<std::shared_ptr<void>> readyFor) {
   std::shared_ptr<void> ready = external::cuda::markReady(mine);  // before taking the lock: it touches the stream
   std::unique_lock<std::mutex> lock(mutex_);
-  slots_[position] = Contribution{std::move(mine), std::move(ready)};
+  slots_[position] = Contribution{std::move(mine), std::move(ready), std::move(readyFor)};
   algorithms_[position] = algorithm;
   if (++arrived_ == size_) allArrived_.notify_all();
   if (!allArrived_.wait_for(lock, timeout, [this] { return arrived_ == size_; })) {

@@ -21,6 +21,9 @@ namespace dtorch::core {
 struct Contribution {
   at::Tensor tensor;
   std::shared_ptr<void> ready;
+  // When present, readyFor[p] marks what participant p reads (its chunk, made before the rest),
+  // and p waits for that instead of `ready`.
+  std::vector<std::shared_ptr<void>> readyFor;
   // The tensor, ordered after its producer on this thread's stream and on `device`.
   at::Tensor readable(const c10::Device& device) const;
 };
@@ -40,7 +43,8 @@ class Rendezvous {
   // arrived. Throws KERNEL_FAILED with the first deposited error, TIMEOUT, or INTERNAL when the
   // participants name different `algorithm`s (they would launch mismatched GPU work, which
   // waits forever, so they must agree before anything is launched).
-  const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm = 0);
+  const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm = 0,
+                                            std::vector<std::shared_ptr<void>> readyFor = {});
   // Arrives with an error instead of a tensor, and leaves.
   void abandon(const std::shared_ptr<const KernelError>& error);
   // Done reading; the last participant out drops the tensors.

@@ -164,7 +164,9 @@ bool endBatch(int inFlight, std::chrono::milliseconds timeout) {
 CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch) {
   for (const at::Tensor& t : inputs) active_ = active_ || onCudaWorker(t);
   if (!active_) return;
-  if (producedInBatch >= batchesEndedCount) {
+  if (producedInBatch == kNoComputeWork) {
+    // the caller orders its reads itself
+  } else if (producedInBatch >= batchesEndedCount) {
     Event queued;  // made in the batch running now: after everything queued so far
     queued.record(streams->compute);
     queued.block(streams->communication);

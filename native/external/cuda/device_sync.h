@@ -35,6 +35,9 @@ void waitFor(const std::shared_ptr<void>& ready, const at::Tensor& t);
 uint64_t batchesEnded();
 // A batch number meaning "the batch running now" (or unknown): wait for everything queued.
 inline constexpr uint64_t kCurrentBatch = ~uint64_t{0};
+// For a CommunicationScope whose work reads nothing this worker's compute made (or waits for
+// markers of its own): wait for no compute work.
+inline constexpr uint64_t kNoComputeWork = kCurrentBatch - 1;
 
 // Marks the end of what this worker has queued so far (one batch), then waits until at most
 // `inFlight` marked batches are unfinished on the GPU (bounded by `timeout`; false if it ran
