@@ -30,6 +30,8 @@ struct Blob {
   // The worker's batch that produced the tensor (external::cuda::batchesEnded() then); unknown
   // counts as the batch running now.
   uint64_t batch = ~uint64_t{0};
+  // Non-null when a communicating op reads the tensor: the end of the compute work that made it.
+  std::shared_ptr<void> made;
 };
 
 class BlobTable {

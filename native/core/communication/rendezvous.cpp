@@ -84,7 +84,7 @@ void Mailbox::put(at::Tensor tensor, std::shared_ptr<const KernelError> error) {
   std::shared_ptr<void> ready = external::cuda::markReady(tensor);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    slot_ = Contribution{std::move(tensor), std::move(ready)};
+    slot_ = Contribution{std::move(tensor), std::move(ready), {}};
     error_ = std::move(error);
     full_ = true;
   }
@@ -104,7 +104,7 @@ void Collection::put(int index, at::Tensor tensor, std::shared_ptr<const KernelE
   std::shared_ptr<void> ready = external::cuda::markReady(tensor);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    slots_[index] = Contribution{std::move(tensor), std::move(ready)};
+    slots_[index] = Contribution{std::move(tensor), std::move(ready), {}};
     if (error && !error_) error_ = std::move(error);
     ++arrived_;
   }

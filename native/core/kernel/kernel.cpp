@@ -24,7 +24,7 @@ std::string describe(const std::exception& e) {
 }
 
 void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const KernelError> error) {
-  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr, nullptr});
+  for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr, nullptr, external::cuda::kCurrentBatch, nullptr});
 }
 
 // The kernel must produce exactly what meta inference promised (this rank's piece of it); a
@@ -88,12 +88,14 @@ const Blob* settled(BlobTable& blobs, int64_t id) {
 
 void runCompute(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
-  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}, nullptr};
+  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}, nullptr, 0, {}};
   if (node.op->receivesFromInputMesh || node.inputs.empty()) ctx.inputsBatch = external::cuda::kCurrentBatch;
   // a transfer's input is on another mesh: it arrives through the node's state instead
   const auto localInputs = node.op->receivesFromInputMesh ? c10::ArrayRef<int64_t>() : c10::ArrayRef<int64_t>(node.inputs);
   for (int64_t id : localInputs) {
-    const Blob* blob = settled(blobs, id);
+    // a communicating op orders itself after its inputs' producers on its own stream (below), so
+    // the compute stream is not made to wait for a collective that is still writing an input
+    const Blob* blob = node.op->communicates ? blobs.find(id) : settled(blobs, id);
     if (!blob) {
       poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{
           std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq}));
@@ -106,6 +108,7 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     }
     ctx.inputs.push_back(&blob->tensor);
     ctx.inputsBatch = std::max(ctx.inputsBatch, blob->batch);
+    if (node.op->communicates) ctx.inputsMade.push_back(blob->pending ? blob->pending : blob->made);
   }
   const bool reuse = k.mayReuseInput && node.op->inplace && canReuse(*ctx.inputs[0], node.outputMetas[0]);
   if (reuse) {
@@ -132,8 +135,10 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     }
   }
   const uint64_t batch = external::cuda::batchesEnded();
+  // where this op's compute ends, for a collective of the segment that reads its output
+  const std::shared_ptr<void> made = k.markMade && !ctx.outputsReady && !ctx.outputs.empty() ? external::cuda::markReady(ctx.outputs[0]) : nullptr;
   for (size_t i = 0; i < node.outputs.size(); ++i) {
-    blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady, nullptr, batch});
+    blobs.put(node.outputs[i], Blob{std::move(ctx.outputs[i]), nullptr, ctx.outputsReady, nullptr, batch, made});
   }
 }
 

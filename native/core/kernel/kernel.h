@@ -19,6 +19,7 @@ struct Kernel {
   const DeviceMesh* mesh = nullptr;    // kRun, kFetch
   int64_t id = 0;                      // kFree: the tensor to drop
   bool mayReuseInput = false;          // kRun: input 0 dies here; its buffer may take the output
+  bool markMade = false;               // kRun: a communicating op of the segment reads an output
 };
 
 // Kernels for one worker from one segment; holding the segment keeps the nodes alive.

@@ -51,6 +51,9 @@ struct KernelContext {
   std::shared_ptr<void> outputsReady;
   // The latest worker batch that produced an input (see external::cuda::CommunicationScope).
   uint64_t inputsBatch = 0;
+  // Ops that communicate: per input, the marker of the end of the work that made it (null: none
+  // was recorded).
+  c10::SmallVector<std::shared_ptr<void>, 4> inputsMade;
 
   const at::Tensor& input(size_t i) const { return *inputs[i]; }
   double attr(size_t i) const { return node.attrs[i]; }
@@ -85,6 +88,10 @@ struct OpDef {
   const void* family = nullptr;
   // Kernels need the inputs' global metas (e.g. where a rank's rows start): kept on the node.
   bool keepsInputMetas = false;
+  // The kernel runs on the worker's communication stream (a redistribute): the controller has the
+  // producers of its inputs mark where they end on the compute stream, so that it waits for them
+  // and not for the compute queued after them.
+  bool communicates = false;
 };
 
 }  // namespace dtorch::core

@@ -120,14 +120,14 @@ at::Tensor runStep(const KernelContext& ctx, const RedistributeState& state, siz
   }
 }
 
-// On CUDA the steps run on the worker's communication stream, after the compute work that made
-// the input (for an input of an earlier batch, not behind what compute queued since): the compute
-// kernels queued after this node overlap them, and only the output's consumers wait
-// (ctx.outputsReady).
+// On CUDA the steps run on the worker's communication stream, after the work that made the input
+// (its marker, or its batch's end), not behind the compute queued since: the compute kernels
+// queued after this node and independent of it overlap the steps, and only the output's
+// consumers wait (ctx.outputsReady).
 void runRedistribute(KernelContext& ctx) {
   const auto& state = static_cast<const RedistributeState&>(*ctx.node.state);
   at::Tensor x = ctx.input(0);
-  external::cuda::CommunicationScope onCommunicationStream(x, ctx.inputsBatch);
+  external::cuda::CommunicationScope onCommunicationStream(x, ctx.inputsBatch, ctx.inputsMade);
   for (size_t s = 0; s < state.steps.size(); ++s) {
     try {
       x = runStep(ctx, state, s, x);
@@ -242,7 +242,9 @@ void runGather(KernelContext& ctx) {
 }  // namespace
 
 void registerRedistributeOps(OpRegistry& registry) {
-  registry.add({"redistribute", 1, "nPlacements, placements...", inferRedistribute, runRedistribute});
+  OpDef redistribute{"redistribute", 1, "nPlacements, placements...", inferRedistribute, runRedistribute};
+  redistribute.communicates = true;
+  registry.add(redistribute);
   OpDef transfer{"transfer", 1, "targetMeshId", inferTransfer, runTransfer};
   transfer.receivesFromInputMesh = true;
   registry.add(transfer);

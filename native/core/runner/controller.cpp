@@ -68,11 +68,13 @@ void Controller::sweepRetired() {
 namespace {
 
 // The rewrite plan of one segment: which compute nodes are dead, which may write their output
-// into input 0's buffer (input 0 is released here and this node is its last use), and after
-// which node each released tensor can be freed (slot 0: before the first node; i+1: after node i).
+// into input 0's buffer (input 0 is released here and this node is its last use), which mark
+// where they end for a collective that reads their output, and after which node each released
+// tensor can be freed (slot 0: before the first node; i+1: after node i).
 struct SegmentPlan {
   std::vector<bool> dead;
   std::vector<bool> reuseInput;
+  std::vector<bool> markMade;  // a communicating node of the segment reads an output
   std::vector<std::vector<const Node*>> freeAfter;  // release nodes, by slot
 };
 
@@ -80,12 +82,13 @@ struct SegmentPlan {
 
 // Scratch maps reused from segment to segment, so planning allocates nothing per node.
 struct Controller::PlanScratch {
-  common::IdMap<char> released, readLater, neverAllocated;
+  common::IdMap<char> released, readLater, neverAllocated, readByCollective;
   common::IdMap<int> lastTouch;  // last node index that writes or reads the id
   void clear() {
     released.clear();
     readLater.clear();
     neverAllocated.clear();
+    readByCollective.clear();
     lastTouch.clear();
   }
 };
@@ -95,7 +98,8 @@ namespace {
 SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
   const auto& nodes = segment.nodes;
   const int n = static_cast<int>(nodes.size());
-  SegmentPlan result{std::vector<bool>(n, false), std::vector<bool>(n, false), std::vector<std::vector<const Node*>>(n + 1)};
+  SegmentPlan result{std::vector<bool>(n, false), std::vector<bool>(n, false), std::vector<bool>(n, false),
+                     std::vector<std::vector<const Node*>>(n + 1)};
   s.clear();
   for (const Node& node : nodes) {
     if (node.kind == NodeKind::kRelease) s.released.put(node.outputs[0], 1);
@@ -112,7 +116,13 @@ SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
         for (int64_t id : node.outputs) s.neverAllocated.put(id, 1);
         continue;
       }
-      for (int64_t id : node.outputs) s.lastTouch.tryPut(id, i);
+      for (int64_t id : node.outputs) {
+        s.lastTouch.tryPut(id, i);
+        result.markMade[i] = result.markMade[i] || s.readByCollective.contains(id);
+      }
+      if (node.op->communicates) {
+        for (int64_t id : node.inputs) s.readByCollective.put(id, 1);
+      }
     }
     if (node.kind == NodeKind::kCompute && node.op->inplace && !node.inputs.empty()) {
       const int64_t first = node.inputs[0];
@@ -176,7 +186,7 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
         const DeviceMesh& mesh = meshes_.get(node.meshId);
         const auto& ranks = workers_.workersOf(node.meshId);
         for (int r = 0; r < mesh.size(); ++r) {
-          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0, rewrite.reuseInput[i]});
+          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0, rewrite.reuseInput[i], rewrite.markMade[i]});
         }
         break;
       }

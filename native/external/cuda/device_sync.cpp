@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <set>
@@ -161,10 +162,14 @@ bool endBatch(int inFlight, std::chrono::milliseconds timeout) {
   return true;
 }
 
-CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch) {
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch,
+                                       c10::ArrayRef<std::shared_ptr<void>> made) {
   for (const at::Tensor& t : inputs) active_ = active_ || onCudaWorker(t);
   if (!active_) return;
-  if (producedInBatch == kNoComputeWork) {
+  const bool allMade = !made.empty() && std::all_of(made.begin(), made.end(), [](const auto& m) { return m != nullptr; });
+  if (allMade) {
+    for (const auto& m : made) static_cast<const Event*>(m.get())->block(streams->communication);
+  } else if (producedInBatch == kNoComputeWork) {
     // the caller orders its reads itself
   } else if (producedInBatch >= batchesEndedCount) {
     Event queued;  // made in the batch running now: after everything queued so far
@@ -261,7 +266,7 @@ void waitFor(const std::shared_ptr<void>&, const at::Tensor&) {}
 bool synchronizeThisThread(std::chrono::milliseconds) { return true; }
 uint64_t batchesEnded() { return 0; }
 bool endBatch(int, std::chrono::milliseconds) { return true; }
-CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>, uint64_t) {}
+CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>, uint64_t, c10::ArrayRef<std::shared_ptr<void>>) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }

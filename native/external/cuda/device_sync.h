@@ -49,16 +49,18 @@ bool endBatch(int inFlight, std::chrono::milliseconds timeout);
 // point). Returns false if that took longer than `timeout` (the GPU work is still queued).
 bool synchronizeThisThread(std::chrono::milliseconds timeout);
 
-// Runs the enclosing kernel's work on this worker's communication stream, after the compute
-// work that produced `inputs`: everything the compute stream has queued so far when they come
-// from the batch running now (`producedInBatch` = kCurrentBatch, the default), else only that
-// earlier batch's end (nothing, once it has finished), so that a prefetch of data made long ago
-// (a weight shard) starts at once instead of behind the queued compute. `finish()` returns the
-// marker consumers wait for. Inactive (a no-op) unless `inputs` are CUDA tensors on a bound
-// worker thread.
+// Runs the enclosing kernel's work on this worker's communication stream, after the work that
+// produced `inputs`: their `made` markers when every input has one; else everything the compute
+// stream has queued so far when they come from the batch running now (`producedInBatch` =
+// kCurrentBatch, the default), or only that earlier batch's end (nothing, once it has finished).
+// So a collective starts as soon as its input exists, not behind compute queued after it (a
+// prefetch of a weight shard made long ago starts at once). `finish()` returns the marker
+// consumers wait for. Inactive (a no-op) unless `inputs` are CUDA tensors on a bound worker
+// thread.
 class CommunicationScope {
  public:
-  explicit CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch = kCurrentBatch);
+  explicit CommunicationScope(c10::ArrayRef<at::Tensor> inputs, uint64_t producedInBatch = kCurrentBatch,
+                              c10::ArrayRef<std::shared_ptr<void>> made = {});
   ~CommunicationScope();
   CommunicationScope(const CommunicationScope&) = delete;
   CommunicationScope& operator=(const CommunicationScope&) = delete;
