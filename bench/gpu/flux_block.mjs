@@ -78,26 +78,26 @@ function setup(variant, gpus) {
   }
   const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || variant === 'ring' || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
-  return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp' };
+  return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp', sequenceParallel: variant === 'ulysses' || variant === 'ring' };
 }
 
-function block({ w, x, temb, tp, sp, fused }) {
+function block({ w, x, temb, tp, sp, fused, sequenceParallel }) {
   return dt.tidy(() => {
     const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
     const normed = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
     const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
-    let qkvm; // q, k, v and MLP-in projections
-    if (fused) {
-      qkvm = dt.F.allGatherLinear(normed, [w.q, w.k, w.v, w.mlp], [w.qkB, w.qkB, w.qkB, w.mlpB]);
-    } else {
-      const nx = sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
-      // the MLP after q/k/v: under Ulysses their all-to-alls (copy engines) run beside its matmul
-      qkvm = [[w.q, w.qkB], [w.k, w.qkB], [w.v, w.qkB], [w.mlp, w.mlpB]].map(([weight, bias]) => dt.F.linear(nx, weight, bias));
-    }
-    const q = dt.F.rmsNorm(headsOf(qkvm[0]), [headDim], { weight: w.nq, eps: 1e-6 });
-    const k = dt.F.rmsNorm(headsOf(qkvm[1]), [headDim], { weight: w.nk, eps: 1e-6 });
-    const v = headsOf(qkvm[2]);
-    const mlp = dt.F.gelu(qkvm[3], { approximate: 'tanh' });
+    // q, k, v and MLP-in projections: asynctp gathers the tokens inside one call for all four
+    const fusedOut = fused ? dt.F.allGatherLinear(normed, [w.q, w.k, w.v, w.mlp], [w.qkB, w.qkB, w.qkB, w.mlpB]) : undefined;
+    const nx = fused ? undefined : sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
+    const project = (i, weight, bias) => (fused ? fusedOut[i] : dt.F.linear(nx, weight, bias));
+    // Ulysses / ring: q, k and v laid out head-major before the MLP's matmul is queued, so that
+    // their all-to-alls (copy engines) start beside that matmul; left as transposed views, the
+    // layout copy would run on the communication stream and wait for the SMs the matmul holds
+    const ready = sequenceParallel ? (t) => t.contiguous() : (t) => t;
+    const q = ready(dt.F.rmsNorm(headsOf(project(0, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 }));
+    const k = ready(dt.F.rmsNorm(headsOf(project(1, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 }));
+    const v = ready(headsOf(project(2, w.v, w.qkB)));
+    const mlp = dt.F.gelu(project(3, w.mlp, w.mlpB), { approximate: 'tanh' });
     // Ulysses / ring: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses' / 'ring', so
     // sdpa trades sequence for heads around the attention, or passes key/value blocks around
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
