@@ -12,7 +12,9 @@
 //   asynctp  tpsp with the all-gather and the reduce-scatter inside the projections
 //            (dt.F.allGatherLinear / linearReduceScatter): each GPU's own tokens are multiplied
 //            while the copy engines move the peers'
-//   ulysses  N GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c)
+//   ulysses  N GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c);
+//            the MLP in two halves, one queued on each side of the attention, so that a matmul
+//            runs beside each all-to-all, and the output projection as partial products added
 //   ring     N GPUs, sequence parallel: tokens split, ring attention (key/value blocks passed on)
 // Every variant draws the same weights (random creation is mesh-independent), so their
 // checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
@@ -76,9 +78,21 @@ function setup(variant, gpus) {
     w.out.dispose();
     w.outBiasOnce = w.outB.redistribute([dt.Partial()]); // added by one rank: the sum has it once
   }
-  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: variant === 'ulysses' || variant === 'ring' || sp ? [dt.Shard(1)] : R });
+  const sequenceParallel = variant === 'ulysses' || variant === 'ring';
+  if (sequenceParallel) {
+    // the MLP in two halves of its features (one queued before the attention, one after it, so
+    // that a matmul runs beside each all-to-all), and the output projection by its input features
+    // (attention, MLP halves): partial products added instead of one matmul on their concatenation
+    const rows = (t, start, length, dim = 0) => dt.tidy(() => t.narrow(dim, start, length).contiguous());
+    const half = mlpHidden / 2;
+    const [mlp, mlpB, out] = [w.mlp, w.mlpB, w.out];
+    [w.mlpHalfA, w.mlpHalfB, w.mlpBiasA, w.mlpBiasB] = [rows(mlp, 0, half), rows(mlp, half, half), rows(mlpB, 0, half), rows(mlpB, half, half)];
+    [w.outAttn, w.outMlpA, w.outMlpB] = [rows(out, 0, hidden, 1), rows(out, hidden, half, 1), rows(out, hidden + half, half, 1)];
+    for (const t of [mlp, mlpB, out]) t.dispose();
+  }
+  const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: sequenceParallel || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
-  return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp', sequenceParallel: variant === 'ulysses' || variant === 'ring' };
+  return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp', sequenceParallel };
 }
 
 function block({ w, x, temb, tp, sp, fused, sequenceParallel }) {
@@ -97,12 +111,16 @@ function block({ w, x, temb, tp, sp, fused, sequenceParallel }) {
     const q = ready(dt.F.rmsNorm(headsOf(project(0, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 }));
     const k = ready(dt.F.rmsNorm(headsOf(project(1, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 }));
     const v = ready(headsOf(project(2, w.v, w.qkB)));
-    const mlp = dt.F.gelu(project(3, w.mlp, w.mlpB), { approximate: 'tanh' });
+    const gelu = (t) => dt.F.gelu(t, { approximate: 'tanh' });
+    const mlp = sequenceParallel ? gelu(dt.F.linear(nx, w.mlpHalfA, w.mlpBiasA)) : gelu(project(3, w.mlp, w.mlpB));
     // Ulysses / ring: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses' / 'ring', so
     // sdpa trades sequence for heads around the attention, or passes key/value blocks around
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     let h;
-    if (fused) h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], { dim: 1, bias: w.outB });
+    if (sequenceParallel) {
+      const mlpSecond = gelu(dt.F.linear(nx, w.mlpHalfB, w.mlpBiasB)); // beside the attention's all-to-all back
+      h = dt.F.linear(attn, w.outAttn, w.outB).add(dt.F.linear(mlp, w.outMlpA)).add(dt.F.linear(mlpSecond, w.outMlpB));
+    } else if (fused) h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], { dim: 1, bias: w.outB });
     else if (tp) h = dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([sp ? dt.Shard(1) : dt.Replicate()]);
     else h = dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));

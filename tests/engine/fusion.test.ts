@@ -64,6 +64,23 @@ describe('producer-consumer fusion', () => {
     c64.dispose();
   });
 
+  it('runs a bias-free linear then add as one kernel, in the buffer of an addend that dies there', async () => {
+    const x2 = dt.randn([5, 6], { seed: 5, mesh: one });
+    const w2 = dt.randn([6, 6], { seed: 6, mesh: one });
+    const fused = await run(() => dt.F.linear(x, w, b).add(dt.F.linear(x2, w2)).add(dt.F.linear(x2, w2.mul(2))));
+    let kept: dt.Tensor[] = [];
+    const unfused = await run(() => {
+      kept = [dt.keep(dt.F.linear(x, w, b)), dt.keep(dt.F.linear(x2, w2)), dt.keep(w2.mul(2))];
+      const partial = dt.keep(kept[0]!.add(kept[1]!));
+      const last = dt.keep(dt.F.linear(x2, kept[2]!));
+      kept.push(partial, last);
+      return partial.add(last);
+    });
+    expect([fused.kernels, unfused.kernels]).toEqual([4, 6]); // linear, mul, and two linear_adds
+    expect(fused.value).toEqual(unfused.value);
+    dt.dispose([x2, w2, ...kept]);
+  });
+
   it('leaves pairs alone where fusing would change the program', async () => {
     const linearGelu = (approximate: 'tanh' | 'none', bias?: dt.Tensor) => dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
     expect((await run(() => linearGelu('none', b))).kernels).toBe(2); // exact GELU: no epilogue for it
@@ -104,21 +121,24 @@ describe('producer-consumer fusion', () => {
       const xs = make([2, 7, 16], 1);
       const [ws, bs] = [make([12, 16], 2, on(dt.Shard(0))), make([12], 3, on(dt.Shard(0)))]; // column parallel
       const [scale, shift] = [make([2, 1, 12], 4), make([2, 7, 12], 5, on(dt.Shard(2)))];
-      const block = () => dt.F.gelu(dt.F.linear(xs, ws, bs), { approximate: 'tanh' }).mul(scale).add(shift);
+      const [xr, wr] = [make([2, 7, 8], 6), make([12, 8], 7, on(dt.Shard(0)))]; // a second, bias-free column-parallel linear
+      const block = () => dt.F.gelu(dt.F.linear(xs, ws, bs), { approximate: 'tanh' }).mul(scale).add(shift).add(dt.F.linear(xr, wr));
       const fused = await run(block);
       const keep: dt.Tensor[] = [];
       const unfused = await run(() => {
         const h = dt.keep(dt.F.linear(xs, ws, bs));
         const m = dt.keep(dt.F.gelu(h, { approximate: 'tanh' }).mul(scale));
-        keep.push(h, m);
-        return m.add(shift);
+        const sum = dt.keep(m.add(shift));
+        const r = dt.keep(dt.F.linear(xr, wr));
+        keep.push(h, m, sum, r);
+        return sum.add(r);
       });
-      // two pairs fused on every rank (the local slice of the replicated scale runs either way)
-      expect(unfused.kernels - fused.kernels).toBe(2 * mesh.size);
+      // three pairs fused on every rank (the local slice of the replicated scale runs either way)
+      expect(unfused.kernels - fused.kernels).toBe(3 * mesh.size);
       const tolerance = gpu ? 2e-2 : 0;
       const worst = Math.max(...Array.from(fused.value, (v, i) => Math.abs(v - unfused.value[i]!) / Math.max(1, Math.abs(unfused.value[i]!))));
       expect(worst).toBeLessThanOrEqual(tolerance);
-      dt.dispose([xs, ws, bs, scale, shift, ...keep]);
+      dt.dispose([xs, ws, bs, scale, shift, xr, wr, ...keep]);
     });
   }
 });

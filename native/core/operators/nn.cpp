@@ -85,6 +85,33 @@ void runLinearGelu(KernelContext& ctx) {
   ctx.outputs.push_back(y);
 }
 
+// ---- linear_add(c, x, weight): c + linear(x, W), formed by fusing a bias-free linear into an add -
+// GPUs, 16-bit floats, c of the output's shape: one matmul that accumulates into c (cuBLAS with
+// beta = 1; in place when c dies here, so the product never goes through memory on its own);
+// elsewhere linear, then add (bit-identical to the unfused ops).
+bool accumulatesOnGpu(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w) {
+  return x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && at::isReducedFloatingType(x.scalar_type()) && c.scalar_type() == x.scalar_type() &&
+         w.scalar_type() == x.scalar_type() && c.dim() == x.dim() && c.size(-1) == w.size(0) &&
+         std::equal(c.sizes().begin(), c.sizes().end() - 1, x.sizes().begin()) && c.is_contiguous();
+}
+void runLinearAdd(KernelContext& ctx) {
+  const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &w = ctx.input(2);
+  if (accumulatesOnGpu(c, x, w)) {
+    ctx.outputs.push_back(at::addmm(c.view({-1, c.size(-1)}), x.reshape({-1, x.size(-1)}), w.t()).view(c.sizes()));
+    return;
+  }
+  at::Tensor y = at::linear(x, w);
+  const bool intoProduct = y.scalar_type() == ctx.outputMeta().dtype && y.sizes() == at::IntArrayRef(ctx.outputPiece().shape);
+  ctx.outputs.push_back(intoProduct ? y.add_(c) : at::add(c, y));
+}
+void runLinearAddInplace(KernelContext& ctx) {
+  at::Tensor c = *ctx.inputs[0];
+  const at::Tensor &x = ctx.input(1), &w = ctx.input(2);
+  if (accumulatesOnGpu(c, x, w)) c.view({-1, c.size(-1)}).addmm_(x.reshape({-1, x.size(-1)}), w.t());
+  else c.add_(at::linear(x, w));
+  ctx.outputs.push_back(c);
+}
+
 // ---- layer_norm / rms_norm: attrs nNorm, normalizedShape..., hasWeight, hasBias, eps ----------
 
 Shape normShape(const InferContext& ctx) {
@@ -265,6 +292,7 @@ void runSdpa(KernelContext& ctx) {
 void registerNnOps(OpRegistry& registry) {
   registry.add({"linear", -1, "(x, weight, bias?)", inferLinear, runLinear, linearRows});
   registry.add({"linear_gelu", 3, "(formed by fusion)", inferFormedByFusion, runLinearGelu});
+  registry.add({"linear_add", 3, "(formed by fusion)", inferFormedByFusion, runLinearAdd, nullptr, runLinearAddInplace});
   registry.add({"layer_norm", -1, "nNorm, shape..., hasWeight, hasBias, eps", inferNorm, runLayerNorm, normRows});
   registry.add({"rms_norm", -1, "nNorm, shape..., hasWeight, hasBias(0), eps", inferNorm, runRmsNorm, normRows});
   registry.add({"group_norm", -1, "groups, hasWeight, hasBias, eps", inferGroupNorm, runGroupNorm, groupNormRows});
