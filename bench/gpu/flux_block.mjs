@@ -104,11 +104,10 @@ function block({ w, x, temb, tp, sp, fused, sequenceParallel }) {
     const fusedOut = fused ? dt.F.allGatherLinear(normed, [w.q, w.k, w.v, w.mlp], [w.qkB, w.qkB, w.qkB, w.mlpB]) : undefined;
     const nx = fused ? undefined : sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
     const project = (i, weight, bias) => (fused ? fusedOut[i] : dt.F.linear(nx, weight, bias));
-    // Ulysses / ring: q, k and v laid out token-major (the layout Ulysses' all-to-alls move)
-    // before the MLP's matmul is queued, so that the all-to-alls start beside that matmul; a
-    // layout copy inside them would run on the communication stream and wait for the SMs the
-    // matmul holds. A no-op where the layout is already so (v, a view of its projection).
-    const ready = sequenceParallel ? (t) => t.transpose(1, 2).contiguous().transpose(1, 2) : (t) => t;
+    // Ulysses / ring: q, k and v laid out head-major before the MLP's matmul is queued, so that
+    // their all-to-alls (copy engines) start beside that matmul; left as transposed views, the
+    // layout copy would run on the communication stream and wait for the SMs the matmul holds
+    const ready = sequenceParallel ? (t) => t.contiguous() : (t) => t;
     const q = ready(dt.F.rmsNorm(headsOf(project(0, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 }));
     const k = ready(dt.F.rmsNorm(headsOf(project(1, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 }));
     const v = ready(headsOf(project(2, w.v, w.qkB)));

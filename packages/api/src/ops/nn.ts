@@ -134,20 +134,10 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
     }
   }
   const temporaries: Tensor[] = [];
-  // Ulysses' all-to-alls run on the token-major views [..., S, H, E]: a rank's share of another
-  // rank's heads is then whole rows of a few KB for the copy engines (not 2-byte-by-E strips), and
-  // as q, k, v usually come from a projection reshaped to heads, and flash attention writes its
-  // output token-major, neither direction copies to change the layout
-  const tokenMajorTo = (t: Tensor, shardDim: number): Tensor => {
-    const view = t.transpose(heads, seq);
-    const moved = withPlacement(view, dims.ulysses, Shard(shardDim));
-    temporaries.push(view, moved);
-    return moved.transpose(heads, seq);
-  };
   let [qq, kk, vv] = [q, k, v];
   if (dims.ulysses >= 0) {
     // all-to-all: each rank trades its sequence block for a block of heads
-    [qq, kk, vv] = [qq, kk, vv].map((t) => tokenMajorTo(t, seq)) as [Tensor, Tensor, Tensor];
+    [qq, kk, vv] = [qq, kk, vv].map((t) => withPlacement(t, dims.ulysses, Shard(heads))) as [Tensor, Tensor, Tensor];
     temporaries.push(qq, kk, vv);
   }
   let out: Tensor;
@@ -162,7 +152,7 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
   }
   if (dims.ulysses >= 0) {
     temporaries.push(out);
-    out = tokenMajorTo(out, heads); // and back: heads for the sequence block
+    out = withPlacement(out, dims.ulysses, Shard(seq)); // and back: heads for the sequence block
   }
   for (const t of temporaries) t.dispose();
   return out;
