@@ -42,6 +42,13 @@ at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op) {
   return acc;
 }
 
+std::vector<std::shared_ptr<Rendezvous>> rendezvousPerGroup(const DeviceMesh& mesh, int meshDim) {
+  const int groupSize = static_cast<int>(mesh.shape[meshDim]);
+  std::vector<std::shared_ptr<Rendezvous>> groups;
+  for (int g = 0; g < mesh.size() / groupSize; ++g) groups.push_back(std::make_shared<Rendezvous>(groupSize));
+  return groups;
+}
+
 void GroupCall::allGatherEach(const at::Tensor& local, int64_t dim, int64_t gatheredSize, const PieceFn& use) {
   const at::Tensor all = allGather(local, dim, gatheredSize);
   const int n = groupSize();

@@ -17,10 +17,11 @@ namespace dtorch::core {
 
 class GroupCall {
  public:
+  GroupCall(int position, int size) : position_(position), size_(size) {}
   virtual ~GroupCall() = default;
   // This participant's place in the group, and the group's size.
-  virtual int groupPosition() const = 0;
-  virtual int groupSize() const = 0;
+  int groupPosition() const { return position_; }
+  int groupSize() const { return size_; }
   // Every participant's piece, concatenated along `dim` in group order (S -> R); the pieces are
   // torch.chunk's of `gatheredSize`.
   virtual at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) = 0;
@@ -47,7 +48,17 @@ class GroupCall {
   // each the rows of participant p's chunk: the peers' chunks first, so that they are pulled
   // while this participant computes its own. Default: fill every chunk, then reduceScatter.
   virtual at::Tensor reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill);
+
+ protected:
+  int size() const { return size_; }
+  const int position_;
+
+ private:
+  const int size_;
 };
+
+// One rendezvous for each group of ranks along `meshDim`, indexed by groupIndexAlong.
+std::vector<std::shared_ptr<Rendezvous>> rendezvousPerGroup(const DeviceMesh& mesh, int meshDim);
 
 // Reduces `parts` in order into a new tensor.
 at::Tensor reduceInOrder(const std::vector<at::Tensor>& parts, ReduceOp op);

@@ -14,9 +14,7 @@ namespace dtorch::core {
 class NcclCall final : public GroupCall {
  public:
   NcclCall(Rendezvous& rendezvous, int position, std::vector<int> devices, std::chrono::milliseconds timeout)
-      : rendezvous_(rendezvous), position_(position), devices_(std::move(devices)), timeout_(timeout) {}
-  int groupPosition() const override { return position_; }
-  int groupSize() const override { return size(); }
+      : GroupCall(position, static_cast<int>(devices.size())), rendezvous_(rendezvous), devices_(std::move(devices)), timeout_(timeout) {}
   at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) override;
   at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
   at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;
@@ -24,14 +22,12 @@ class NcclCall final : public GroupCall {
   at::Tensor shift(const at::Tensor& local, int64_t incomingNumel) override;
 
  private:
-  int size() const { return static_cast<int>(devices_.size()); }
   // Waits until every participant has its buffers ready for the same `call`; throws if one
   // failed, timed out, or is about to make another call.
   void meetPeers(int call);
   external::nccl::Communicator& comm();
 
   Rendezvous& rendezvous_;
-  int position_;
   std::vector<int> devices_;  // CUDA device of each participant, in group order
   std::chrono::milliseconds timeout_;
 };

@@ -16,9 +16,7 @@ namespace dtorch::core {
 class PullCall final : public GroupCall {
  public:
   PullCall(Rendezvous& rendezvous, int position, std::unique_ptr<GroupCall> reducing, std::chrono::milliseconds timeout)
-      : rendezvous_(rendezvous), position_(position), reducing_(std::move(reducing)), timeout_(timeout) {}
-  int groupPosition() const override { return position_; }
-  int groupSize() const override { return size(); }
+      : GroupCall(position, rendezvous.size()), rendezvous_(rendezvous), reducing_(std::move(reducing)), timeout_(timeout) {}
   at::Tensor allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) override;
   at::Tensor allReduce(const at::Tensor& local, ReduceOp op) override;
   at::Tensor reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) override;
@@ -30,7 +28,6 @@ class PullCall final : public GroupCall {
   at::Tensor reduceScatterFilled(at::IntArrayRef shape, const at::TensorOptions& options, int64_t dim, const PieceFn& fill) override;
 
  private:
-  int size() const { return rendezvous_.size(); }
   // Deposits `mine` and returns, for every participant p that `wanted(p)`, `take(p, theirs)`:
   // on a GPU copied into `into(p, source)` (the peers' buffers are held until the copies are
   // done), on CPU workers read in place. `algorithm` is checked at the meeting. On a GPU,
@@ -41,7 +38,6 @@ class PullCall final : public GroupCall {
                                const PieceFn& landed = {}, std::vector<std::shared_ptr<void>> readyFor = {});
 
   Rendezvous& rendezvous_;
-  int position_;
   std::unique_ptr<GroupCall> reducing_;  // may be null
   std::chrono::milliseconds timeout_;
 };

@@ -58,11 +58,7 @@ void inferRing(const InferContext& ctx, Outputs& out) {
   }
   auto state = std::make_shared<RingState>();
   state->meshDim = ring;
-  const int size = static_cast<int>(mesh.shape[ring]);
-  for (int pass = 0; pass + 1 < size; ++pass) {
-    auto& groups = state->passes.emplace_back();
-    for (int g = 0; g < mesh.size() / size; ++g) groups.push_back(std::make_shared<Rendezvous>(size));
-  }
+  for (int pass = 0; pass + 1 < mesh.shape[ring]; ++pass) state->passes.push_back(rendezvousPerGroup(mesh, ring));
   ctx.state = std::move(state);
   Shape shape = q.shape;
   shape.back() = v.shape.back();

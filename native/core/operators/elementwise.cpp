@@ -283,7 +283,7 @@ void runWhere(KernelContext& ctx) {
 
 // ---- addcmul(c, a, b): c + a * b, formed by fusing mul(a, b) into add -------------------------
 // GPUs, one dtype: one pass and one rounding. Elsewhere mul, then add: bit-identical to the
-// ops it replaces (add is commutative, so which side c was on does not matter).
+// ops it replaces.
 void runAddcmul(KernelContext& ctx) {
   const at::Tensor &c = ctx.input(0), &a = ctx.input(1), &b = ctx.input(2);
   const bool oneDtype = c.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type();
@@ -291,11 +291,7 @@ void runAddcmul(KernelContext& ctx) {
     ctx.outputs.push_back(at::addcmul(c, a, b));
     return;
   }
-  at::Tensor product = at::mul(a, b);
-  const TensorMeta& out = ctx.outputMeta();
-  // the product's buffer takes the sum when it can, as the unfused add would have reused it
-  if (product.scalar_type() == out.dtype && product.sizes() == at::IntArrayRef(ctx.outputPiece().shape)) ctx.outputs.push_back(product.add_(c));
-  else ctx.outputs.push_back(at::add(c, product));
+  ctx.outputs.push_back(addToProduct(ctx, at::mul(a, b), c));
 }
 
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {

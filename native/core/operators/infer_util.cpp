@@ -114,6 +114,11 @@ void checkPlacements(const InferContext& ctx, const Placements& placements, cons
   }
 }
 
+at::Tensor addToProduct(const KernelContext& ctx, at::Tensor product, const at::Tensor& c) {
+  const bool intoProduct = product.scalar_type() == ctx.outputMeta().dtype && product.sizes() == at::IntArrayRef(ctx.outputPiece().shape);
+  return intoProduct ? product.add_(c) : at::add(c, product);
+}
+
 void inferFormedByFusion(const InferContext& ctx, Outputs&) {
   ctx.fail(common::code::kInternal, "is formed by the controller's fusion of recorded ops and cannot be recorded itself");
 }

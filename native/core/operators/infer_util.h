@@ -28,6 +28,11 @@ int commonMesh(const InferContext& ctx);
 // Output meta on the inputs' mesh; its placements come from the op's signature rows.
 TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype);
 
+// c + product, for fused kernels on their unfused path: in the product's buffer when it has the
+// output's shape and dtype (as the unfused add would have reused it), else a new tensor. Addition
+// commutes, so the bits equal the unfused add whichever side c was on.
+at::Tensor addToProduct(const KernelContext& ctx, at::Tensor product, const at::Tensor& c);
+
 // The infer of ops that only the controller's fusion forms (runner/fusion.h): recording one fails.
 void inferFormedByFusion(const InferContext& ctx, Outputs& out);
 

@@ -100,9 +100,7 @@ void runLinearAdd(KernelContext& ctx) {
     ctx.outputs.push_back(at::addmm(c.view({-1, c.size(-1)}), x.reshape({-1, x.size(-1)}), w.t()).view(c.sizes()));
     return;
   }
-  at::Tensor y = at::linear(x, w);
-  const bool intoProduct = y.scalar_type() == ctx.outputMeta().dtype && y.sizes() == at::IntArrayRef(ctx.outputPiece().shape);
-  ctx.outputs.push_back(intoProduct ? y.add_(c) : at::add(c, y));
+  ctx.outputs.push_back(addToProduct(ctx, at::linear(x, w), c));
 }
 void runLinearAddInplace(KernelContext& ctx) {
   at::Tensor c = *ctx.inputs[0];

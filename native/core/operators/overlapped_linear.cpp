@@ -47,8 +47,7 @@ int meshDimAttr(const InferContext& ctx, const DeviceMesh& mesh) {
 std::shared_ptr<OverlappedLinearState> stateFor(const DeviceMesh& mesh, int meshDim) {
   auto state = std::make_shared<OverlappedLinearState>();
   state->meshDim = meshDim;
-  const int groupSize = static_cast<int>(mesh.shape[meshDim]);
-  for (int g = 0; g < mesh.size() / groupSize; ++g) state->meet.push_back(std::make_shared<Rendezvous>(groupSize));
+  state->meet = rendezvousPerGroup(mesh, meshDim);
   return state;
 }
 

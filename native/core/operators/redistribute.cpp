@@ -71,10 +71,7 @@ void inferRedistribute(const InferContext& ctx, Outputs& out) {
   auto state = std::make_shared<RedistributeState>();
   state->steps = planRedistribute(mesh, in.placements, meta.placements);
   for (const RedistributeStep& step : state->steps) {
-    auto& groups = state->meet.emplace_back();
-    if (!step.isCollective()) continue;
-    const int groupSize = static_cast<int>(mesh.shape[step.meshDim]);
-    for (int g = 0; g < mesh.size() / groupSize; ++g) groups.push_back(std::make_shared<Rendezvous>(groupSize));
+    state->meet.push_back(step.isCollective() ? rendezvousPerGroup(mesh, step.meshDim) : std::vector<std::shared_ptr<Rendezvous>>{});
   }
   ctx.state = std::move(state);
   out.push_back(std::move(meta));

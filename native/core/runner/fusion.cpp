@@ -25,19 +25,22 @@ int addendSlot(const Node&, const Node& c, int64_t t) {
   return c.inputs[0] == t ? 0 : c.inputs[1] == t ? 1 : -1;
 }
 
+// The fused inputs of an add's rules: its other addend, then the producer's two inputs.
+c10::SmallVector<int64_t, 4> addendThenProducer(const Node& p, const Node& c, int slot) {
+  return {c.inputs[1 - slot], p.inputs[0], p.inputs[1]};
+}
+
 const Rule kRules[] = {
     // linear(x, W, b) -> gelu(tanh): the matmul's GELU epilogue (cuBLASLt) on GPUs
     {"linear", "gelu", "linear_gelu",
      [](const Node& p, const Node& c, int64_t t) { return p.inputs.size() == 3 && c.attrs[0] == 1 && c.inputs[0] == t ? 0 : -1; },
      [](const Node& p, const Node&, int) { return p.inputs; }},
     // mul(a, b) -> add(c, ·) or add(·, c) with alpha 1: addcmul(c, a, b), one pass on GPUs
-    {"mul", "add", "addcmul", addendSlot,
-     [](const Node& p, const Node& c, int slot) { return c10::SmallVector<int64_t, 4>{c.inputs[1 - slot], p.inputs[0], p.inputs[1]}; }},
+    {"mul", "add", "addcmul", addendSlot, addendThenProducer},
     // linear(x, W) -> add(c, ·) or add(·, c) with alpha 1: linear_add(c, x, W), the matmul
     // accumulating into c on GPUs (the residual or partial-product sum of a transformer block)
     {"linear", "add", "linear_add",
-     [](const Node& p, const Node& c, int64_t t) { return p.inputs.size() == 2 ? addendSlot(p, c, t) : -1; },
-     [](const Node& p, const Node& c, int slot) { return c10::SmallVector<int64_t, 4>{c.inputs[1 - slot], p.inputs[0], p.inputs[1]}; }},
+     [](const Node& p, const Node& c, int64_t t) { return p.inputs.size() == 2 ? addendSlot(p, c, t) : -1; }, addendThenProducer},
 };
 
 struct ResolvedRule {
