@@ -13,8 +13,8 @@
 //            (dt.F.allGatherLinear / linearReduceScatter): each GPU's own tokens are multiplied
 //            while the copy engines move the peers'
 //   ulysses  N GPUs, sequence parallel: tokens split, all-to-all to heads around attention (c);
-//            the MLP in two halves, one queued on each side of the attention, so that a matmul
-//            runs beside each all-to-all, and the output projection as partial products added
+//            q, k and v from one matmul (as Flux's own single block computes them), the MLP's
+//            matmuls queued beside the all-to-alls, the output projection as two added products
 //   ring     N GPUs, sequence parallel: tokens split, ring attention (key/value blocks passed on)
 // Every variant draws the same weights (random creation is mesh-independent), so their
 // checksums agree. Timing: best of ROUNDS rounds of ITERS forwards; peak memory from the CUDA
@@ -80,50 +80,74 @@ function setup(variant, gpus) {
   }
   const sequenceParallel = variant === 'ulysses' || variant === 'ring';
   if (sequenceParallel) {
-    // the MLP in two halves of its features (one queued before the attention, one after it, so
-    // that a matmul runs beside each all-to-all), and the output projection by its input features
-    // (attention, MLP halves): partial products added instead of one matmul on their concatenation
+    // q, k and v from one matmul: on each GPU's share of the tokens one [tokens/N, 3·hidden]
+    // product fills the SMs in more even waves than three [tokens/N, hidden] ones (766 vs 660
+    // TFLOP/s on an H200). The output projection by its input features (attention, MLP): two
+    // products added, so that the MLP's runs while the attention's output is still travelling.
     const rows = (t, start, length, dim = 0) => dt.tidy(() => t.narrow(dim, start, length).contiguous());
-    const half = mlpHidden / 2;
-    const [mlp, mlpB, out] = [w.mlp, w.mlpB, w.out];
-    [w.mlpHalfA, w.mlpHalfB, w.mlpBiasA, w.mlpBiasB] = [rows(mlp, 0, half), rows(mlp, half, half), rows(mlpB, 0, half), rows(mlpB, half, half)];
-    [w.outAttn, w.outMlpA, w.outMlpB] = [rows(out, 0, hidden, 1), rows(out, hidden, half, 1), rows(out, hidden + half, half, 1)];
-    for (const t of [mlp, mlpB, out]) t.dispose();
+    w.qkv = dt.tidy(() => dt.cat([w.q, w.k, w.v], 0));
+    w.qkvB = dt.tidy(() => dt.cat([w.qkB, w.qkB, w.qkB], 0));
+    [w.outAttn, w.outMlp] = [rows(w.out, 0, hidden, 1), rows(w.out, hidden, mlpHidden, 1)];
+    for (const t of [w.q, w.k, w.v, w.out]) t.dispose();
   }
   const x = dt.randn([1, tokens, hidden], { seed: 7, dtype, mesh, placements: sequenceParallel || sp ? [dt.Shard(1)] : R });
   const temb = dt.randn([1, hidden], { seed: 8, dtype, mesh });
   return { mesh, w, x, temb, tp, sp, fused: variant === 'asynctp', sequenceParallel };
 }
 
-function block({ w, x, temb, tp, sp, fused, sequenceParallel }) {
+const gelu = (t) => dt.F.gelu(t, { approximate: 'tanh' });
+const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
+
+// adaptive layer norm: the normalised input and the gate for the residual
+function modulate({ w, x, temb }) {
+  const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
+  return [dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1)), gate];
+}
+
+function block(state) {
+  if (state.sequenceParallel) return sequenceParallelBlock(state);
+  const { w, x, tp, sp, fused } = state;
   return dt.tidy(() => {
-    const [shift, scale, gate] = dt.F.linear(dt.F.silu(temb), w.norm, w.normB).chunk(3, -1);
-    const normed = dt.F.layerNorm(x, [hidden], { eps: 1e-6 }).mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
-    const headsOf = (t) => t.reshape([1, tokens, heads, headDim]).transpose(1, 2);
+    const [normed, gate] = modulate(state);
     // q, k, v and MLP-in projections: asynctp gathers the tokens inside one call for all four
     const fusedOut = fused ? dt.F.allGatherLinear(normed, [w.q, w.k, w.v, w.mlp], [w.qkB, w.qkB, w.qkB, w.mlpB]) : undefined;
     const nx = fused ? undefined : sp ? normed.redistribute([dt.Replicate()]) : normed; // SP: all tokens into the projections
     const project = (i, weight, bias) => (fused ? fusedOut[i] : dt.F.linear(nx, weight, bias));
-    // Ulysses / ring: q, k and v laid out head-major before the MLP's matmul is queued, so that
-    // their all-to-alls (copy engines) start beside that matmul; left as transposed views, the
-    // layout copy would run on the communication stream and wait for the SMs the matmul holds
-    const ready = sequenceParallel ? (t) => t.contiguous() : (t) => t;
-    const q = ready(dt.F.rmsNorm(headsOf(project(0, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 }));
-    const k = ready(dt.F.rmsNorm(headsOf(project(1, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 }));
-    const v = ready(headsOf(project(2, w.v, w.qkB)));
-    const gelu = (t) => dt.F.gelu(t, { approximate: 'tanh' });
-    const mlp = sequenceParallel ? gelu(dt.F.linear(nx, w.mlpHalfA, w.mlpBiasA)) : gelu(project(3, w.mlp, w.mlpB));
-    // Ulysses / ring: q/k/v arrive sequence-sharded on a mesh dim named 'ulysses' / 'ring', so
-    // sdpa trades sequence for heads around the attention, or passes key/value blocks around
+    const q = dt.F.rmsNorm(headsOf(project(0, w.q, w.qkB)), [headDim], { weight: w.nq, eps: 1e-6 });
+    const k = dt.F.rmsNorm(headsOf(project(1, w.k, w.qkB)), [headDim], { weight: w.nk, eps: 1e-6 });
+    const v = headsOf(project(2, w.v, w.qkB));
+    const mlp = gelu(project(3, w.mlp, w.mlpB));
     const attn = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).reshape([1, tokens, hidden]);
     let h;
-    if (sequenceParallel) {
-      const mlpSecond = gelu(dt.F.linear(nx, w.mlpHalfB, w.mlpBiasB)); // beside the attention's all-to-all back
-      h = dt.F.linear(attn, w.outAttn, w.outB).add(dt.F.linear(mlp, w.outMlpA)).add(dt.F.linear(mlpSecond, w.outMlpB));
-    } else if (fused) h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], { dim: 1, bias: w.outB });
+    if (fused) h = dt.F.linearReduceScatter([attn, mlp], [w.outAttn, w.outMlp], { dim: 1, bias: w.outB });
     else if (tp) h = dt.F.linear(attn, w.outAttn).add(dt.F.linear(mlp, w.outMlp, w.outBiasOnce)).redistribute([sp ? dt.Shard(1) : dt.Replicate()]);
     else h = dt.F.linear(dt.cat([attn, mlp], 2), w.out, w.outB);
     return x.add(gate.unsqueeze(1).mul(h));
+  });
+}
+
+// Ulysses / ring: tokens split over the GPUs everywhere but in the attention. q/k/v arrive
+// sequence-sharded on a mesh dim named 'ulysses' / 'ring', so sdpa trades sequence for heads
+// around the attention (all-to-alls on the copy engines), or passes key/value blocks around.
+// The work is queued so that a matmul runs beside each all-to-all: the MLP's beside q/k/v's, the
+// MLP's part of the output projection beside the attention's way back.
+function sequenceParallelBlock(state) {
+  const { w, x } = state;
+  return dt.tidy(() => {
+    const [nx, gate] = modulate(state);
+    const qkv = dt.F.linear(nx, w.qkv, w.qkvB);
+    const project = (i) => headsOf(qkv.narrow(-1, i * hidden, hidden));
+    // laid out head-major before the MLP's matmul is queued, so that their all-to-alls start
+    // beside it; left as transposed views, the layout copy would run on the communication stream
+    // and wait for the SMs the matmul holds
+    const q = dt.F.rmsNorm(project(0), [headDim], { weight: w.nq, eps: 1e-6 }).contiguous();
+    const k = dt.F.rmsNorm(project(1), [headDim], { weight: w.nk, eps: 1e-6 }).contiguous();
+    const v = project(2).contiguous();
+    const mlp = gelu(dt.F.linear(nx, w.mlp, w.mlpB));
+    const heads = dt.F.scaledDotProductAttention(q, k, v);
+    const mlpOut = dt.F.linear(mlp, w.outMlp, w.outB);
+    const attn = heads.transpose(1, 2).reshape([1, tokens, hidden]);
+    return x.add(gate.unsqueeze(1).mul(dt.F.linear(attn, w.outAttn).add(mlpOut)));
   });
 }
 

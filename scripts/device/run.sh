@@ -4,7 +4,8 @@
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
 #   BENCH=overhead,redistribute,flux,overlap also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
-#   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only
+#   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
+#   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -53,6 +54,7 @@ if bench flux && [ "$cuda" = true ]; then
   DEVICE=cuda node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda.jsonl" 2>&1
   # reductions as copy-engine pulls plus an add, instead of NCCL kernels that wait for the SMs
   [ "${CE_REDUCTIONS:-0}" = 1 ] && DEVICE=cuda VARIANTS=tp,tpsp CARVEOUTS=0 DTORCH_COPY_ENGINE_REDUCTIONS=1 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-ce-reductions.jsonl" 2>&1
+  [ -n "${FLUX_AB:-}" ] && env "$FLUX_AB" DEVICE=cuda VARIANTS=single,asynctp,ulysses CARVEOUTS=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-ab.jsonl" 2>&1
   [ "${NCCL_ONLY:-0}" = 1 ] && DEVICE=cuda VARIANTS=tp,ulysses CARVEOUTS=0 DTORCH_COPY_ENGINES=0 node bench/gpu/flux_block.mjs > "$OUT/flux-block-cuda-nccl-only.jsonl" 2>&1
 fi
 if bench overlap && [ "$cuda" = true ]; then

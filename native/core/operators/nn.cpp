@@ -7,6 +7,7 @@
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/rms_norm.h"
 
 namespace dtorch::core {
 namespace {
@@ -164,7 +165,9 @@ void runLayerNorm(KernelContext& ctx) {
 }
 void runRmsNorm(KernelContext& ctx) {
   const NormArgs a = normArgs(ctx);
-  ctx.outputs.push_back(at::rms_norm(ctx.input(0), a.shape, a.weight, a.eps));
+  // on GPUs, short last-dim rows (per-head norms) go through DTorch's row kernel
+  std::optional<at::Tensor> fast = a.shape.size() == 1 ? external::cuda::rmsNormLastDim(ctx.input(0), a.weight, a.eps) : std::nullopt;
+  ctx.outputs.push_back(fast ? *fast : at::rms_norm(ctx.input(0), a.shape, a.weight, a.eps));
 }
 
 // ---- group_norm(x[N, C, *], weight?, bias?): attrs groups, hasWeight, hasBias, eps ---------------

@@ -1,0 +1,123 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "external/cuda/kernels/rms_norm_rows.h"
+
+namespace dtorch::external::cuda::kernels {
+namespace {
+
+constexpr int kLoads = 4;       // 16-byte loads per thread at most
+constexpr int kThreads = 256;  // per block
+
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ inline float toFloat(__half v) { return __half2float(v); }
+template <typename T>
+__device__ inline T fromFloat(float v);
+template <>
+__device__ inline float fromFloat<float>(float v) { return v; }
+template <>
+__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ inline __half fromFloat<__half>(float v) { return __float2half_rn(v); }
+
+// LANES threads (a power of two, at most a warp) share a row; each loads VEC elements at a time.
+template <typename T, int LANES>
+__global__ void __launch_bounds__(kThreads) rmsNormRowsKernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t rows,
+                                                              int d, RowLayout lead, float eps) {
+  constexpr int VEC = 16 / sizeof(T);
+  union Pack {
+    uint4 raw;
+    T v[VEC];
+  };
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t row = thread / LANES;
+  const int lane = static_cast<int>(thread % LANES);
+  // the lanes of one row, for the reduction: a row's group never straddles a warp
+  const unsigned group = LANES == 32 ? 0xffffffffu : ((1u << LANES) - 1u) << ((threadIdx.x % 32) / LANES * LANES);
+  if (row >= rows) return;  // whole groups leave together
+  int64_t rest = row, offset = 0;
+#pragma unroll
+  for (int i = kMaxLeadDims - 1; i >= 0; --i) {  // constant indices: the layout stays in registers
+    if (i < lead.dims) {
+      offset += (rest % lead.size[i]) * lead.stride[i];
+      rest /= lead.size[i];
+    }
+  }
+  const T* in = x + offset;
+  float v[kLoads][VEC];
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 0; c < kLoads; ++c) {
+    const int col = (c * LANES + lane) * VEC;
+    if (col < d) {
+      Pack p;
+      p.raw = *reinterpret_cast<const uint4*>(in + col);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        v[c][i] = toFloat(p.v[i]);
+        sum += v[c][i] * v[c][i];
+      }
+    }
+  }
+#pragma unroll
+  for (int m = LANES / 2; m > 0; m /= 2) sum += __shfl_xor_sync(group, sum, m, LANES);
+  const float rstd = rsqrtf(sum / static_cast<float>(d) + eps);
+  T* out = y + row * d;
+#pragma unroll
+  for (int c = 0; c < kLoads; ++c) {
+    const int col = (c * LANES + lane) * VEC;
+    if (col < d) {
+      Pack p, g;
+      if (w != nullptr) g.raw = *reinterpret_cast<const uint4*>(w + col);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) p.v[i] = fromFloat<T>(w != nullptr ? v[c][i] * rstd * toFloat(g.v[i]) : v[c][i] * rstd);
+      *reinterpret_cast<uint4*>(out + col) = p.raw;
+    }
+  }
+}
+
+template <typename T>
+int launch(const void* x, const void* w, void* y, int64_t rows, int d, const RowLayout& lead, float eps, cudaStream_t stream) {
+  constexpr int VEC = 16 / sizeof(T);
+  const int loads = d / VEC;
+  int lanes = 1;  // as many lanes as loads fill, up to a warp
+  while (lanes < 32 && lanes * 2 <= loads) lanes *= 2;
+  const int64_t blocks = (rows * lanes + kThreads - 1) / kThreads;
+  const auto *xs = static_cast<const T*>(x), *ws = static_cast<const T*>(w);
+  T* ys = static_cast<T*>(y);
+  switch (lanes) {
+#define DTORCH_RMS_LANES(n) \
+  case n:                   \
+    rmsNormRowsKernel<T, n><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xs, ws, ys, rows, d, lead, eps); \
+    break;
+    DTORCH_RMS_LANES(1)
+    DTORCH_RMS_LANES(2)
+    DTORCH_RMS_LANES(4)
+    DTORCH_RMS_LANES(8)
+    DTORCH_RMS_LANES(16)
+    DTORCH_RMS_LANES(32)
+#undef DTORCH_RMS_LANES
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int maxRowLength(FloatType type) { return (type == FloatType::kFloat32 ? 4 : 8) * 32 * kLoads; }
+
+int rmsNormRows(FloatType type, const void* x, const void* w, void* y, int64_t rows, int d, const RowLayout& lead, float eps, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch<float>(x, w, y, rows, d, lead, eps, s);
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16>(x, w, y, rows, d, lead, eps, s);
+    case FloatType::kFloat16:
+      return launch<__half>(x, w, y, rows, d, lead, eps, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace dtorch::external::cuda::kernels

@@ -1,0 +1,32 @@
+// RMS norm over the last dim, one row per group of threads: for the short rows of per-head q/k
+// norms (head dim 64..256), where LibTorch's kernel gives a whole block to a row and runs at a
+// fraction of the memory bandwidth. Rows are read through the leading dims' strides, so a
+// transposed [B, heads, tokens, D] view of a projection's output is normalised and laid out
+// head-major in one pass. Plain types only: compiled by nvcc without LibTorch's headers.
+#pragma once
+#include <cstdint>
+
+namespace dtorch::external::cuda::kernels {
+
+enum class FloatType { kFloat32, kBFloat16, kFloat16 };
+
+constexpr int kMaxLeadDims = 6;
+
+// The leading (not normalised) dims of the input, outermost first: row r of the output (row-major
+// over these sizes) is read at sum(index_i * stride_i) elements from the input's start.
+struct RowLayout {
+  int dims = 0;
+  int64_t size[kMaxLeadDims] = {};
+  int64_t stride[kMaxLeadDims] = {};
+};
+
+// The widest row served for a type (16-byte loads, 32 threads, 4 loads each).
+int maxRowLength(FloatType type);
+
+// y[r, :] = x_r * rsqrt(mean(x_r²) + eps) * w (w may be null), y contiguous [rows, d], computed
+// in float and rounded once. d must be a multiple of 16 bytes' worth of elements and at most
+// maxRowLength; x, y, w and every row start 16-byte aligned (the caller checks). Returns the
+// CUDA error of the launch (0: none).
+int rmsNormRows(FloatType type, const void* x, const void* w, void* y, int64_t rows, int d, const RowLayout& lead, float eps, void* stream);
+
+}  // namespace dtorch::external::cuda::kernels
