@@ -144,9 +144,9 @@ function sequenceParallelBlock(state) {
     const k = dt.F.rmsNorm(project(1), [headDim], { weight: w.nk, eps: 1e-6 }).contiguous();
     const v = project(2).contiguous();
     const mlp = gelu(dt.F.linear(nx, w.mlp, w.mlpB));
-    const heads = dt.F.scaledDotProductAttention(q, k, v);
+    const attended = dt.F.scaledDotProductAttention(q, k, v);
     const mlpOut = dt.F.linear(mlp, w.outMlp, w.outB);
-    const attn = heads.transpose(1, 2).reshape([1, tokens, hidden]);
+    const attn = attended.transpose(1, 2).reshape([1, tokens, hidden]);
     return x.add(gate.unsqueeze(1).mul(dt.F.linear(attn, w.outAttn).add(mlpOut)));
   });
 }

@@ -2,6 +2,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "external/cuda/kernels/rms_norm_rows.h"
 
 namespace dtorch::external::cuda::kernels {
@@ -23,7 +25,7 @@ template <>
 __device__ inline __half fromFloat<__half>(float v) { return __float2half_rn(v); }
 
 // LANES threads (a power of two, at most a warp) share a row; each loads VEC elements at a time.
-template <typename T, int LANES>
+template <typename T, int LANES, typename Index>
 __global__ void __launch_bounds__(kThreads) rmsNormRowsKernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t rows,
                                                               int d, RowLayout lead, float eps) {
   constexpr int VEC = 16 / sizeof(T);
@@ -37,12 +39,15 @@ __global__ void __launch_bounds__(kThreads) rmsNormRowsKernel(const T* __restric
   // the lanes of one row, for the reduction: a row's group never straddles a warp
   const unsigned group = LANES == 32 ? 0xffffffffu : ((1u << LANES) - 1u) << ((threadIdx.x % 32) / LANES * LANES);
   if (row >= rows) return;  // whole groups leave together
-  int64_t rest = row, offset = 0;
+  // 32-bit division where the sizes allow (the launcher checks): a 64-bit one costs several times more
+  Index rest = static_cast<Index>(row);
+  int64_t offset = 0;
 #pragma unroll
   for (int i = kMaxLeadDims - 1; i >= 0; --i) {  // constant indices: the layout stays in registers
     if (i < lead.dims) {
-      offset += (rest % lead.size[i]) * lead.stride[i];
-      rest /= lead.size[i];
+      const Index size = static_cast<Index>(lead.size[i]);
+      offset += static_cast<int64_t>(rest % size) * lead.stride[i];
+      rest /= size;
     }
   }
   const T* in = x + offset;
@@ -87,10 +92,12 @@ int launch(const void* x, const void* w, void* y, int64_t rows, int d, const Row
   const int64_t blocks = (rows * lanes + kThreads - 1) / kThreads;
   const auto *xs = static_cast<const T*>(x), *ws = static_cast<const T*>(w);
   T* ys = static_cast<T*>(y);
+  const bool narrow = rows <= UINT32_MAX;  // every lead size is at most the row count
   switch (lanes) {
-#define DTORCH_RMS_LANES(n) \
-  case n:                   \
-    rmsNormRowsKernel<T, n><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xs, ws, ys, rows, d, lead, eps); \
+#define DTORCH_RMS_LANES(n)                                                                                                     \
+  case n:                                                                                                                       \
+    if (narrow) rmsNormRowsKernel<T, n, uint32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xs, ws, ys, rows, d, lead, eps); \
+    else rmsNormRowsKernel<T, n, uint64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xs, ws, ys, rows, d, lead, eps);        \
     break;
     DTORCH_RMS_LANES(1)
     DTORCH_RMS_LANES(2)
