@@ -2,7 +2,8 @@
 // norms (head dim 64..256; up to 1024 16-bit or 512 float32 values), where LibTorch's kernel
 // gives a whole block to a row and runs at a fraction of the memory bandwidth. Rows are read
 // through the leading dims' strides, so a transposed [B, heads, tokens, D] view of a projection's
-// output is normalised and laid out head-major in one pass. Plain types only: compiled by nvcc without LibTorch's headers.
+// output is normalised and laid out head-major in one pass. Plain types only: nvcc compiles it
+// without LibTorch's headers.
 #pragma once
 #include <cstdint>
 
