@@ -31,8 +31,11 @@ const cases: Case[] = [
   { name: 'rows not 16-byte aligned (LibTorch)', dtype: 'bfloat16', d: 8, weight: false, width: 4 * 8 + 4, tokens: 6, view: (b) => b.narrow(1, 4, 32).reshape([6, 4, 8]) },
 ];
 
+// the whole tensor (data() gathers it and widens 16-bit floats), then released
 async function values(t: dt.Tensor): Promise<Float32Array> {
-  return (await t.to('float32').redistribute(t.mesh, t.mesh.shape.map(() => dt.Replicate())).data()) as Float32Array;
+  const out = (await t.data()) as Float32Array;
+  t.dispose();
+  return out;
 }
 
 describe('rms norm rows', () => {

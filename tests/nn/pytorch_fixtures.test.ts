@@ -41,6 +41,15 @@ const meshes: MeshCase[] = [
 ];
 
 describe.each(meshes)('nn modules loaded from PyTorch checkpoints on $name', ({ make, tp, input }) => {
+  // the fixture Transformer's output for the fixture input equals PyTorch's; the model is then released
+  async function expectTransformerOutput(model: Transformer, mesh: dt.DeviceMesh, what: string): Promise<void> {
+    const ids = ioTensor('attention.in', mesh, input(mesh));
+    const y = model.call(ids);
+    await expectClose(y, ioTensor('attention.out', mesh), what);
+    dt.dispose([ids, y]);
+    model.dispose();
+  }
+
   it('MLP (Sequential of Linear, GELU, Linear; LayerNorm) gives PyTorch outputs, each rank reading ~1/tp of the file', async () => {
     const mesh = make();
     const model = new MLP(mesh, tp > 1);
@@ -82,11 +91,7 @@ describe.each(meshes)('nn modules loaded from PyTorch checkpoints on $name', ({ 
     const model = new Transformer(mesh, true, { sp: true });
     await model.loadStateDict(fixture('attention.safetensors'));
     expect(model.transformer_blocks.at(0).ff.proj_out).toBeInstanceOf(nn.RowParallelLinearWithSequenceParallelOutput);
-    const ids = ioTensor('attention.in', mesh, input(mesh));
-    const y = model.call(ids);
-    await expectClose(y, ioTensor('attention.out', mesh), 'sequence-parallel transformer');
-    dt.dispose([ids, y]);
-    model.dispose();
+    await expectTransformerOutput(model, mesh, 'sequence-parallel transformer');
   });
 
   it('the same Transformer loads from a sharded checkpoint (model.safetensors.index.json)', async () => {
@@ -94,11 +99,7 @@ describe.each(meshes)('nn modules loaded from PyTorch checkpoints on $name', ({ 
     const model = new Transformer(mesh, tp > 1);
     const result = await model.loadStateDict(fixture('sharded/model.safetensors.index.json'));
     expect(result.missingKeys).toEqual([]);
-    const ids = ioTensor('attention.in', mesh, input(mesh));
-    const y = model.call(ids);
-    await expectClose(y, ioTensor('attention.out', mesh), 'transformer from shards');
-    dt.dispose([ids, y]);
-    model.dispose();
+    await expectTransformerOutput(model, mesh, 'transformer from shards');
   });
 
   it('ConvBlock (Conv2d with padding, stride and groups; GroupNorm; SiLU) gives PyTorch outputs', async () => {
