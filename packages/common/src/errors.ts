@@ -16,6 +16,14 @@ export const ErrorCode = {
   Shutdown: 'ENGINE_SHUT_DOWN',
   NativeMissing: 'NATIVE_ADDON_MISSING',
   BadFile: 'BAD_FILE',
+  /** A config file with a missing required key or a value of the wrong type. */
+  BadConfig: 'BAD_CONFIG',
+  /** A file or repository that does not exist (a local folder, the HF cache, or the hub's 404). */
+  NotFound: 'NOT_FOUND',
+  /** The hub refused access (401/403): a gated or private repository, or a bad token. */
+  AccessDenied: 'ACCESS_DENIED',
+  /** The hub could not be reached, or answered with an unexpected status. */
+  Network: 'NETWORK_ERROR',
   Internal: 'INTERNAL',
 } as const;
 

@@ -22,3 +22,5 @@ export {
 } from './safetensors.js';
 export { readSafetensorsIndex, type SafetensorsIndex } from './safetensors_index.js';
 export { SafetensorsCheckpoint, type CheckpointTensor, type ByteRun } from './safetensors_checkpoint.js';
+export { type RepoFiles, LocalRepoFiles, listFolder } from './hub/repo_files.js';
+export { openRepo, type RepoOptions } from './hub/open_repo.js';

@@ -1,0 +1,71 @@
+// RepoFiles: the files of a model repository, wherever they come from: a local folder (a
+// `save_pretrained` output, transformers or diffusers layout) or a hub repository at a revision,
+// resolved through the standard HF cache. The loaders above ask for files by their path inside
+// the repository (`text_encoder/config.json`) and get local paths back; only what they ask for
+// is ever downloaded.
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, relative, resolve, sep } from 'node:path';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+
+export interface RepoFiles {
+  /** What the files come from, for messages: a folder path, or `org/name@revision`. */
+  readonly description: string;
+  /** The local folder the files lie in (the folder itself, or the cache's snapshot folder). */
+  readonly root: string;
+  /** Every file path (relative, '/'-separated) the repository holds. */
+  list(): readonly string[];
+  has(path: string): boolean;
+  /**
+   * Local paths of `paths`, in order, downloading the ones not in the cache yet. A path the
+   * repository lacks is a NOT_FOUND DTorchError naming the repository and the file.
+   */
+  fetch(paths: readonly string[]): Promise<string[]>;
+}
+
+/** Relative paths of every file under `dir`, '/'-separated, sorted. */
+export function listFolder(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (at: string) => {
+    for (const entry of readdirSync(at, { withFileTypes: true })) {
+      if (entry.name.startsWith('.')) continue; // .git, .cache: never model files
+      const full = join(at, entry.name);
+      // a snapshot's files are symbolic links into blobs/: follow them
+      const isDir = entry.isDirectory() || (entry.isSymbolicLink() && statSync(full, { throwIfNoEntry: false })?.isDirectory());
+      if (isDir) walk(full);
+      else out.push(relative(dir, full).split(sep).join('/'));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+/** A repository that is a folder on disk (nothing is ever downloaded). */
+export class LocalRepoFiles implements RepoFiles {
+  readonly description: string;
+  readonly root: string;
+  #files: Set<string> | undefined;
+
+  constructor(dir: string) {
+    this.root = resolve(dir);
+    this.description = this.root;
+    if (!existsSync(this.root) || !statSync(this.root).isDirectory()) {
+      throw new DTorchError(ErrorCode.NotFound, `${this.root} is not a folder; give a folder written by save_pretrained, or a hub id such as "org/name"`);
+    }
+  }
+
+  list(): readonly string[] {
+    this.#files ??= new Set(listFolder(this.root));
+    return [...this.#files];
+  }
+
+  has(path: string): boolean {
+    return existsSync(join(this.root, path)) && statSync(join(this.root, path)).isFile();
+  }
+
+  async fetch(paths: readonly string[]): Promise<string[]> {
+    return paths.map((path) => {
+      if (!this.has(path)) throw new DTorchError(ErrorCode.NotFound, `${this.description} has no file ${path}`);
+      return join(this.root, path);
+    });
+  }
+}
