@@ -28,6 +28,15 @@ describe('Tensor', () => {
     await expect(x.item()).rejects.toThrow('item(): Tensor(shape=[2, 2], dtype=float32, placements=[R]) has 4 elements');
   });
 
+  it('takes large JS numbers as floats in where(): float32 lowest into a bfloat16 tensor', async () => {
+    const x = dt.tensor([1, 2], { dtype: 'bfloat16' });
+    const y = dt.where(dt.tensor([true, false]), x, -3.3895313892515355e38);
+    expect(y.dtype).toBe('bfloat16');
+    expect(await y.data()).toEqual(new Float32Array([1, -3.3895313892515355e38]));
+    const z = dt.where(dt.tensor([false, true]), -3.4028234663852886e38, dt.tensor([1, 2]));
+    expect(await z.data()).toEqual(new Float32Array([1, -3.4028234663852886e38]));
+  });
+
   it('assigns with set(): the tensor refers to its new value, and nothing leaks', async () => {
     const x = dt.zeros([2, 3]);
     const column = dt.tensor([1, 2]);

@@ -2,7 +2,7 @@
 // safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
 export { Module } from './module.js';
 export { Parameter } from './parameter.js';
-export { skipInit } from './init.js';
+export { skipInit, initSkipped } from './init.js';
 export { ModuleList } from './module_list.js';
 export { Sequential } from './sequential.js';
 export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';
@@ -19,7 +19,7 @@ export {
   RowParallelLinearWithSequenceParallelOutput,
   ReplicateParallelLinear,
 } from './parallel/linear.js';
-export { EmbeddingWithReplicateOutput } from './parallel/embedding.js';
+export { ColumnParallelEmbedding, EmbeddingWithReplicateOutput } from './parallel/embedding.js';
 export { tpDim, onTpDim, toTp } from './parallel/tp_dim.js';
 export { type LayerOptions } from './layer_options.js';
 export { type StateDictSource, type LoadStateDictOptions, type LoadStateDictResult } from './state_dict.js';

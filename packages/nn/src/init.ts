@@ -23,6 +23,11 @@ export function skipInit<T>(build: () => T): T {
   }
 }
 
+/** Whether parameters made now are left uninitialised (inside skipInit()). */
+export function initSkipped(): boolean {
+  return skipping > 0;
+}
+
 const uninitialised = (shape: readonly number[], layout: ParameterLayout) => new Parameter(dt.empty(shape, layout));
 
 export interface ParameterLayout {

@@ -18,6 +18,11 @@ export interface LoadStateDictOptions {
   strict?: boolean;
   /** Load floating parameters and buffers as this dtype (default: each one's current dtype). */
   dtype?: dt.DType;
+  /**
+   * Module key -> the source's key, for the keys a checkpoint names otherwise (tied weights
+   * saved under another name, a prefix the module lacks); unlisted keys are the module's own.
+   */
+  keyMap?: Readonly<Record<string, string>>;
 }
 
 export interface LoadStateDictResult {
@@ -39,7 +44,10 @@ function keyReport(missing: string[], unexpected: string[]): string {
 export async function loadStateDict(module: Module, source: StateDictSource, options: Partial<LoadStateDictOptions>): Promise<LoadStateDictResult> {
   const strict = checkBoolean('loadStateDict strict', options.strict ?? true);
   const dtype = options.dtype === undefined ? undefined : dt.checkDtype(options.dtype, 'loadStateDict dtype');
+  const keyMap = options.keyMap ?? {};
+  if (keyMap === null || typeof keyMap !== 'object') throw new DTorchError(ErrorCode.InvalidArgument, 'loadStateDict keyMap: expected an object of module key -> source key');
   const targets = new Map<string, dt.Tensor>([...module.namedParameters(), ...module.namedBuffers()]);
+  const sourceKey = (key: string) => keyMap[key] ?? key;
   let available: Set<string>;
   let checkpoint: SafetensorsCheckpoint | undefined;
   let tensors: Map<string, dt.Tensor> | undefined;
@@ -54,8 +62,9 @@ export async function loadStateDict(module: Module, source: StateDictSource, opt
   }
   const where = checkpoint ? checkpoint.path : 'the given tensors';
   try {
-    const missingKeys = [...targets.keys()].filter((k) => !available.has(k));
-    const unexpectedKeys = [...available].filter((k) => !targets.has(k));
+    const missingKeys = [...targets.keys()].filter((k) => !available.has(sourceKey(k)));
+    const wanted = new Set([...targets.keys()].map(sourceKey));
+    const unexpectedKeys = [...available].filter((k) => !wanted.has(k));
     if (strict && (missingKeys.length || unexpectedKeys.length)) {
       throw new DTorchError(
         ErrorCode.InvalidArgument,
@@ -64,16 +73,18 @@ export async function loadStateDict(module: Module, source: StateDictSource, opt
     }
     // every shape checked before anything is replaced: a bad source leaves the module as it was
     for (const [key, current] of targets) {
-      if (!available.has(key)) continue;
-      const given = checkpoint ? checkpoint.entry(key) : tensors!.get(key);
-      if (!checkpoint && !(given instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: "${key}" is not a Tensor`);
-      checkShape(key, checkpoint ? checkpoint.entry(key).file : 'the given tensors', (given as { shape: readonly number[] }).shape, current);
+      const from = sourceKey(key);
+      if (!available.has(from)) continue;
+      const given = checkpoint ? checkpoint.entry(from) : tensors!.get(from);
+      if (!checkpoint && !(given instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `loadStateDict: "${from}" is not a Tensor`);
+      checkShape(from, checkpoint ? checkpoint.entry(from).file : 'the given tensors', (given as { shape: readonly number[] }).shape, current);
     }
     const bytesPerRank = new Array<number>(module.parameters()[0]?.mesh.size ?? 1).fill(0);
     for (const [key, current] of targets) {
-      if (!available.has(key)) continue;
+      const from = sourceKey(key);
+      if (!available.has(from)) continue;
       const target = dtype !== undefined && isFloating(current.dtype) ? dtype : current.dtype;
-      const loaded = checkpoint ? readSharded(checkpoint, key, current, target, bytesPerRank) : placeTensor(tensors!.get(key)!, current, target);
+      const loaded = checkpoint ? readSharded(checkpoint, from, current, target, bytesPerRank) : placeTensor(tensors!.get(from)!, current, target);
       module.setTensor(key, loaded);
     }
     return { missingKeys, unexpectedKeys, bytesRead: checkpoint?.bytesRead ?? 0, bytesPerRank };

@@ -78,7 +78,9 @@ function checkAlpha(name: string, alpha: unknown): number {
 
 /** A JS scalar as a 0-d Replicate tensor on `like`'s mesh, typed as PyTorch types a Python scalar. */
 export function scalarTensor(value: Scalar, like: Tensor): Tensor {
-  const dtype = typeof value === 'boolean' ? 'bool' : Number.isInteger(value) ? 'int64' : 'float32';
+  // a JS number is an int64 only where int64 holds it exactly: -3.4e38 (float32's lowest, an
+  // "integer" to JS) is a float, as the Python float it stands for
+  const dtype = typeof value === 'boolean' ? 'bool' : Number.isSafeInteger(value) ? 'int64' : 'float32';
   return full([], value, { dtype, mesh: like.mesh, placements: like.placements.map(() => Replicate()) });
 }
 

@@ -1,15 +1,23 @@
-// EmbeddingWithReplicateOutput: the table sharded on the embedding dim over 'tp' (each rank
-// looks up its columns), the rows all-gathered so the output is replicated.
+// Tensor-parallel embeddings: the table sharded on the embedding dim over 'tp' (each rank looks
+// up its columns). ColumnParallelEmbedding leaves the output sharded on its last dim (for a
+// consumer split the same way, e.g. T5's per-head position biases);
+// EmbeddingWithReplicateOutput all-gathers the rows so the output is replicated.
 import * as dt from '@dtorch/api';
 import { Embedding } from '../layers/embedding.js';
 import { onTpDim, toTp } from './tp_dim.js';
 
-export class EmbeddingWithReplicateOutput extends Embedding {
+export class ColumnParallelEmbedding extends Embedding {
   protected override weightPlacements(mesh: dt.DeviceMesh): dt.Placement[] {
     return onTpDim(mesh, dt.Shard(1));
   }
 
   override forward(ids: dt.Tensor): dt.Tensor {
-    return toTp(dt.F.embedding(toTp(ids, dt.Replicate()), this.weight), dt.Replicate());
+    return dt.F.embedding(toTp(ids, dt.Replicate()), this.weight);
+  }
+}
+
+export class EmbeddingWithReplicateOutput extends ColumnParallelEmbedding {
+  override forward(ids: dt.Tensor): dt.Tensor {
+    return toTp(super.forward(ids), dt.Replicate());
   }
 }

@@ -1,0 +1,59 @@
+// CLIPTextConfig: transformers' CLIPTextConfig keys and defaults (models/clip/configuration_clip.py),
+// camelCase. A full CLIPModel config.json (with "text_config" inside) gives its text part.
+import { ConfigReader, type JsonObject } from './config_file.js';
+import { PretrainedConfig, dictReader } from './pretrained_config.js';
+
+export class CLIPTextConfig extends PretrainedConfig {
+  readonly vocabSize: number;
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly projectionDim: number;
+  readonly numHiddenLayers: number;
+  readonly numAttentionHeads: number;
+  readonly maxPositionEmbeddings: number;
+  /** "quick_gelu" (CLIP-L), "gelu" (CLIP-G), "gelu_new", "relu", ... */
+  readonly hiddenAct: string;
+  readonly layerNormEps: number;
+  readonly padTokenId: number | null;
+  readonly bosTokenId: number | null;
+  /** 2 is the legacy value: the pooled output is then taken at the largest id of each row. */
+  readonly eosTokenId: number | null;
+
+  constructor(file: ConfigReader) {
+    // a CLIPModel's config: the text encoder's part
+    const reader = file.nested('text_config') ?? file;
+    super(reader);
+    this.vocabSize = reader.integer('vocab_size', 49408);
+    this.hiddenSize = reader.integer('hidden_size', 512);
+    this.intermediateSize = reader.integer('intermediate_size', 2048);
+    this.projectionDim = reader.optionalInteger('projection_dim', 512) ?? 512;
+    this.numHiddenLayers = reader.integer('num_hidden_layers', 12);
+    this.numAttentionHeads = reader.integer('num_attention_heads', 8);
+    this.maxPositionEmbeddings = reader.integer('max_position_embeddings', 77);
+    this.hiddenAct = reader.string('hidden_act', 'quick_gelu');
+    this.layerNormEps = reader.number('layer_norm_eps', 1e-5);
+    this.padTokenId = reader.optionalInteger('pad_token_id', 1);
+    this.bosTokenId = reader.optionalInteger('bos_token_id', 49406);
+    this.eosTokenId = reader.optionalInteger('eos_token_id', 49407);
+    for (const [name, value] of [['hidden_size', this.hiddenSize], ['num_attention_heads', this.numAttentionHeads], ['num_hidden_layers', this.numHiddenLayers], ['vocab_size', this.vocabSize]] as const) {
+      if (value < 1) throw reader.bad(name, 'a positive integer', value);
+    }
+    if (this.hiddenSize % this.numAttentionHeads !== 0) {
+      throw reader.bad('hidden_size', `a multiple of num_attention_heads (${this.numAttentionHeads})`, this.hiddenSize);
+    }
+    this.keepUnread(reader);
+  }
+
+  get headDim(): number {
+    return this.hiddenSize / this.numAttentionHeads;
+  }
+
+  static fromFile(path: string): CLIPTextConfig {
+    return new CLIPTextConfig(ConfigReader.fromFile(path));
+  }
+
+  /** From config.json's own keys, e.g. `CLIPTextConfig.fromDict({ hidden_size: 768 })`. */
+  static fromDict(values: JsonObject): CLIPTextConfig {
+    return new CLIPTextConfig(dictReader(values, 'CLIPTextConfig'));
+  }
+}

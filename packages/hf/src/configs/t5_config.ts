@@ -1,0 +1,64 @@
+// T5Config: transformers' T5Config keys and defaults (models/t5/configuration_t5.py), camelCase.
+import { ConfigReader, type JsonObject } from './config_file.js';
+import { PretrainedConfig, dictReader } from './pretrained_config.js';
+
+export class T5Config extends PretrainedConfig {
+  readonly vocabSize: number;
+  readonly dModel: number;
+  /** Size of each head's key/value projection. */
+  readonly dKv: number;
+  readonly dFf: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly relativeAttentionNumBuckets: number;
+  readonly relativeAttentionMaxDistance: number;
+  readonly dropoutRate: number;
+  readonly layerNormEpsilon: number;
+  readonly initializerFactor: number;
+  /** "relu" (T5 v1.0) or "gated-gelu" (v1.1), or `[gated-]<activation>`. */
+  readonly feedForwardProj: string;
+  /** The feed-forward activation: the part after "gated-" ("gated-gelu" means "gelu_new"). */
+  readonly denseActFn: string;
+  readonly isGatedAct: boolean;
+  readonly padTokenId: number | null;
+  readonly eosTokenId: number | null;
+
+  constructor(reader: ConfigReader) {
+    super(reader);
+    this.vocabSize = reader.integer('vocab_size', 32128);
+    this.dModel = reader.integer('d_model', 512);
+    this.dKv = reader.integer('d_kv', 64);
+    this.dFf = reader.integer('d_ff', 2048);
+    this.numLayers = reader.integer('num_layers', 6);
+    this.numHeads = reader.integer('num_heads', 8);
+    this.relativeAttentionNumBuckets = reader.integer('relative_attention_num_buckets', 32);
+    this.relativeAttentionMaxDistance = reader.integer('relative_attention_max_distance', 128);
+    this.dropoutRate = reader.number('dropout_rate', 0.1);
+    this.layerNormEpsilon = reader.number('layer_norm_epsilon', 1e-6);
+    this.initializerFactor = reader.number('initializer_factor', 1.0);
+    this.feedForwardProj = reader.string('feed_forward_proj', 'relu');
+    const parts = this.feedForwardProj.split('-');
+    if ((parts.length > 1 && parts[0] !== 'gated') || parts.length > 2) {
+      throw reader.bad('feed_forward_proj', 'of the form "gated-{ACT_FN}" or "{ACT_FN}", e.g. "gated-gelu" or "relu"', this.feedForwardProj);
+    }
+    // derived from feed_forward_proj, as transformers derives them (a saved dense_act_fn is ignored)
+    this.isGatedAct = parts[0] === 'gated';
+    this.denseActFn = this.feedForwardProj === 'gated-gelu' ? 'gelu_new' : parts.at(-1)!;
+    reader.derived('dense_act_fn', 'is_gated_act');
+    this.padTokenId = reader.optionalInteger('pad_token_id', 0);
+    this.eosTokenId = reader.optionalInteger('eos_token_id', 1);
+    for (const [name, value] of [['d_model', this.dModel], ['d_kv', this.dKv], ['num_heads', this.numHeads], ['num_layers', this.numLayers], ['vocab_size', this.vocabSize]] as const) {
+      if (value < 1) throw reader.bad(name, 'a positive integer', value);
+    }
+    this.keepUnread(reader);
+  }
+
+  static fromFile(path: string): T5Config {
+    return new T5Config(ConfigReader.fromFile(path));
+  }
+
+  /** From config.json's own keys, e.g. `T5Config.fromDict({ d_model: 32, num_heads: 4 })`. */
+  static fromDict(values: JsonObject): T5Config {
+    return new T5Config(dictReader(values, 'T5Config'));
+  }
+}

@@ -1,0 +1,91 @@
+// PreTrainedModel: the base of every model of this package, with transformers' from_pretrained:
+// a local folder or hub id, its config.json (under `subfolder`), its safetensors weights
+// (single or sharded), the model built without initial values on the given mesh and dtype and
+// the weights loaded into it, each rank reading only its own slice of each tensor.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { DTorchError, ErrorCode, log } from '@dtorch/common';
+import { SafetensorsCheckpoint, openRepo } from '@dtorch/external';
+import type { PretrainedConfig } from '../configs/pretrained_config.js';
+import { checkPretrainedOptions, inSubfolder, repoOptions, type FromPretrainedOptions } from './options.js';
+import { fetchWeights } from './weight_files.js';
+
+/** Where a model's parameters live and their dtype (as nn layers take them). */
+export interface ModelOptions {
+  mesh?: dt.DeviceMesh;
+  dtype?: dt.DType;
+}
+
+export interface PretrainedModelClass<M extends PreTrainedModel> {
+  new (config: never, options?: ModelOptions): M;
+  readonly name: string;
+  /** Reads the model's config.json. */
+  readConfig(path: string): PretrainedConfig;
+  keyAliases(key: string): readonly string[];
+  readonly ignoredCheckpointKeys: readonly RegExp[];
+}
+
+export abstract class PreTrainedModel extends nn.Module {
+  /**
+   * Other names a checkpoint may give the module key `key`, tried when the key itself is absent
+   * (a tied weight saved under its twin's name, a prefix older or newer versions write).
+   */
+  static keyAliases(_key: string): readonly string[] {
+    return [];
+  }
+
+  /** Checkpoint keys this model ignores without a warning (transformers' _keys_to_ignore_on_load_unexpected). */
+  static readonly ignoredCheckpointKeys: readonly RegExp[] = [];
+
+  /**
+   * The model saved at `source` (a folder written by save_pretrained, or a hub id `org/name`),
+   * on `options.mesh` in `options.dtype` (default the config's). Downloads only what it needs
+   * into the HF cache.
+   */
+  static async fromPretrained<M extends PreTrainedModel>(this: PretrainedModelClass<M>, source: string, options?: FromPretrainedOptions): Promise<M> {
+    const what = `${this.name}.fromPretrained`;
+    const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['subfolder', 'mesh', 'dtype']);
+    const repo = await openRepo(source, repoOptions(o));
+    const configFile = inSubfolder(o.subfolder, 'config.json');
+    if (!repo.has(configFile)) {
+      const components = repo.has('model_index.json') ? [...new Set(repo.list().filter((f) => f.endsWith('/config.json')).map((f) => f.split('/')[0]))] : [];
+      const hint = components.length ? `; it is a diffusers pipeline: pass { subfolder } naming one of its components (${components.join(', ')})` : '';
+      throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no ${configFile}${hint}`);
+    }
+    const [configPath] = await repo.fetch([configFile]);
+    const config = this.readConfig(configPath!);
+    const weights = await fetchWeights(repo, o.subfolder);
+    const dtype = o.dtype ?? config.dtype ?? 'float32';
+    const model = nn.skipInit(() => new this(config as never, { mesh: o.mesh ?? dt.defaultMesh(), dtype }));
+    try {
+      await loadWeights(model, this, weights);
+    } catch (err) {
+      model.dispose();
+      throw err;
+    }
+    return model;
+  }
+}
+
+// Loads `weights` into `model`: every key of the model must be in the checkpoint (under its own
+// name or an alias); keys the model does not have are reported, unless the class ignores them.
+async function loadWeights<M extends PreTrainedModel>(model: M, cls: PretrainedModelClass<M>, weights: string): Promise<void> {
+  const checkpoint = SafetensorsCheckpoint.open(weights);
+  const available = new Set(checkpoint.tensors.keys());
+  checkpoint.close();
+  const keyMap: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const [key] of [...model.namedParameters(), ...model.namedBuffers()]) {
+    if (available.has(key)) continue;
+    const alias = cls.keyAliases(key).find((k) => available.has(k));
+    if (alias) keyMap[key] = alias;
+    else missing.push(key);
+  }
+  if (missing.length) {
+    const list = missing.slice(0, 8).map((k) => `"${k}"`).join(', ') + (missing.length > 8 ? `, ... (${missing.length} in all)` : '');
+    throw new DTorchError(ErrorCode.BadFile, `${weights}: lacks weights of ${cls.name}: ${list}; is it a ${cls.name} checkpoint (and the right subfolder)?`);
+  }
+  const result = await model.loadStateDict(weights, { strict: false, keyMap });
+  const unexpected = result.unexpectedKeys.filter((k) => !cls.ignoredCheckpointKeys.some((re) => re.test(k)));
+  if (unexpected.length) log.warn(`${cls.name}: ${weights} has ${unexpected.length} weights the model does not use (ignored): ${unexpected.slice(0, 5).join(', ')}`);
+}

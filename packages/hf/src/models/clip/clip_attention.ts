@@ -1,0 +1,34 @@
+// CLIPAttention: q/k/v/out projections with biases, scaled dot-product attention over heads.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { CLIPTextConfig } from '../../configs/clip_text_config.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+
+export class CLIPAttention extends nn.Module {
+  readonly numHeads: number;
+  readonly headDim: number;
+  k_proj: nn.Linear;
+  v_proj: nn.Linear;
+  q_proj: nn.Linear;
+  out_proj: nn.Linear;
+
+  constructor(config: CLIPTextConfig, options: ModelOptions) {
+    super();
+    this.numHeads = config.numAttentionHeads;
+    this.headDim = config.headDim;
+    const d = config.hiddenSize;
+    this.k_proj = new nn.Linear(d, d, options);
+    this.v_proj = new nn.Linear(d, d, options);
+    this.q_proj = new nn.Linear(d, d, options);
+    this.out_proj = new nn.Linear(d, d, options);
+  }
+
+  /** `mask`: a bool [batch or 1, 1, length, length] (true = attend), or undefined for causal attention alone. */
+  forward(x: dt.Tensor, mask: dt.Tensor | undefined): dt.Tensor {
+    const [batch, length] = x.shape as [number, number];
+    const heads = (t: dt.Tensor) => t.reshape([batch, length, this.numHeads, this.headDim]).transpose(1, 2);
+    const attention = mask ? { attnMask: mask } : { isCausal: true };
+    const out = dt.F.scaledDotProductAttention(heads(this.q_proj.forward(x)), heads(this.k_proj.forward(x)), heads(this.v_proj.forward(x)), attention);
+    return this.out_proj.forward(out.transpose(1, 2).reshape([batch, length, -1]));
+  }
+}

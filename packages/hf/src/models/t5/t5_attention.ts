@@ -1,0 +1,60 @@
+// T5Attention (self-attention of the encoder): q, k, v and o projections without biases and
+// without the 1/sqrt(d) scaling (T5 folds it into the weights); the relative position bias,
+// computed by the first layer from its bucket embedding and shared by the others, is the
+// additive attention mask, with masked keys at the dtype's lowest value.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { T5Config } from '../../configs/t5_config.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { relativePositionBuckets } from './relative_position_bucket.js';
+
+const lowest: Partial<Record<dt.DType, number>> = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38, float16: -65504, float64: -Number.MAX_VALUE };
+
+export class T5Attention extends nn.Module {
+  readonly nHeads: number;
+  readonly keyValueProjDim: number;
+  readonly numBuckets: number;
+  readonly maxDistance: number;
+  q: nn.Linear;
+  k: nn.Linear;
+  v: nn.Linear;
+  o: nn.Linear;
+  relative_attention_bias: nn.Embedding | undefined;
+
+  constructor(config: T5Config, hasRelativeAttentionBias: boolean, options: ModelOptions) {
+    super();
+    this.nHeads = config.numHeads;
+    this.keyValueProjDim = config.dKv;
+    this.numBuckets = config.relativeAttentionNumBuckets;
+    this.maxDistance = config.relativeAttentionMaxDistance;
+    const inner = config.numHeads * config.dKv;
+    const o = { ...options, bias: false };
+    this.q = new nn.Linear(config.dModel, inner, o);
+    this.k = new nn.Linear(config.dModel, inner, o);
+    this.v = new nn.Linear(config.dModel, inner, o);
+    this.o = new nn.Linear(inner, config.dModel, o);
+    this.relative_attention_bias = hasRelativeAttentionBias ? new nn.Embedding(this.numBuckets, this.nHeads, options) : undefined;
+  }
+
+  /**
+   * The additive mask of every layer, [1 or batch, heads, length, length]: the position bias,
+   * and the dtype's lowest value at keys the attention mask ([batch, length], 1 = attend) hides.
+   */
+  positionBias(length: number, attentionMask: dt.Tensor | undefined): dt.Tensor {
+    const table = this.relative_attention_bias!;
+    return dt.tidy(() => {
+      const buckets = relativePositionBuckets(length, length, { bidirectional: true, numBuckets: this.numBuckets, maxDistance: this.maxDistance, mesh: table.weight.mesh });
+      const bias = table.forward(buckets).permute([2, 0, 1]).unsqueeze(0); // [1, heads, q, k]
+      if (!attentionMask) return bias;
+      const attend = attentionMask.ne(0).reshape([attentionMask.shape[0]!, 1, 1, length]);
+      return dt.where(attend, bias, lowest[bias.dtype] ?? -Infinity);
+    });
+  }
+
+  forward(x: dt.Tensor, positionBias: dt.Tensor): dt.Tensor {
+    const [batch, length] = x.shape as [number, number];
+    const heads = (t: dt.Tensor) => t.reshape([batch, length, this.nHeads, this.keyValueProjDim]).transpose(1, 2);
+    const out = dt.F.scaledDotProductAttention(heads(this.q.forward(x)), heads(this.k.forward(x)), heads(this.v.forward(x)), { attnMask: positionBias, scale: 1 });
+    return this.o.forward(out.transpose(1, 2).reshape([batch, length, -1]));
+  }
+}

@@ -1,0 +1,95 @@
+// T5EncoderModel: the encoder stack of T5 (the text encoder of SD3 and Flux): token embedding
+// (`shared`, tied to `encoder.embed_tokens`), blocks whose first computes the relative position
+// bias that all share, a final RMS norm. Keys and structure as transformers' modeling_t5.py.
+// Tensor parallel (a mesh dim 'tp'): heads and feed-forward features split (t5TpPlan); data
+// parallel ('dp'): the batch split.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { checkOptions } from '@dtorch/common';
+import { T5Config } from '../../configs/t5_config.js';
+import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { batchInput } from '../../parallel/batch.js';
+import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { T5Block } from './t5_block.js';
+import { T5LayerNorm } from './t5_layer_norm.js';
+
+/** Heads and feed-forward features over 'tp': q/k/v and wi colwise, o and wo rowwise (one all-reduce each). */
+export const t5TpPlan: TpPlan = {
+  'encoder.block.*.layer.0.SelfAttention.q': 'colwise',
+  'encoder.block.*.layer.0.SelfAttention.k': 'colwise',
+  'encoder.block.*.layer.0.SelfAttention.v': 'colwise',
+  'encoder.block.*.layer.0.SelfAttention.o': 'rowwise',
+  'encoder.block.*.layer.0.SelfAttention.relative_attention_bias': 'colwise', // per-head biases, split as the heads
+  'encoder.block.*.layer.1.DenseReluDense.wi': 'colwise',
+  'encoder.block.*.layer.1.DenseReluDense.wi_0': 'colwise',
+  'encoder.block.*.layer.1.DenseReluDense.wi_1': 'colwise',
+  'encoder.block.*.layer.1.DenseReluDense.wo': 'rowwise',
+};
+
+export class T5Stack extends nn.Module {
+  embed_tokens: nn.Embedding;
+  block: nn.ModuleList<T5Block>;
+  final_layer_norm: T5LayerNorm;
+
+  constructor(config: T5Config, embedTokens: nn.Embedding, options: ModelOptions) {
+    super();
+    this.embed_tokens = embedTokens;
+    this.block = new nn.ModuleList(Array.from({ length: config.numLayers }, (_, i) => new T5Block(config, i === 0, options)));
+    this.final_layer_norm = new T5LayerNorm(config.dModel, config.layerNormEpsilon, options);
+  }
+
+  forward(inputIds: dt.Tensor, attentionMask: dt.Tensor | undefined): dt.Tensor {
+    let hidden = this.embed_tokens.forward(inputIds);
+    const positionBias = this.block.at(0).selfAttention.SelfAttention.positionBias(inputIds.shape[1]!, attentionMask);
+    for (const block of this.block) {
+      const previous = hidden;
+      hidden = block.call(previous, positionBias); // each block's intermediates freed at its end
+      previous.dispose();
+    }
+    return this.final_layer_norm.forward(hidden);
+  }
+}
+
+export interface T5EncoderOutput {
+  lastHiddenState: dt.Tensor;
+}
+
+export class T5EncoderModel extends PreTrainedModel {
+  readonly config: T5Config;
+  shared: nn.Embedding;
+  encoder: T5Stack;
+
+  constructor(config: T5Config, options: ModelOptions = {}) {
+    super();
+    this.config = config;
+    const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
+    checkTpDivides(o.mesh, 'T5EncoderModel', 'num_heads', config.numHeads);
+    this.shared = new nn.Embedding(config.vocabSize, config.dModel, o);
+    this.encoder = new T5Stack(config, this.shared, o);
+    applyTpPlan(this, o.mesh, t5TpPlan);
+  }
+
+  static readConfig(path: string): T5Config {
+    return T5Config.fromFile(path);
+  }
+
+  // the tied embedding may be saved under either name
+  static override keyAliases(key: string): readonly string[] {
+    return key === 'shared.weight' ? ['encoder.embed_tokens.weight'] : [];
+  }
+
+  static override readonly ignoredCheckpointKeys = [/^decoder\./, /^lm_head\./, /^encoder\.embed_tokens\.weight$/];
+
+  /**
+   * The encoder's last hidden state [batch, length, dModel] for `inputIds` [batch, length]
+   * (a Tensor on the model's mesh, or a tokenizer's inputIds); `attentionMask` [batch, length]
+   * is 1 where a token is attended.
+   */
+  forward(inputIds: dt.Tensor | readonly (readonly number[])[], options?: { attentionMask?: dt.Tensor | readonly (readonly number[])[] }): T5EncoderOutput {
+    const o = checkOptions<{ attentionMask: dt.Tensor | number[][] }>('T5EncoderModel options', options);
+    const mesh = this.shared.weight.mesh;
+    const ids = batchInput('T5EncoderModel inputIds', inputIds, mesh);
+    const mask = o.attentionMask === undefined ? undefined : batchInput('T5EncoderModel attentionMask', o.attentionMask, mesh);
+    return { lastHiddenState: this.encoder.forward(ids, mask) };
+  }
+}

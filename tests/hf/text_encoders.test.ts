@@ -1,0 +1,108 @@
+// The T5 and CLIP text encoders loaded with fromPretrained from folders that transformers'
+// save_pretrained wrote (tools/reference/make_hf_model_fixtures.py) give transformers' outputs:
+// float32 within 1e-4 of the largest reference value (max |got - want| / max |want|), on one
+// CPU device, tp=2, tp=4 and dp=2 x tp=2; loaded as bfloat16 from the float32 checkpoint
+// (converted while loading) within 3e-2 of transformers run in bfloat16 (8-bit mantissas,
+// rounded at every op of two layers).
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
+
+const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
+const io = readSafetensorsHeader(`${folder('io.safetensors')}`);
+
+function reference(name: string, mesh: dt.DeviceMesh): dt.Tensor {
+  const entry = io.tensors.get(name);
+  if (!entry) throw new Error(`no fixture ${name}`);
+  return dt.fromBuffer(readTensorBytes(io, name), entry.dtype === 'I64' ? 'int64' : 'float32', entry.shape, { mesh });
+}
+
+async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, what: string): Promise<void> {
+  expect(got.shape, what).toEqual(want.shape);
+  const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
+  want.dispose();
+  let [worst, scale] = [0, 0];
+  w.forEach((v, i) => {
+    worst = Math.max(worst, Math.abs(v - g[i]!));
+    scale = Math.max(scale, Math.abs(v));
+  });
+  expect(Number.isFinite(worst), `${what}: finite`).toBe(true);
+  if (process.env.DTORCH_PRINT_ERRORS) console.log(`${what}: ${(worst / scale).toExponential(2)}`);
+  expect(worst / scale, `${what}: largest error relative to the largest value`).toBeLessThanOrEqual(tolerance);
+}
+
+interface MeshCase {
+  name: string;
+  make: () => dt.DeviceMesh;
+}
+
+const meshes: MeshCase[] = [
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
+  { name: 'tp=4', make: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['tp']) },
+  { name: 'dp=2 x tp=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']) },
+];
+
+type Encoder = hf.T5EncoderModel | hf.CLIPTextModel | hf.CLIPTextModelWithProjection;
+interface ModelCase {
+  name: string;
+  load: (options: hf.FromPretrainedOptions) => Promise<Encoder>;
+  /** The pooled output's fixture name and output field. */
+  pooled?: ['pooler_output', 'poolerOutput'] | ['text_embeds', 'textEmbeds'];
+  layers: number;
+}
+
+const models: ModelCase[] = [
+  { name: 't5-v1_0', load: (o) => hf.T5EncoderModel.fromPretrained(folder('t5-v1_0'), o), layers: 2 },
+  { name: 't5-v1_1', load: (o) => hf.T5EncoderModel.fromPretrained(folder('t5-v1_1'), o), layers: 2 },
+  { name: 'clip', load: (o) => hf.CLIPTextModel.fromPretrained(folder('clip'), o), pooled: ['pooler_output', 'poolerOutput'], layers: 2 },
+  { name: 'clip-projection', load: (o) => hf.CLIPTextModelWithProjection.fromPretrained(folder('clip-projection'), o), pooled: ['text_embeds', 'textEmbeds'], layers: 2 },
+];
+
+type Outputs = { lastHiddenState: dt.Tensor; poolerOutput?: dt.Tensor; textEmbeds?: dt.Tensor; hiddenStates?: dt.Tensor[] };
+const run = (model: Encoder, ids: dt.Tensor, options?: object): Outputs => (model as hf.CLIPTextModel).call(ids, options) as Outputs;
+
+describe.each(meshes)('text encoders on $name match transformers', ({ make }) => {
+  it.each(models)('$name', async ({ name, load, pooled, layers }) => {
+    const before = dt.memory().numTensors;
+    const mesh = make();
+    const model = await load({ mesh });
+    const batch = hf.batchPlacements(mesh);
+    const [ids, mask] = dt.tidy(() => [reference(`${name}.input_ids`, mesh).redistribute(batch), reference(`${name}.attention_mask`, mesh).redistribute(batch)]);
+    if (mesh.dimNames?.includes('tp')) {
+      const projection = name.startsWith('t5') ? (model as hf.T5EncoderModel).encoder.block.at(0).selfAttention.SelfAttention.q : (model as hf.CLIPTextModel).text_model.encoder.layers.at(0).self_attn.q_proj;
+      expect(projection.weight.placements.map(String), 'q is split by heads over tp').toContain('S(0)');
+    }
+
+    const plain = run(model, ids);
+    await expectClose(plain.lastHiddenState, reference(`${name}.last_hidden_state`, mesh), 1e-4, `${name} last_hidden_state`);
+    if (pooled) await expectClose(plain[pooled[1]]!, reference(`${name}.${pooled[0]}`, mesh), 1e-4, `${name} ${pooled[0]}`);
+
+    const masked = run(model, ids, { attentionMask: mask, ...(pooled ? { outputHiddenStates: true } : {}) });
+    await expectClose(masked.lastHiddenState, reference(`${name}.masked.last_hidden_state`, mesh), 1e-4, `${name} masked last_hidden_state`);
+    if (pooled) {
+      await expectClose(masked[pooled[1]]!, reference(`${name}.masked.${pooled[0]}`, mesh), 1e-4, `${name} masked ${pooled[0]}`);
+      expect(masked.hiddenStates).toHaveLength(layers + 1);
+      for (const [i, h] of masked.hiddenStates!.entries()) await expectClose(h, reference(`${name}.hidden_states.${i}`, mesh), 1e-4, `${name} hidden_states[${i}]`);
+    }
+    dt.dispose([plain, masked, ids, mask]);
+    model.dispose();
+    expect(dt.memory().numTensors, 'every tensor released').toBeLessThanOrEqual(before);
+  });
+});
+
+describe.each([meshes[0]!, meshes[1]!])('text encoders loaded as bfloat16 on $name', ({ make }) => {
+  it.each(models)('$name', async ({ name, load }) => {
+    const mesh = make();
+    const model = await load({ mesh, dtype: 'bfloat16' });
+    expect([...model.parameters()].every((p) => p.dtype === 'bfloat16')).toBe(true);
+    const [ids, mask] = [reference(`${name}.input_ids`, mesh), reference(`${name}.attention_mask`, mesh)];
+    const out = run(model, ids, { attentionMask: mask });
+    expect(out.lastHiddenState.dtype).toBe('bfloat16');
+    await expectClose(out.lastHiddenState, reference(`${name}.bf16.last_hidden_state`, mesh), 3e-2, `${name} bf16`);
+    dt.dispose([out, ids, mask]);
+    model.dispose();
+  });
+});
