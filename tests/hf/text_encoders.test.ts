@@ -36,13 +36,17 @@ async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, w
 interface MeshCase {
   name: string;
   make: () => dt.DeviceMesh;
+  skip: string | false;
 }
 
+const gpus = dt.torchInfo().cudaDeviceCount;
 const meshes: MeshCase[] = [
-  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
-  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
-  { name: 'tp=4', make: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['tp']) },
-  { name: 'dp=2 x tp=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']) },
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]), skip: false },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), skip: false },
+  { name: 'tp=4', make: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['tp']), skip: false },
+  { name: 'dp=2 x tp=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']), skip: false },
+  { name: 'cuda x1', make: () => new dt.DeviceMesh('cuda', [0]), skip: gpus >= 1 ? false : 'no CUDA device in this process' },
+  { name: 'cuda tp=2', make: () => new dt.DeviceMesh('cuda', [0, 1], ['tp']), skip: gpus >= 2 ? false : `needs 2 CUDA devices, found ${gpus}` },
 ];
 
 type Encoder = hf.T5EncoderModel | hf.CLIPTextModel | hf.CLIPTextModelWithProjection;
@@ -64,8 +68,8 @@ const models: ModelCase[] = [
 type Outputs = { lastHiddenState: dt.Tensor; poolerOutput?: dt.Tensor; textEmbeds?: dt.Tensor; hiddenStates?: dt.Tensor[] };
 const run = (model: Encoder, ids: dt.Tensor, options?: object): Outputs => (model as hf.CLIPTextModel).call(ids, options) as Outputs;
 
-describe.each(meshes)('text encoders on $name match transformers', ({ make }) => {
-  it.each(models)('$name', async ({ name, load, pooled, layers }) => {
+describe.each(meshes)('text encoders on $name match transformers', ({ make, skip }) => {
+  it.skipIf(skip).each(models)('$name', async ({ name, load, pooled, layers }) => {
     const before = dt.memory().numTensors;
     const mesh = make();
     const model = await load({ mesh });
@@ -93,8 +97,8 @@ describe.each(meshes)('text encoders on $name match transformers', ({ make }) =>
   });
 });
 
-describe.each([meshes[0]!, meshes[1]!])('text encoders loaded as bfloat16 on $name', ({ make }) => {
-  it.each(models)('$name', async ({ name, load }) => {
+describe.each([meshes[0]!, meshes[1]!, meshes[4]!])('text encoders loaded as bfloat16 on $name', ({ make, skip }) => {
+  it.skipIf(skip).each(models)('$name', async ({ name, load }) => {
     const mesh = make();
     const model = await load({ mesh, dtype: 'bfloat16' });
     expect([...model.parameters()].every((p) => p.dtype === 'bfloat16')).toBe(true);

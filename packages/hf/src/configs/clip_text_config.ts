@@ -2,6 +2,7 @@
 // camelCase. A full CLIPModel config.json (with "text_config" inside) gives its text part.
 import { ConfigReader, type JsonObject } from './config_file.js';
 import { PretrainedConfig, dictReader } from './pretrained_config.js';
+import { activationNames } from '../models/activations.js';
 
 export class CLIPTextConfig extends PretrainedConfig {
   readonly vocabSize: number;
@@ -30,7 +31,7 @@ export class CLIPTextConfig extends PretrainedConfig {
     this.numHiddenLayers = reader.integer('num_hidden_layers', 12);
     this.numAttentionHeads = reader.integer('num_attention_heads', 8);
     this.maxPositionEmbeddings = reader.integer('max_position_embeddings', 77);
-    this.hiddenAct = reader.string('hidden_act', 'quick_gelu');
+    this.hiddenAct = reader.name('hidden_act', activationNames, 'quick_gelu');
     this.layerNormEps = reader.number('layer_norm_eps', 1e-5);
     this.padTokenId = reader.optionalInteger('pad_token_id', 1);
     this.bosTokenId = reader.optionalInteger('bos_token_id', 49406);

@@ -101,6 +101,13 @@ export class ConfigReader {
     return value as T;
   }
 
+  /** A string among `names`, with the list in the error (an activation, a scheduler type). */
+  name(key: string, names: readonly string[], fallback?: string): string {
+    const value = this.string(key, fallback);
+    if (!names.includes(value)) throw this.bad(key, `a known name (${names.join(', ')})`, value);
+    return value;
+  }
+
   /** A nested object (e.g. CLIPConfig's "text_config"), as a reader of its own. */
   nested(key: string): ConfigReader | undefined {
     this.#read.add(key);

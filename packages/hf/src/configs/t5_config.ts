@@ -1,6 +1,7 @@
 // T5Config: transformers' T5Config keys and defaults (models/t5/configuration_t5.py), camelCase.
 import { ConfigReader, type JsonObject } from './config_file.js';
 import { PretrainedConfig, dictReader } from './pretrained_config.js';
+import { activationNames } from '../models/activations.js';
 
 export class T5Config extends PretrainedConfig {
   readonly vocabSize: number;
@@ -44,6 +45,7 @@ export class T5Config extends PretrainedConfig {
     // derived from feed_forward_proj, as transformers derives them (a saved dense_act_fn is ignored)
     this.isGatedAct = parts[0] === 'gated';
     this.denseActFn = this.feedForwardProj === 'gated-gelu' ? 'gelu_new' : parts.at(-1)!;
+    if (!activationNames.includes(this.denseActFn)) throw reader.bad('feed_forward_proj', `"[gated-]<activation>" with a known activation (${activationNames.join(', ')})`, this.feedForwardProj);
     reader.derived('dense_act_fn', 'is_gated_act');
     this.padTokenId = reader.optionalInteger('pad_token_id', 0);
     this.eosTokenId = reader.optionalInteger('eos_token_id', 1);

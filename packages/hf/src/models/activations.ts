@@ -19,6 +19,9 @@ const activations: Record<string, Activation> = {
   sigmoid: (x) => dt.F.sigmoid(x),
 };
 
+/** The names configs may give (hidden_act, dense_act_fn). */
+export const activationNames: readonly string[] = Object.keys(activations);
+
 /** The activation named `name`; an unknown name is a BAD_CONFIG error naming `where`. */
 export function activation(name: string, where: string): Activation {
   const fn = activations[name];
