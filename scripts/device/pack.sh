@@ -9,12 +9,16 @@ out=.device
 rm -rf "$out" && mkdir -p "$out"
 npm run build --silent >/dev/null
 xz -T0 -6 -c "$(command -v node)" > "$out/node.xz"
-# everything but the dev tools that only run here (compilers, linters, turbo, changesets)
+# everything but the dev tools that only run here (compilers, linters, turbo, changesets) and the
+# tokenizers binaries of other platforms (the machine is linux-x64 with glibc)
 tar -cJf "$out/node_modules.tar.xz" \
   --exclude='node_modules/typescript' --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \
   --exclude='node_modules/prettier' --exclude='node_modules/eslint*' --exclude='node_modules/@eslint*' \
   --exclude='node_modules/@typescript-eslint' --exclude='node_modules/typescript-eslint' \
   --exclude='node_modules/@changesets' --exclude='node_modules/@types' \
+  --exclude='node_modules/tokenizers/tokenizers.darwin*' --exclude='node_modules/tokenizers/tokenizers.win32*' \
+  --exclude='node_modules/tokenizers/tokenizers.android*' --exclude='node_modules/tokenizers/tokenizers.linux-arm*' \
+  --exclude='node_modules/tokenizers/tokenizers.linux-x64-musl*' \
   node_modules
 tar -cJf "$out/dist.tar.xz" packages/*/dist
 du -sh "$out"/*

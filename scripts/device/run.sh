@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -30,7 +30,7 @@ grep -E "dtorch: (NCCL|LibTorch)" "$OUT/build.log" | head -3
 echo "build exit $build in $(( $(date +%s) - start )) s" | tee -a "$OUT/build.log"
 results=()
 if [ $build -eq 0 ]; then
-  [ "${TESTS:-1}" = 0 ] || for dir in packages/common packages/external packages/core packages/api packages/nn tests; do
+  [ "${TESTS:-1}" = 0 ] || for dir in packages/common packages/external packages/core packages/api packages/nn packages/hf tests; do
     name=$(basename "$dir")
     (cd "$dir" && DTORCH_EXPECT_NCCL=$cuda_nccl node "$root/node_modules/vitest/vitest.mjs" run "$@" --reporter=default --reporter=json --outputFile="$OUT/vitest-$name.json") > "$OUT/test-$name.log" 2>&1
     results+=("\"$name\": $?")
@@ -60,6 +60,10 @@ fi
 if bench overlap && [ "$cuda" = true ]; then
   DEVICE=cuda CARVEOUTS=0,16 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda.jsonl" 2>&1
   DEVICE=cuda CARVEOUTS=0,16,32 DTORCH_COPY_ENGINES=0 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda-nccl-only.jsonl" 2>&1
+fi
+if bench hf && [ "$cuda" = true ]; then
+  # T5-XXL, CLIP-L and CLIP-G text encoders beside transformers eager and compiled (HF_MODELS: a subset)
+  DEVICE=cuda MODELS=${HF_MODELS:-t5-xxl,clip-l,clip-g} node bench/hf/text_encoders.mjs > "$OUT/hf-text-encoders-cuda.jsonl" 2>&1
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
 # the device tool brings back a limited number of files: the logs travel as one archive

@@ -1,5 +1,15 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
-import { cudaMemoryStats, resetCudaPeakMemoryStats, setCudaSMCarveout, torchInfo, type CudaDevice, type CudaMemoryStats } from '@dtorch/external';
+import {
+  cudaMemoryStats,
+  resetCudaPeakMemoryStats,
+  setCudaSMCarveout,
+  startKernelTrace,
+  stopKernelTrace,
+  torchInfo,
+  type CudaDevice,
+  type CudaMemoryStats,
+  type KernelTrace,
+} from '@dtorch/external';
 
 /** Whether the addon was built with CUDA and at least one GPU is visible. */
 export function isAvailable(): boolean {
@@ -42,4 +52,22 @@ export function resetPeakMemoryStats(device = 0): void {
  */
 export function setSMCarveout(sms: number): void {
   setCudaSMCarveout(sms);
+}
+
+/**
+ * Traces what the GPUs run while `fn` runs and its promise settles (LibTorch's profiler, the
+ * timeline torch.profiler records): per device the kernels, copies and fills, the time the
+ * device was busy with any of them, and the longest kernels. For benchmarks: a forward's wall
+ * time minus its busy time is the time the GPU sat idle between kernels. Await `dt.sync()`
+ * inside `fn` so that the work it queued is in the trace.
+ */
+export async function traceKernels(fn: () => Promise<void> | void, options?: { top?: number }): Promise<KernelTrace> {
+  startKernelTrace();
+  try {
+    await fn();
+  } catch (err) {
+    stopKernelTrace(0);
+    throw err;
+  }
+  return stopKernelTrace(options?.top ?? 10);
 }

@@ -6,6 +6,8 @@ interface ExternalSlice {
   cudaMemoryStats(device: number): CudaMemoryStats;
   resetCudaPeakMemoryStats(device: number): void;
   setCudaSMCarveout(sms: number): void;
+  startKernelTrace(): void;
+  stopKernelTrace(top: number): KernelTrace;
 }
 
 export interface TorchInfo {
@@ -27,6 +29,21 @@ export interface CudaMemoryStats {
   /** Highest allocatedBytes since the last reset (torch.cuda.max_memory_allocated). */
   peakAllocatedBytes: number;
   reservedBytes: number;
+}
+
+/** What a GPU did between startKernelTrace() and stopKernelTrace(), per device. */
+export interface KernelTrace {
+  devices: {
+    device: number;
+    /** Kernels, copies and fills that ran. */
+    events: number;
+    /** Time the device ran any of them (the union of their intervals). */
+    busyMs: number;
+    /** From the start of the first to the end of the last. */
+    spanMs: number;
+  }[];
+  /** The kernels that took longest (all devices), with their calls and total time. */
+  top: { name: string; calls: number; totalMs: number }[];
 }
 
 export interface CudaDevice {
@@ -71,6 +88,17 @@ export function setCudaSMCarveout(sms: number): void {
     throw new DTorchError(ErrorCode.InvalidArgument, `cuda.setSMCarveout: expected a whole number of SMs in [0, 1024], got ${String(sms)}`);
   }
   slice().setCudaSMCarveout(sms);
+}
+
+/** Starts tracing the GPUs' work through LibTorch's profiler (Kineto, as torch.profiler). */
+export function startKernelTrace(): void {
+  slice().startKernelTrace();
+}
+
+/** Stops the trace and sums it up, with the `top` longest kernels. */
+export function stopKernelTrace(top = 10): KernelTrace {
+  if (!Number.isInteger(top) || top < 0) throw new DTorchError(ErrorCode.InvalidArgument, `cuda.stopKernelTrace: expected a non-negative integer for top, got ${String(top)}`);
+  return slice().stopKernelTrace(top);
 }
 
 /** A short multi-line summary, as `dtorch info` prints it. */

@@ -1,0 +1,36 @@
+// A trace of the GPU work the process ran between start and stop, through LibTorch's profiler
+// (Kineto over CUPTI, the timeline torch.profiler records): each device's kernels, copies and
+// fills, and the time the device was busy with any of them (the union of their intervals).
+// For benchmarks: how much of a forward's wall time a GPU sits idle between kernels.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtorch::external::torch {
+
+struct DeviceBusy {
+  int device = 0;
+  int64_t events = 0;       // kernels, copies and fills that ran on the device
+  int64_t busyNs = 0;       // union of their [start, end) intervals
+  int64_t firstStartNs = 0; // trace clock, for the span of the work
+  int64_t lastEndNs = 0;
+};
+
+struct KernelTime {
+  std::string name;
+  int64_t calls = 0;
+  int64_t totalNs = 0;
+};
+
+struct KernelTraceResult {
+  std::vector<DeviceBusy> devices;
+  std::vector<KernelTime> top;  // the kernels that took longest, all devices together, longest first
+};
+
+// Starts tracing GPU activity; throws kInvalidArgument without CUDA devices or when a trace runs.
+void startKernelTrace();
+// Stops the trace started by startKernelTrace and sums it up (`top` kernels by total time).
+KernelTraceResult stopKernelTrace(int top);
+
+}  // namespace dtorch::external::torch
