@@ -120,7 +120,7 @@ describe('fromPretrained', () => {
   });
 
   it('refuses unknown options and a tp size that does not divide the heads', async () => {
-    await expectError(hf.T5EncoderModel.fromPretrained(fixture('t5-v1_0'), { subFolder: 'x' } as object), 'INVALID_ARGUMENT', 'unknown option "subFolder"', 'subfolder');
+    await expectError(hf.T5EncoderModel.fromPretrained(fixture('t5-v1_0'), { subFolder: 'x' } as object), 'INVALID_ARGUMENT', 'Unknown option "subFolder" in T5EncoderModel.fromPretrained options', 'subfolder');
     await expectError(hf.T5EncoderModel.fromPretrained(fixture('t5-v1_0'), { dtype: 'float8' as dt.DType }), 'UNKNOWN_DTYPE');
     const mesh = new dt.DeviceMesh('cpu', [0, 1, 2], ['tp']);
     await expectError(hf.CLIPTextModel.fromPretrained(fixture('clip'), { mesh }), 'INVALID_MESH', 'num_attention_heads 4', "'tp' of size 3");

@@ -55,6 +55,22 @@ export function checkOptions<T extends object>(name: string, value: unknown): Pa
   return value as Partial<T>;
 }
 
+const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+/**
+ * An options object that holds only `known` names: a misspelt or snake_case option
+ * ("max_length") is an error naming the options, not silently ignored.
+ */
+export function checkKnownOptions<T extends object>(name: string, value: unknown, known: readonly string[]): Partial<T> {
+  const options = checkOptions<T>(name, value);
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const hint = known.includes(camelCase(key)) ? ` (did you mean ${camelCase(key)}? options are camelCase)` : '';
+    throw new DTorchError(ErrorCode.InvalidArgument, `Unknown option ${JSON.stringify(key)} in ${name}${hint}; the options are ${known.join(', ')}`);
+  }
+  return options;
+}
+
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }

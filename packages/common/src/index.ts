@@ -4,6 +4,7 @@ export { log, setLogLevel, logLevelEnabled, type LogLevel } from './log.js';
 export {
   checkBoolean,
   checkOptions,
+  checkKnownOptions,
   checkInteger,
   checkNumber,
   checkShape,

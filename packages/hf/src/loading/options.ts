@@ -1,11 +1,15 @@
 // The options of fromPretrained, as transformers and transformers.js name them (camelCase).
 import * as dt from '@dtorch/api';
-import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkKnownOptions, invalidParameter } from '@dtorch/common';
 import type { RepoOptions } from '@dtorch/external';
 
-export interface FromPretrainedOptions extends RepoOptions {
-  /** The folder of the repository holding this component (a diffusers pipeline's 'text_encoder'). */
+/** Where a component's files are: the repository and the folder inside it. */
+export interface SourceOptions extends RepoOptions {
+  /** The folder of the repository holding this component (a diffusers pipeline's 'text_encoder', 'tokenizer_2'). */
   subfolder?: string;
+}
+
+export interface FromPretrainedOptions extends SourceOptions {
   /** Where the parameters live; default one CPU device. A 'tp' dim splits layers, 'dp' the batch. */
   mesh?: dt.DeviceMesh;
   /** The parameters' dtype; default the config's `dtype` / `torch_dtype`, else float32. */
@@ -15,20 +19,18 @@ export interface FromPretrainedOptions extends RepoOptions {
 const repoOptionNames = ['revision', 'cacheDir', 'localFilesOnly', 'token', 'hubUrl', 'onProgress'] as const;
 
 /**
- * Checks an options object: only `known` names (a misspelt option is an error, not silently
- * ignored) with values of the right kind.
+ * Checks the options of a fromPretrained: the repository options, `subfolder` and `known` (a
+ * misspelt option is an error, not silently ignored), each of the right kind.
  */
-export function checkPretrainedOptions<T extends object>(what: string, options: unknown, known: readonly string[]): Partial<T> {
-  const o = checkOptions<T>(`${what} options`, options) as Record<string, unknown>;
-  const names = [...repoOptionNames, ...known];
-  for (const key of Object.keys(o)) {
-    if (!names.includes(key)) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: unknown option "${key}"; the options are ${names.join(', ')}`);
-    }
-  }
+export function checkPretrainedOptions<T extends object>(what: string, options: unknown, known: readonly string[] = []): Partial<T> {
+  const o = checkKnownOptions<T>(`${what} options`, options, [...repoOptionNames, 'subfolder', ...known]) as Record<string, unknown>;
   for (const key of ['subfolder', 'revision', 'cacheDir', 'token', 'hubUrl']) {
-    if (o[key] !== undefined && typeof o[key] !== 'string') throw invalidParameter(`${what} ${key}`, 'string', o[key]);
+    if (o[key] === undefined || typeof o[key] === 'string') continue;
+    // a token is never printed, even a wrong one
+    if (key === 'token') throw new DTorchError(ErrorCode.InvalidArgument, `Expected a string for ${what} token but received a value of type ${typeof o[key]}`);
+    throw invalidParameter(`${what} ${key}`, 'string', o[key]);
   }
+  if (o['onProgress'] !== undefined && typeof o['onProgress'] !== 'function') throw invalidParameter(`${what} onProgress`, 'function', o['onProgress']);
   if (o['localFilesOnly'] !== undefined && typeof o['localFilesOnly'] !== 'boolean') throw invalidParameter(`${what} localFilesOnly`, 'boolean', o['localFilesOnly']);
   if (o['mesh'] !== undefined && !(o['mesh'] instanceof dt.DeviceMesh)) throw invalidParameter(`${what} mesh`, 'DeviceMesh', o['mesh']);
   if (o['dtype'] !== undefined) dt.checkDtype(o['dtype'], `${what} dtype`);

@@ -44,7 +44,7 @@ export abstract class PreTrainedModel extends nn.Module {
    */
   static async fromPretrained<M extends PreTrainedModel>(this: PretrainedModelClass<M>, source: string, options?: FromPretrainedOptions): Promise<M> {
     const what = `${this.name}.fromPretrained`;
-    const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['subfolder', 'mesh', 'dtype']);
+    const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['mesh', 'dtype']);
     const repo = await openRepo(source, repoOptions(o));
     const configFile = inSubfolder(o.subfolder, 'config.json');
     if (!repo.has(configFile)) {

@@ -122,10 +122,10 @@ describe('bad input is a DTorchError saying what to fix', () => {
   test('fromPretrained options and sources', async () => {
     const dir = join(root, 'repo');
     expect((await failure(() => AutoTokenizer.fromPretrained(dir, { sub_folder: 'tokenizer' } as never))).message).toBe(
-      'Unknown option "sub_folder" in fromPretrained options; the options are subfolder, revision, cacheDir, localFilesOnly, token, hubUrl',
+      'Unknown option "sub_folder" in AutoTokenizer.fromPretrained options; the options are revision, cacheDir, localFilesOnly, token, hubUrl, onProgress, subfolder',
     );
-    expect((await failure(() => AutoTokenizer.fromPretrained(dir, { subfolder: 2 } as never))).message).toBe('Expected a string for subfolder but received 2 of type number');
-    expect((await failure(() => AutoTokenizer.fromPretrained(dir, { localFilesOnly: 'yes' } as never))).message).toBe('Expected true or false for localFilesOnly but received "yes"');
+    expect((await failure(() => AutoTokenizer.fromPretrained(dir, { subfolder: 2 } as never))).message).toBe('Expected string for AutoTokenizer.fromPretrained subfolder but received 2 of type number');
+    expect((await failure(() => AutoTokenizer.fromPretrained(dir, { localFilesOnly: 'yes' } as never))).message).toBe('Expected boolean for AutoTokenizer.fromPretrained localFilesOnly but received "yes" of type string');
     expect((await failure(() => AutoTokenizer.fromPretrained(42 as never))).code).toBe('INVALID_ARGUMENT');
   });
 

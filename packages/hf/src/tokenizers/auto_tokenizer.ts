@@ -6,9 +6,9 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from 'tokenizers';
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { openRepo, type RepoFiles, type RepoOptions } from '@dtorch/external';
+import { openRepo, type RepoFiles } from '@dtorch/external';
+import { checkPretrainedOptions, inSubfolder, repoOptions, type SourceOptions } from '../loading/options.js';
 import { nativeAddedToken, type AddedTokenSpec } from './added_token.js';
-import { checkKnownOptions } from './known_options.js';
 import { PreTrainedTokenizer } from './pretrained_tokenizer.js';
 import { namedSpecialTokens, specialTokensToAdd } from './special_tokens.js';
 import type { Backend, TokenizerClass } from './tokenizer_class.js';
@@ -16,12 +16,6 @@ import { slowTokenizerClasses, tokenizerClassNamed } from './tokenizer_classes.j
 import { readTokenizerConfig, type TokenizerConfig } from './tokenizer_config.js';
 import { addedTokensOf, parseTokenizerJson, sideOf } from './tokenizer_json.js';
 
-export interface FromPretrainedOptions extends RepoOptions {
-  /** The folder inside the repository holding the tokenizer files ("tokenizer", "tokenizer_2"). */
-  subfolder?: string;
-}
-
-const OPTION_NAMES = ['subfolder', 'revision', 'cacheDir', 'localFilesOnly', 'token', 'hubUrl'] as const;
 const TOKENIZER_FILE = 'tokenizer.json';
 const CONFIG_FILE = 'tokenizer_config.json';
 const SPECIAL_TOKENS_MAP_FILE = 'special_tokens_map.json';
@@ -34,10 +28,10 @@ export class AutoTokenizer {
    * Reads tokenizer.json, tokenizer_config.json and special_tokens_map.json, or the slow files
    * of a CLIP (vocab.json + merges.txt) or T5 (spiece.model) tokenizer.
    */
-  static async fromPretrained(source: string, options?: FromPretrainedOptions): Promise<PreTrainedTokenizer> {
-    const { subfolder, ...repoOptions } = checkFromPretrainedOptions(options);
-    const repo = await openRepo(source, repoOptions);
-    const prefix = subfolder ? `${subfolder.replace(/^\/+|\/+$/g, '')}/` : '';
+  static async fromPretrained(source: string, options?: SourceOptions): Promise<PreTrainedTokenizer> {
+    const o = checkPretrainedOptions<SourceOptions>('AutoTokenizer.fromPretrained', options);
+    const repo = await openRepo(source, repoOptions(o));
+    const prefix = inSubfolder(o.subfolder, '');
     const description = `${repo.description}${prefix ? ` (subfolder ${prefix.slice(0, -1)})` : ''}`;
     const files = new TokenizerFiles(repo, prefix);
 
@@ -85,21 +79,6 @@ export class AutoTokenizer {
       cleanDecoded: tokenizerClass?.cleanDecoded,
     });
   }
-}
-
-function checkFromPretrainedOptions(value: unknown): FromPretrainedOptions {
-  const options = checkKnownOptions<FromPretrainedOptions>('fromPretrained options', value, OPTION_NAMES);
-  for (const name of ['subfolder', 'revision', 'cacheDir', 'token', 'hubUrl'] as const) {
-    if (options[name] !== undefined && typeof options[name] !== 'string') {
-      // a token is never printed, even a wrong one
-      const shown = name === 'token' ? 'a value' : JSON.stringify(options[name]);
-      throw new DTorchError(ErrorCode.InvalidArgument, `Expected a string for ${name} but received ${shown} of type ${typeof options[name]}`);
-    }
-  }
-  if (options.localFilesOnly !== undefined && typeof options.localFilesOnly !== 'boolean') {
-    throw new DTorchError(ErrorCode.InvalidArgument, `Expected true or false for localFilesOnly but received ${JSON.stringify(options.localFilesOnly)}`);
-  }
-  return options;
 }
 
 /** The tokenizer's files inside the repository (under the subfolder), fetched when asked for. */

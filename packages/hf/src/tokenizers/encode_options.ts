@@ -1,8 +1,7 @@
 // The options of encode() and the padding and truncation they come to, by the rules of
 // transformers' tokenizer(...) call (_get_padding_truncation_strategies): maxLength alone turns
 // truncation on; padding 'max_length' and truncation without maxLength use the model's maximum.
-import { DTorchError, ErrorCode, checkBoolean, checkInteger, invalidParameter } from '@dtorch/common';
-import { checkKnownOptions } from './known_options.js';
+import { DTorchError, ErrorCode, checkBoolean, checkInteger, invalidParameter, checkKnownOptions } from '@dtorch/common';
 import { LARGE_INTEGER } from './tokenizer_config.js';
 
 export interface EncodeOptions {

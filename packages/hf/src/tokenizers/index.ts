@@ -1,5 +1,5 @@
 // @dtorch/hf tokenizers: AutoTokenizer over HF's tokenizers (the Rust core Python uses, so the ids
 // are Python's).
-export { AutoTokenizer, type FromPretrainedOptions } from './auto_tokenizer.js';
+export { AutoTokenizer } from './auto_tokenizer.js';
 export { PreTrainedTokenizer, type BatchEncoding, type DecodeOptions } from './pretrained_tokenizer.js';
 export type { EncodeOptions } from './encode_options.js';

@@ -3,10 +3,9 @@
 // transformers adds on top: the special tokens and lengths of tokenizer_config.json, the rules
 // for padding and truncation, and the class's step after decoding.
 import type { Tokenizer } from 'tokenizers';
-import { DTorchError, ErrorCode, checkBoolean, describeValue } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkBoolean, describeValue, checkKnownOptions } from '@dtorch/common';
 import type { AddedTokenSpec } from './added_token.js';
 import { planEncode, type EncodeOptions, type EncodePlan } from './encode_options.js';
-import { checkKnownOptions } from './known_options.js';
 import { tokenIdOf } from './special_tokens.js';
 import type { Side } from './tokenizer_config.js';
 
