@@ -26,4 +26,7 @@ export {
 export { readSafetensorsIndex, type SafetensorsIndex } from './safetensors_index.js';
 export { SafetensorsCheckpoint, type CheckpointTensor, type ByteRun } from './safetensors_checkpoint.js';
 export { type RepoFiles, LocalRepoFiles, listFolder } from './hub/repo_files.js';
-export { openRepo, type RepoOptions } from './hub/open_repo.js';
+export { openRepo, isHubRepoId, REPO_OPTION_NAMES, type RepoOptions } from './hub/open_repo.js';
+export { HubRepoFiles, repoFolderName } from './hub/hub_repo_files.js';
+export { defaultHubCacheDir } from './hub/hub_env.js';
+export type { DownloadProgress } from './hub/hub_fetch.js';
