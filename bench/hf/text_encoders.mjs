@@ -7,9 +7,11 @@
 // host-side random draws). Per model and side:
 //   latency_ms    one forward, waited for, best of ROUNDS rounds of ITERS (what a prompt costs)
 //   pipelined_ms  forwards queued back to back, per forward
-//   gpu_busy_ms   from a kernel trace of one forward (LibTorch's profiler / torch.profiler):
-//                 the union of the GPU's kernel intervals; gpu_idle_share = 1 - busy / latency,
-//                 the time the GPU waits for work to be issued (what graph replay removes)
+//   gpu_busy_ms   from a kernel trace of one forward (LibTorch's profiler / torch.profiler),
+//                 taken after every timing (a profiler that has run slows later launches): the
+//                 union of the GPU's kernel intervals; gpu_idle_share = 1 - busy / latency, the
+//                 time the GPU waits for work to be issued (what graph replay removes)
+// transformers runs before DTorch and again after (eager), and its better eager figure counts.
 //   DEVICE=cuda node bench/hf/text_encoders.mjs      (MODELS, ITERS, ROUNDS, COMPILE=0 skips torch.compile)
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -61,21 +63,31 @@ function inputIds(spec, mesh) {
   return dt.tensor([ids], { dtype: 'int64', mesh });
 }
 
-const mean = (out) => (out.lastHiddenState ?? out).to('float32').abs().mean();
+const mean = (out) => out.lastHiddenState.to('float32').abs().mean();
 
-async function measure(name) {
-  const spec = specs[name];
+// A model of `spec` on one device with random weights, and its input.
+function build(spec) {
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(spec.config), { mesh, dtype }));
   fillRandom(model);
   const ids = inputIds(spec, mesh);
-  const forward = () => model.call(ids);
   const once = async () => {
-    const out = forward();
+    const out = model.call(ids);
     await dt.sync();
     dt.dispose(out);
   };
+  const release = async () => {
+    dt.dispose(ids);
+    model.dispose();
+    await dt.sync();
+  };
+  return { model, ids, once, release };
+}
+
+async function measure(name) {
+  const spec = specs[name];
+  const { model, ids, once, release } = build(spec);
   for (let i = 0; i < 3; i++) await once(); // warm up: kernels, allocator
   let [latency, pipelined] = [Infinity, Infinity];
   const heldAfterRounds = [];
@@ -86,7 +98,7 @@ async function measure(name) {
     start = process.hrtime.bigint();
     let previous;
     for (let i = 0; i < iters; i++) {
-      const out = forward();
+      const out = model.call(ids);
       await null; // ends the JS task: the segment goes to the controller before its output is released
       dt.dispose(previous);
       previous = out;
@@ -96,46 +108,62 @@ async function measure(name) {
     pipelined = Math.min(pipelined, Number(process.hrtime.bigint() - start) / 1e6 / iters);
     if (device === 'cuda') heldAfterRounds.push(dt.cuda.memoryStats(0).allocatedBytes);
   }
-  const trace = device === 'cuda' ? await dt.cuda.traceKernels(once, { top: 5 }) : undefined;
-  const busy = trace?.devices.find((d) => d.device === 0);
-  const out = forward();
+  const out = model.call(ids);
   const checksum = await dt.tidy(() => mean(out)).item();
-  dt.dispose([out, ids]);
-  model.dispose();
-  await dt.sync();
+  dt.dispose(out);
+  await release();
   return {
     bench: 'hf_text_encoders', side: 'dtorch', model: name, device, dtype, tokens: spec.tokens, iters, rounds,
-    latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3),
-    gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null,
-    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null,
-    top_kernels: trace?.top.map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) })),
-    checksum, held_after_rounds: heldAfterRounds,
+    latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), checksum, held_after_rounds: heldAfterRounds,
   };
 }
 
-function transformers() {
+// The GPU's busy time in one forward, from a kernel trace. Run after every timing: a profiler
+// that has run leaves the process slower to launch kernels.
+async function trace(name) {
+  const { once, release } = build(specs[name]);
+  for (let i = 0; i < 3; i++) await once();
+  const t = await dt.cuda.traceKernels(once, { top: 5 });
+  await release();
+  const busy = t.devices.find((d) => d.device === 0);
+  return { busy, top: t.top.map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) })) };
+}
+
+function transformers(compileToo) {
   const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
-  const args = [join(here, 'text_encoders.py'), device, dtype, models.join(','), String(iters), String(rounds), compile];
+  const args = [join(here, 'text_encoders.py'), device, dtype, models.join(','), String(iters), String(rounds), compileToo];
   const r = spawnSync(python, ['-W', 'ignore', ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
   const lines = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
   if (r.status !== 0) lines.push({ bench: 'hf_text_encoders', side: 'transformers', error: r.stderr.trim().split('\n').slice(-3).join(' | ') });
   return lines;
 }
 
-const theirs = transformers(); // first, in its own process: its GPU memory is free again before ours
-for (const line of theirs) console.log(JSON.stringify(line));
-for (const name of models) {
-  const ours = await measure(name);
-  console.log(JSON.stringify(ours));
-  const eager = theirs.find((t) => t.model === name && t.side === 'transformers_eager');
-  const compiled = theirs.find((t) => t.model === name && t.side === 'transformers_compiled');
+// transformers runs before ours and again (eager) after, each in its own process (its GPU memory
+// is free again before ours is taken); its better eager figure counts
+const before = transformers(compile);
+const ours = [];
+for (const name of models) ours.push(await measure(name));
+if (device === 'cuda') {
+  for (const o of ours) {
+    const { busy, top } = await trace(o.model);
+    Object.assign(o, { gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null, gpu_idle_share: busy ? +(1 - busy.busyMs / o.latency_ms).toFixed(3) : null, top_kernels: top });
+  }
+}
+const after = transformers('0');
+for (const line of [...before, ...after, ...ours]) console.log(JSON.stringify(line));
+for (const o of ours) {
+  const eagers = [...before, ...after].filter((t) => t.model === o.model && t.side === 'transformers_eager');
+  const eager = eagers.sort((a, b) => a.latency_ms - b.latency_ms)[0];
+  const compiled = before.find((t) => t.model === o.model && t.side === 'transformers_compiled');
   if (!eager) continue;
   console.log(JSON.stringify({
-    bench: 'hf_text_encoders', summary: true, model: name, device, dtype, tokens: ours.tokens,
-    dtorch_ms: ours.latency_ms, transformers_eager_ms: eager.latency_ms, transformers_compiled_ms: compiled?.latency_ms ?? null,
-    ratio_vs_eager: +(ours.latency_ms / eager.latency_ms).toFixed(3), target: 0.7,
-    ratio_vs_compiled: compiled ? +(ours.latency_ms / compiled.latency_ms).toFixed(3) : null,
-    pipelined_ratio_vs_eager: +(ours.pipelined_ms / eager.pipelined_ms).toFixed(3),
-    dtorch_gpu_idle_share: ours.gpu_idle_share, transformers_eager_gpu_idle_share: eager.gpu_idle_share, transformers_compiled_gpu_idle_share: compiled?.gpu_idle_share ?? null,
+    bench: 'hf_text_encoders', summary: true, model: o.model, device, dtype, tokens: o.tokens,
+    dtorch_ms: o.latency_ms, transformers_eager_ms: eager.latency_ms, transformers_eager_runs_ms: eagers.map((e) => e.latency_ms),
+    transformers_compiled_ms: compiled?.latency_ms ?? null,
+    ratio_vs_eager: +(o.latency_ms / eager.latency_ms).toFixed(3), target: 0.7, met: o.latency_ms / eager.latency_ms <= 0.7,
+    ratio_vs_compiled: compiled ? +(o.latency_ms / compiled.latency_ms).toFixed(3) : null,
+    pipelined_ratio_vs_eager: +(o.pipelined_ms / Math.min(...eagers.map((e) => e.pipelined_ms))).toFixed(3),
+    dtorch_gpu_busy_ms: o.gpu_busy_ms ?? null, dtorch_gpu_idle_share: o.gpu_idle_share ?? null,
+    transformers_eager_gpu_idle_share: eager.gpu_idle_share, transformers_compiled_gpu_idle_share: compiled?.gpu_idle_share ?? null,
   }));
 }

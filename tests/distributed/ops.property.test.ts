@@ -40,7 +40,7 @@ function randomOp(g: Gen): OpCase {
   const a = g.shape(1, 3, 6);
   switch (kind) {
     case 'unary': {
-      const op = g.pick(['relu', 'abs', 'square', 'floor', 'exp', 'sigmoid', 'tanh', 'silu', 'sin'] as const);
+      const op = g.pick(['relu', 'abs', 'square', 'floor', 'exp', 'sigmoid', 'tanh', 'silu', 'quickGelu', 'sin'] as const);
       const exact = ['relu', 'abs', 'square', 'floor'].includes(op);
       return { name: op, shapes: [a], tolerance: exact ? 0 : 1e-6, run: ([x]) => x![op]() };
     }

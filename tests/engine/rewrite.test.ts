@@ -55,6 +55,13 @@ describe('segment rewrites', () => {
     await dt.sync();
     dt.resetPeakMemory();
     const base = device0().allocatedBytes;
+    // after a wait segments start short (32 nodes, doubling to 256): record 224 nodes (a zeros,
+    // 111 adds, their 112 releases) so that the loop starts a 256-node segment and each add
+    // meets the release of its input there
+    dt.tidy(() => {
+      const one = dt.zeros([1], { mesh });
+      for (let i = 0; i < 111; i++) one.add(i);
+    });
     let x = dt.zeros([n], { mesh });
     for (let i = 0; i < 10; i++) {
       const next = dt.tidy(() => x.add(1).mul(2)); // x and the add's output both die here

@@ -18,7 +18,7 @@ const surface: Record<string, AnyFn> = {
     [
       'add', 'sub', 'mul', 'div', 'pow', 'minimum', 'maximum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logicalAnd', 'logicalOr',
       'logicalNot', 'where', 'maskedFill', 'clamp', 'neg', 'abs', 'relu', 'square', 'floor', 'round', 'exp', 'log', 'log2',
-      'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'silu', 'gelu', 'isnan', 'isinf', 'matmul', 'sum', 'mean',
+      'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'silu', 'quickGelu', 'gelu', 'isnan', 'isinf', 'matmul', 'sum', 'mean',
       'any', 'all', 'max', 'min', 'argmax', 'softmax', 'logSoftmax', 'to', 'reshape', 'flatten', 'unflatten', 'squeeze',
       'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'clone', 'cat', 'stack', 'split', 'chunk', 'unbind',
       'narrow', 'indexSelect', 'repeat', 'repeatInterleave', 'get', 'outer', 'einsum', 'redistribute', 'toLocal',

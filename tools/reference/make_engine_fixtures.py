@@ -141,6 +141,7 @@ def main():
         case("sin", "sin", [a], a.sin()),
         case("cos", "cos", [a], a.cos()),
         case("silu", "silu", [a], torch.nn.functional.silu(a)),
+        case("quick_gelu", "quickGelu", [a], a * torch.sigmoid(1.702 * a)),
         case("gelu", "gelu", [a], torch.nn.functional.gelu(a), approximate="none"),
         case("gelu tanh", "gelu", [a], torch.nn.functional.gelu(a, approximate="tanh"), approximate="tanh"),
         case("isnan", "isnan", [torch.tensor([1.0, float("nan"), float("inf")])], torch.tensor([1.0, float("nan"), float("inf")]).isnan()),

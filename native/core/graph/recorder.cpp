@@ -81,7 +81,7 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   node.outputMetas = std::move(outputs);
   Recorded recorded{node.seq, node.outputs};
   for (int64_t id : temporaries) release(id);
-  if (open_->nodes.size() >= flushThreshold_) flush();
+  flushWhenFull();
   return recorded;
 }
 
@@ -125,7 +125,7 @@ void Recorder::release(int64_t id) {
   node.outputs.push_back(id);
   track(*meta, -1);
   live_.erase(id);
-  if (open_->nodes.size() >= flushThreshold_) flush();
+  flushWhenFull();
 }
 
 void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
@@ -139,7 +139,7 @@ void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   node.inputs.push_back(readable);
   node.completion = std::move(completion);
   if (!replicated) release(readable);
-  flush();
+  flushBeforeWait();
 }
 
 void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion) {
@@ -151,13 +151,24 @@ void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Compl
   node.inputs.push_back(full);
   node.completion = std::move(completion);
   release(full);
-  flush();
+  flushBeforeWait();
 }
 
 void Recorder::sync(std::shared_ptr<Completion> completion) {
   Node& node = append(NodeKind::kSync);
   node.completion = std::move(completion);
+  flushBeforeWait();
+}
+
+void Recorder::flushWhenFull() {
+  if (open_->nodes.size() < segmentLimit_) return;
   flush();
+  segmentLimit_ = std::min(segmentLimit_ * 2, flushThreshold_);
+}
+
+void Recorder::flushBeforeWait() {
+  flush();
+  segmentLimit_ = std::min(kFirstAfterWait, flushThreshold_);
 }
 
 void Recorder::flush() {

@@ -2,6 +2,7 @@
 // tensor's meta, infers the outputs of each recorded op, appends nodes to the open segment,
 // and hands the segment to the controller when it is long enough or when asked.
 #pragma once
+#include <algorithm>
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
@@ -56,13 +57,21 @@ class Recorder {
   // Throws TENSOR_DISPOSED for an id that is not live.
   const TensorMeta& meta(int64_t id) const;
   MemoryStats memory() const;
-  void setFlushThreshold(size_t nodes) { flushThreshold_ = nodes == 0 ? 1 : nodes; }
+  void setFlushThreshold(size_t nodes) {
+    flushThreshold_ = nodes == 0 ? 1 : nodes;
+    segmentLimit_ = std::min(segmentLimit_, flushThreshold_);
+  }
 
  private:
   Node& append(NodeKind kind);
   Recorded recordRedistribute(int64_t id, const Placements& placements);
   int64_t redistributeOnMesh(int64_t id, const Placements& placements);
   void track(const TensorMeta& meta, int sign);
+  // Hands the open segment over when it reached the current limit; the limit then doubles.
+  void flushWhenFull();
+  // Flushes before the program waits (a read, a sync): the devices go idle, so the next
+  // segments start short and grow, and the first kernels run while the program still records.
+  void flushBeforeWait();
 
   const MeshTable& meshes_;
   Controller& controller_;
@@ -73,6 +82,10 @@ class Recorder {
   int64_t nextId_ = 1;
   uint64_t nextSeq_ = 1;
   size_t flushThreshold_ = 256;
+  // the size at which the open segment is handed over: kFirstAfterWait after a wait, doubling
+  // up to flushThreshold_
+  static constexpr size_t kFirstAfterWait = 32;
+  size_t segmentLimit_ = kFirstAfterWait;
 };
 
 }  // namespace dtorch::core

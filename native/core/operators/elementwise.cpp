@@ -73,6 +73,15 @@ const UnaryEntry kUnary[] = {
        at::Tensor t = reusedInput(ctx);
        ctx.outputs.push_back(at::silu_(t));
      }},
+    // x * sigmoid(1.702 x): CLIP's activation (transformers' QuickGELUActivation), one node
+    // instead of three, with the same operations in the same order
+    {"quick_gelu", UnaryResult::kFloat, false,
+     [](KernelContext& ctx) { ctx.outputs.push_back(at::sigmoid(at::mul(ctx.input(0), 1.702)).mul_(ctx.input(0))); },
+     [](KernelContext& ctx) {
+       at::Tensor t = reusedInput(ctx);
+       const at::Tensor gate = at::sigmoid(at::mul(t, 1.702));
+       ctx.outputs.push_back(t.mul_(gate));
+     }},
     {"isnan", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(isnan)},
     {"isinf", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(isinf)},
     {"logical_not", UnaryResult::kBool, false, DTORCH_UNARY_NO_INPLACE(logical_not)},

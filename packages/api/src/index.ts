@@ -44,7 +44,7 @@ export {
 export {
   add, sub, mul, div, pow, minimum, maximum, eq, ne, lt, le, gt, ge, logicalAnd, logicalOr, logicalNot,
   where, maskedFill, clamp, neg, abs, relu, square, floor, round, exp, log, log2, sqrt, rsqrt, reciprocal,
-  sin, cos, tanh, sigmoid, silu, gelu, isnan, isinf,
+  sin, cos, tanh, sigmoid, silu, gelu, quickGelu, isnan, isinf,
 } from './ops/elementwise.js';
 export { outer, einsum } from './ops/nn.js';
 export * as functional from './functional.js';

@@ -251,6 +251,9 @@ export class Tensor {
   silu(): Tensor {
     return elementwise.silu(this);
   }
+  quickGelu(): Tensor {
+    return elementwise.quickGelu(this);
+  }
   isnan(): Tensor {
     return elementwise.isnan(this);
   }

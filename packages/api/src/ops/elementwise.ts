@@ -32,6 +32,8 @@ export const cos = (x: Tensor): Tensor => unary('cos', x);
 export const tanh = (x: Tensor): Tensor => unary('tanh', x);
 export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x);
 export const silu = (x: Tensor): Tensor => unary('silu', x);
+/** x · sigmoid(1.702 x): CLIP's activation (transformers' QuickGELUActivation), as one op. */
+export const quickGelu = (x: Tensor): Tensor => unary('quick_gelu', x);
 export const isnan = (x: Tensor): Tensor => unary('isnan', x);
 export const isinf = (x: Tensor): Tensor => unary('isinf', x);
 export const logicalNot = (x: Tensor): Tensor => unary('logical_not', x);

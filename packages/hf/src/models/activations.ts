@@ -12,7 +12,7 @@ const activations: Record<string, Activation> = {
   gelu_new: (x) => dt.F.gelu(x, { approximate: 'tanh' }),
   gelu_fast: (x) => dt.F.gelu(x, { approximate: 'tanh' }),
   gelu_pytorch_tanh: (x) => dt.F.gelu(x, { approximate: 'tanh' }),
-  quick_gelu: (x) => dt.tidy(() => x.mul(dt.F.sigmoid(x.mul(1.702)))),
+  quick_gelu: (x) => dt.F.quickGelu(x),
   silu: (x) => dt.F.silu(x),
   swish: (x) => dt.F.silu(x),
   tanh: (x) => dt.F.tanh(x),

@@ -45,9 +45,11 @@ export class T5Attention extends nn.Module {
     return dt.tidy(() => {
       const buckets = relativePositionBuckets(length, length, { bidirectional: true, numBuckets: this.numBuckets, maxDistance: this.maxDistance, mesh: table.weight.mesh });
       const bias = table.forward(buckets).permute([2, 0, 1]).unsqueeze(0); // [1, heads, q, k]
-      if (!attentionMask) return bias;
+      // laid out contiguously once for all layers: GPU attention kernels take an additive mask
+      // only when its rows are contiguous, else the attention falls back to unfused math in float32
+      if (!attentionMask) return bias.contiguous();
       const attend = attentionMask.ne(0).reshape([attentionMask.shape[0]!, 1, 1, length]);
-      return dt.where(attend, bias, lowest[bias.dtype] ?? -Infinity);
+      return dt.where(attend, bias, lowest[bias.dtype] ?? -Infinity).contiguous();
     });
   }
 
