@@ -7,11 +7,11 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import { sha1Hex, startFakeHub, type FakeFile, type FakeHub } from '../../packages/external/test/fake_hub.js';
-import { isolateHubEnv, tempDir } from '../../packages/external/test/hub_env.js';
+import { sha1Hex, type FakeFile } from '../../packages/external/test/fake_hub.js';
+import { tempDir, useFakeHub } from '../../packages/external/test/hub_env.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/', import.meta.url));
 const REPO = 'tiny-org/tiny-pipeline';
@@ -33,23 +33,13 @@ const repoFiles: FakeFile[] = [
   ...filesOf(join(fixtures, 'tokenizers', 't5-hub'), 'tokenizer_3'),
 ];
 
-let hub: FakeHub;
-let cacheDir: string;
-beforeAll(async () => {
-  isolateHubEnv();
-  cacheDir = tempDir('hub-cache');
-  hub = await startFakeHub({ repos: [{ id: REPO, revisions: { main: { commit: sha1Hex('pipeline main'), files: repoFiles } } }] });
-});
-afterAll(async () => {
-  await hub.close();
-  vi.unstubAllEnvs();
-});
-
-const downloaded = () => hub.requests.filter((r) => (r.route === 'resolve' || r.route === 'cdn') && r.method === 'GET' && r.range === undefined).map((r) => r.file);
+const fake = useFakeHub(() => [{ id: REPO, revisions: { main: { commit: sha1Hex('pipeline main'), files: repoFiles } } }]);
+const cacheDir = tempDir('hub-cache');
+const downloaded = () => fake.hub.requests.filter((r) => (r.route === 'resolve' || r.route === 'cdn') && r.method === 'GET' && r.range === undefined).map((r) => r.file);
 
 describe('fromPretrained from the hub', () => {
   it('downloads only what the model and tokenizer read, and gives what the folder gives', async () => {
-    const options = { hubUrl: hub.url, cacheDir };
+    const options = { hubUrl: fake.hub.url, cacheDir };
     const t5 = await hf.T5EncoderModel.fromPretrained(REPO, { ...options, subfolder: 'text_encoder_3' });
     const tokenizer = await hf.AutoTokenizer.fromPretrained(REPO, { ...options, subfolder: 'tokenizer_3' });
     const files = [...new Set(downloaded())].sort();
@@ -75,19 +65,19 @@ describe('fromPretrained from the hub', () => {
 
   it('never downloads a file again, and loads offline with no request', async () => {
     const before = downloaded().length;
-    const again = await hf.T5EncoderModel.fromPretrained(REPO, { hubUrl: hub.url, cacheDir, subfolder: 'text_encoder_3' });
+    const again = await hf.T5EncoderModel.fromPretrained(REPO, { hubUrl: fake.hub.url, cacheDir, subfolder: 'text_encoder_3' });
     expect(downloaded().length).toBe(before);
     again.dispose();
-    const requests = hub.requests.length;
-    const offline = await hf.T5EncoderModel.fromPretrained(REPO, { hubUrl: hub.url, cacheDir, subfolder: 'text_encoder_3', localFilesOnly: true });
-    const tokenizer = await hf.AutoTokenizer.fromPretrained(REPO, { hubUrl: hub.url, cacheDir, subfolder: 'tokenizer_3', localFilesOnly: true });
-    expect(hub.requests.length).toBe(requests);
+    const requests = fake.hub.requests.length;
+    const offline = await hf.T5EncoderModel.fromPretrained(REPO, { hubUrl: fake.hub.url, cacheDir, subfolder: 'text_encoder_3', localFilesOnly: true });
+    const tokenizer = await hf.AutoTokenizer.fromPretrained(REPO, { hubUrl: fake.hub.url, cacheDir, subfolder: 'tokenizer_3', localFilesOnly: true });
+    expect(fake.hub.requests.length).toBe(requests);
     expect(tokenizer.eosTokenId).toBe(1);
     offline.dispose();
   });
 
   it('names the repository and file of what is missing on the hub', async () => {
-    const err = await hf.CLIPTextModel.fromPretrained(REPO, { hubUrl: hub.url, cacheDir, subfolder: 'text_encoder' }).catch((e: unknown) => e);
+    const err = await hf.CLIPTextModel.fromPretrained(REPO, { hubUrl: fake.hub.url, cacheDir, subfolder: 'text_encoder' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(dt.DTorchError);
     expect((err as dt.DTorchError).code).toBe('NOT_FOUND');
     expect((err as Error).message).toMatch(/tiny-org\/tiny-pipeline.*text_encoder\/config\.json/);

@@ -3,7 +3,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, vi } from 'vitest';
+import { startFakeHub, type FakeHub, type FakeRepo } from './fake_hub.js';
 
 export const HF_VARIABLES = [
   'HF_HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'XDG_CACHE_HOME', 'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN',
@@ -39,4 +40,30 @@ export async function captureOutput<T>(task: () => Promise<T>): Promise<{ result
   } finally {
     for (const spy of spies) spy.mockRestore();
   }
+}
+
+/**
+ * A fake hub serving `repos` for the tests of this file, and before each test a fresh HF
+ * environment (isolateHubEnv) and an empty request log. Read the hub through `.hub`.
+ */
+export function useFakeHub(repos: () => FakeRepo[]): { readonly hub: FakeHub } {
+  let hub: FakeHub | undefined;
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: repos() });
+  });
+  afterAll(async () => {
+    await hub?.close();
+  });
+  beforeEach(() => {
+    isolateHubEnv();
+    hub!.requests.length = 0;
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+  return {
+    get hub() {
+      return hub!;
+    },
+  };
 }

@@ -4,10 +4,10 @@
 // and scan_cache_dir read this one with no warning), no second download, revisions, offline mode.
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DTorchError } from '@dtorch/common';
-import { gitBlobSha1, sha256Hex, startFakeHub, type FakeHub } from '../../test/fake_hub.js';
-import { captureOutput, isolateHubEnv, tempDir } from '../../test/hub_env.js';
+import { gitBlobSha1, sha256Hex, startFakeHub } from '../../test/fake_hub.js';
+import { captureOutput, tempDir, useFakeHub } from '../../test/hub_env.js';
 import { MAIN_COMMIT, REPO_ID, V1_COMMIT, tinyFiles, tinyRepo } from '../../test/tiny_repo.js';
 import { readSafetensorsHeader } from '../safetensors.js';
 import { HubRepoFiles } from './hub_repo_files.js';
@@ -39,38 +39,25 @@ const file = (path: string) => tinyFiles().find((f) => f.path === path)!;
 // the blob name Python gives: sha256 for an LFS file, the git blob sha1 else
 const blobOf = (path: string) => (file(path).lfs ? sha256Hex(file(path).content) : gitBlobSha1(file(path).content));
 
-let hub: FakeHub;
-beforeAll(async () => {
-  hub = await startFakeHub({ repos: [tinyRepo()] });
-});
-afterAll(async () => {
-  await hub.close();
-});
-beforeEach(() => {
-  isolateHubEnv();
-  hub.requests.length = 0;
-});
-afterEach(() => {
-  vi.unstubAllEnvs();
-});
+const fake = useFakeHub(() => [tinyRepo()]);
 
 describe('hub repositories in the HF cache', () => {
   it('lists the files at the revision with one call and downloads nothing until asked', async () => {
     const cacheDir = tempDir('cache');
-    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url });
+    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url });
     expect(repo).toBeInstanceOf(HubRepoFiles);
     expect(repo.description).toBe(`${REPO_ID}@main`);
     expect(repo.root).toBe(join(cacheDir, FOLDER, 'snapshots', MAIN_COMMIT));
     expect(repo.list()).toEqual([...ALL].sort());
     expect(repo.has('model.safetensors')).toBe(true);
     expect(repo.has('model.safetensors.index.json')).toBe(false);
-    expect(hub.requests.map((r) => `${r.method} ${r.route} ${r.path}`)).toEqual([`GET info /api/models/${REPO_ID}/revision/main`]);
+    expect(fake.hub.requests.map((r) => `${r.method} ${r.route} ${r.path}`)).toEqual([`GET info /api/models/${REPO_ID}/revision/main`]);
     expect(existsSync(join(cacheDir, FOLDER))).toBe(false);
   });
 
   it('writes blobs/, refs/main and snapshots/<commit>/ links exactly as huggingface_hub does', async () => {
     const cacheDir = tempDir('cache');
-    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url });
+    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url });
     const paths = await repo.fetch(ALL);
     expect(paths).toEqual(ALL.map((p) => join(cacheDir, FOLDER, 'snapshots', MAIN_COMMIT, p)));
     expect(tree(cacheDir)).toEqual([
@@ -96,30 +83,30 @@ describe('hub repositories in the HF cache', () => {
     for (const p of ALL) expect(new Uint8Array(readFileSync(join(repo.root, p)))).toEqual(file(p).content);
     expect([...readSafetensorsHeader(join(repo.root, 'model.safetensors')).tensors.keys()]).toEqual(['linear.weight']);
     // one body per file: small files from resolve, the LFS file from the CDN it redirects to
-    for (const p of ['config.json', 'tokenizer.json', 'text_encoder/config.json']) expect(hub.count('resolve', { file: p, body: true })).toBe(1);
-    expect(hub.count('cdn', { file: 'model.safetensors', body: true })).toBe(1);
+    for (const p of ['config.json', 'tokenizer.json', 'text_encoder/config.json']) expect(fake.hub.count('resolve', { file: p, body: true })).toBe(1);
+    expect(fake.hub.count('cdn', { file: 'model.safetensors', body: true })).toBe(1);
   });
 
   it('never downloads a cached file again: a new openRepo fetches it with no request for its bytes', async () => {
     const cacheDir = tempDir('cache');
-    await (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url })).fetch(['config.json', 'model.safetensors']);
-    hub.requests.length = 0;
-    const again = await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url });
+    await (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url })).fetch(['config.json', 'model.safetensors']);
+    fake.hub.requests.length = 0;
+    const again = await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url });
     const paths = await again.fetch(['config.json', 'model.safetensors', 'config.json']);
     expect(paths).toEqual(['config.json', 'model.safetensors', 'config.json'].map((p) => join(again.root, p)));
     // the revision's listing (metadata) only
-    expect(hub.requests.map((r) => r.route)).toEqual(['info']);
+    expect(fake.hub.requests.map((r) => r.route)).toEqual(['info']);
     // a file not fetched yet is downloaded, once
     await again.fetch(['tokenizer.json']);
-    expect(hub.count('resolve', { file: 'tokenizer.json', body: true })).toBe(1);
-    expect(hub.count('resolve', { file: 'config.json' })).toBe(0);
+    expect(fake.hub.count('resolve', { file: 'tokenizer.json', body: true })).toBe(1);
+    expect(fake.hub.count('resolve', { file: 'config.json' })).toBe(0);
   });
 
   it('resolves another revision to its own snapshot and writes refs/<revision>; shared bytes are one blob', async () => {
     const cacheDir = tempDir('cache');
-    await (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url })).fetch(ALL);
-    hub.requests.length = 0;
-    const v1 = (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url, revision: 'v1' })) as HubRepoFiles;
+    await (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url })).fetch(ALL);
+    fake.hub.requests.length = 0;
+    const v1 = (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url, revision: 'v1' })) as HubRepoFiles;
     expect(v1.description).toBe(`${REPO_ID}@v1`);
     expect(v1.commit).toBe(V1_COMMIT);
     await v1.fetch(ALL);
@@ -128,13 +115,13 @@ describe('hub repositories in the HF cache', () => {
     expect(readFileSync(join(v1.root, 'config.json'), 'utf8')).toContain('"hidden_size":4');
     expect(readlinkSync(join(v1.root, 'model.safetensors'))).toBe(`../../blobs/${blobOf('model.safetensors')}`);
     // only v1's new config.json has bytes sent; the rest were blobs already
-    expect(hub.requests.filter((r) => (r.route === 'resolve' || r.route === 'cdn') && r.method === 'GET' && r.range !== 'bytes=0-0').map((r) => r.file)).toEqual(['config.json']);
-    expect(hub.requests.filter((r) => r.route === 'paths-info').every((r) => r.path.endsWith(`/paths-info/${V1_COMMIT}`))).toBe(true);
+    expect(fake.hub.requests.filter((r) => (r.route === 'resolve' || r.route === 'cdn') && r.method === 'GET' && r.range !== 'bytes=0-0').map((r) => r.file)).toEqual(['config.json']);
+    expect(fake.hub.requests.filter((r) => r.route === 'paths-info').every((r) => r.path.endsWith(`/paths-info/${V1_COMMIT}`))).toBe(true);
   });
 
   it('takes a commit hash as the revision, writing no ref', async () => {
     const cacheDir = tempDir('cache');
-    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url, revision: V1_COMMIT });
+    const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url, revision: V1_COMMIT });
     await repo.fetch(['config.json']);
     expect(repo.root).toBe(join(cacheDir, FOLDER, 'snapshots', V1_COMMIT));
     expect(existsSync(join(cacheDir, FOLDER, 'refs'))).toBe(false);
@@ -177,7 +164,7 @@ describe('hub repositories in the HF cache', () => {
     Object.defineProperty(process.stderr, 'isTTY', { value: false, configurable: true });
     try {
       const cacheDir = tempDir('cache');
-      const { error, output } = await captureOutput(async () => (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url })).fetch(ALL));
+      const { error, output } = await captureOutput(async () => (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url })).fetch(ALL));
       expect(error).toBeUndefined();
       expect(output).toBe('');
     } finally {
@@ -190,11 +177,11 @@ describe('hub repositories in the HF cache', () => {
 describe('offline (localFilesOnly, HF_HUB_OFFLINE=1)', () => {
   it('resolves from the cache with no request at all, even with the hub gone', async () => {
     const cacheDir = tempDir('cache');
-    const online = await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url });
+    const online = await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url });
     await online.fetch(['config.json', 'model.safetensors', 'text_encoder/config.json']);
     const other = await startFakeHub({ repos: [tinyRepo()] });
     await other.close();
-    hub.requests.length = 0;
+    fake.hub.requests.length = 0;
 
     const repo = await openRepo(REPO_ID, { cacheDir, hubUrl: other.url, localFilesOnly: true });
     expect(repo.root).toBe(online.root);
@@ -207,13 +194,13 @@ describe('offline (localFilesOnly, HF_HUB_OFFLINE=1)', () => {
     const byEnv = await openRepo(REPO_ID, { cacheDir });
     expect((byEnv as HubRepoFiles).offline).toBe(true);
     expect(await byEnv.fetch(['config.json'])).toEqual([join(online.root, 'config.json')]);
-    expect(hub.requests).toEqual([]);
+    expect(fake.hub.requests).toEqual([]);
   });
 
   it('says a file is not in the cache and that offline mode is on, and how to turn it off', async () => {
     const cacheDir = tempDir('cache');
-    await (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url })).fetch(['config.json']);
-    hub.requests.length = 0;
+    await (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url })).fetch(['config.json']);
+    fake.hub.requests.length = 0;
     const repo = await openRepo(REPO_ID, { cacheDir, localFilesOnly: true });
     const err = await repo.fetch(['tokenizer.json']).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DTorchError);
@@ -225,7 +212,7 @@ describe('offline (localFilesOnly, HF_HUB_OFFLINE=1)', () => {
     expect((absent as DTorchError).code).toBe('NOT_FOUND');
     expect((absent as DTorchError).message).toContain('tiny-org/never-downloaded@main is not in the HF cache');
     expect((absent as DTorchError).message).toContain('offline mode is on (HF_HUB_OFFLINE=1)');
-    expect(hub.requests).toEqual([]);
+    expect(fake.hub.requests).toEqual([]);
   });
 
   it('reads a cache laid out by Python (refs/main, snapshots/<sha>/file -> ../../blobs/<hash>)', async () => {

@@ -3,10 +3,9 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DTorchError } from '@dtorch/common';
-import { startFakeHub, type FakeHub } from '../../test/fake_hub.js';
-import { isolateHubEnv, tempDir } from '../../test/hub_env.js';
+import { tempDir, useFakeHub } from '../../test/hub_env.js';
 import { MAIN_COMMIT, REPO_ID, tinyRepo } from '../../test/tiny_repo.js';
 import { defaultHubCacheDir } from './hub_env.js';
 import { HubRepoFiles } from './hub_repo_files.js';
@@ -15,20 +14,7 @@ import { LocalRepoFiles } from './repo_files.js';
 
 const FOLDER = 'models--tiny-org--tiny-model';
 
-let hub: FakeHub;
-beforeAll(async () => {
-  hub = await startFakeHub({ repos: [tinyRepo()] });
-});
-afterAll(async () => {
-  await hub.close();
-});
-beforeEach(() => {
-  isolateHubEnv();
-  hub.requests.length = 0;
-});
-afterEach(() => {
-  vi.unstubAllEnvs();
-});
+const fake = useFakeHub(() => [tinyRepo()]);
 
 async function codeOf(promise: Promise<unknown>): Promise<[string, string]> {
   const err = await promise.then(() => undefined, (e: unknown) => e);
@@ -44,13 +30,13 @@ describe('openRepo sources', () => {
     const cwd = process.cwd();
     process.chdir(dir);
     try {
-      const repo = await openRepo('org/name', { hubUrl: hub.url });
+      const repo = await openRepo('org/name', { hubUrl: fake.hub.url });
       expect(repo).toBeInstanceOf(LocalRepoFiles);
       expect(repo.list()).toEqual(['config.json']);
     } finally {
       process.chdir(cwd);
     }
-    expect(hub.requests).toEqual([]);
+    expect(fake.hub.requests).toEqual([]);
   });
 
   it('knows hub ids by HF rules and refuses anything else as INVALID_ARGUMENT', async () => {
@@ -63,7 +49,7 @@ describe('openRepo sources', () => {
     expect(message).toBe('"./no/such/folder/here" is neither a folder on this machine nor a hub id: a hub id is "name" or "org/name" ' +
       "of letters, digits, '-', '_' and '.' (at most 96 each, no '--' or '..'); give an existing folder or a hub id");
     expect((await codeOf(openRepo('')))[0]).toBe('INVALID_ARGUMENT');
-    expect(hub.requests).toEqual([]);
+    expect(fake.hub.requests).toEqual([]);
   });
 
   it('refuses bad options', async () => {
@@ -79,14 +65,14 @@ describe('openRepo sources', () => {
     const secret = 987654321;
     const bad = await codeOf(openRepo(REPO_ID, { token: secret as unknown as string }));
     expect(bad).toEqual(['INVALID_ARGUMENT', 'Expected a non-empty string for options.token but received a value of type number']);
-    const repo = await openRepo(REPO_ID, { hubUrl: hub.url, cacheDir: tempDir('cache') });
+    const repo = await openRepo(REPO_ID, { hubUrl: fake.hub.url, cacheDir: tempDir('cache') });
     expect((await codeOf(repo.fetch(['../escape.json'])))[0]).toBe('INVALID_ARGUMENT');
     expect((await codeOf(repo.fetch(['/etc/passwd'])))[0]).toBe('INVALID_ARGUMENT');
   });
 });
 
 describe('where the cache and the hub are', () => {
-  it('cache dir: options.cacheDir, else HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub', async () => {
+  it('cache dir: options.cacheDir, else HF_HUB_CACHE, else HF_HOME/fake.hub, else ~/.cache/huggingface/hub', async () => {
     expect(defaultHubCacheDir({})).toBe(join(homedir(), '.cache', 'huggingface', 'hub'));
     expect(defaultHubCacheDir({ HF_HOME: '/h' })).toBe('/h/hub');
     expect(defaultHubCacheDir({ HF_HOME: '/h', HF_HUB_CACHE: '/c' })).toBe('/c');
@@ -98,23 +84,23 @@ describe('where the cache and the hub are', () => {
     const hubCache = tempDir('hub-cache');
     const explicit = tempDir('explicit');
     vi.stubEnv('HF_HOME', home);
-    await (await openRepo(REPO_ID, { hubUrl: hub.url })).fetch(['config.json']);
+    await (await openRepo(REPO_ID, { hubUrl: fake.hub.url })).fetch(['config.json']);
     expect(existsSync(join(home, 'hub', FOLDER, 'snapshots', MAIN_COMMIT, 'config.json'))).toBe(true);
     vi.stubEnv('HF_HUB_CACHE', hubCache);
-    await (await openRepo(REPO_ID, { hubUrl: hub.url })).fetch(['config.json']);
+    await (await openRepo(REPO_ID, { hubUrl: fake.hub.url })).fetch(['config.json']);
     expect(existsSync(join(hubCache, FOLDER, 'refs', 'main'))).toBe(true);
-    const repo = await openRepo(REPO_ID, { hubUrl: hub.url, cacheDir: explicit });
+    const repo = await openRepo(REPO_ID, { hubUrl: fake.hub.url, cacheDir: explicit });
     expect((repo as HubRepoFiles).cacheDir).toBe(explicit);
     await repo.fetch(['config.json']);
     expect(existsSync(join(explicit, FOLDER, 'snapshots', MAIN_COMMIT, 'config.json'))).toBe(true);
   });
 
   it('hub: options.hubUrl, else HF_ENDPOINT (a trailing / dropped)', async () => {
-    vi.stubEnv('HF_ENDPOINT', `${hub.url}/`);
+    vi.stubEnv('HF_ENDPOINT', `${fake.hub.url}/`);
     const repo = await openRepo(REPO_ID, { cacheDir: tempDir('cache') });
     expect(repo.list()).toContain('config.json');
-    expect(hub.requests.map((r) => r.path)).toEqual([`/api/models/${REPO_ID}/revision/main`]);
+    expect(fake.hub.requests.map((r) => r.path)).toEqual([`/api/models/${REPO_ID}/revision/main`]);
     vi.stubEnv('HF_ENDPOINT', 'http://127.0.0.1:9');
-    expect((await openRepo(REPO_ID, { cacheDir: tempDir('cache'), hubUrl: hub.url })).list()).toContain('config.json');
+    expect((await openRepo(REPO_ID, { cacheDir: tempDir('cache'), hubUrl: fake.hub.url })).list()).toContain('config.json');
   });
 });

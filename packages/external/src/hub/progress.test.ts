@@ -1,26 +1,13 @@
 // Download progress: bytes per file to onProgress, a cli-progress bar on a terminal, nothing else.
 import { Writable } from 'node:stream';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startFakeHub, type FakeHub } from '../../test/fake_hub.js';
-import { captureOutput, isolateHubEnv, tempDir } from '../../test/hub_env.js';
+import { describe, expect, it } from 'vitest';
+import { captureOutput, tempDir, useFakeHub } from '../../test/hub_env.js';
 import { REPO_ID, tinyFiles, tinyRepo } from '../../test/tiny_repo.js';
 import type { DownloadProgress } from './hub_fetch.js';
 import { openRepo } from './open_repo.js';
 import { terminalSink } from './progress.js';
 
-let hub: FakeHub;
-beforeAll(async () => {
-  hub = await startFakeHub({ repos: [tinyRepo()] });
-});
-afterAll(async () => {
-  await hub.close();
-});
-beforeEach(() => {
-  isolateHubEnv();
-});
-afterEach(() => {
-  vi.unstubAllEnvs();
-});
+const fake = useFakeHub(() => [tinyRepo()]);
 
 describe('download progress', () => {
   it('gives onProgress increasing byte counts per file, ending at the file size; nothing for a cached file', async () => {
@@ -28,7 +15,7 @@ describe('download progress', () => {
     const cacheDir = tempDir('cache');
     const files = ['model.safetensors', 'config.json'];
     const { output } = await captureOutput(async () =>
-      (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url, onProgress: (p) => events.push(p) })).fetch(files));
+      (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url, onProgress: (p) => events.push(p) })).fetch(files));
     expect(output).toBe('');
     for (const path of files) {
       const size = tinyFiles().find((f) => f.path === path)!.content.byteLength;
@@ -43,7 +30,7 @@ describe('download progress', () => {
     expect(events.findIndex((e) => e.file === 'config.json')).toBeGreaterThan(events.findLastIndex((e) => e.file === 'model.safetensors'));
 
     events.length = 0;
-    await (await openRepo(REPO_ID, { cacheDir, hubUrl: hub.url, onProgress: (p) => events.push(p) })).fetch(files);
+    await (await openRepo(REPO_ID, { cacheDir, hubUrl: fake.hub.url, onProgress: (p) => events.push(p) })).fetch(files);
     expect(events).toEqual([]);
   });
 
