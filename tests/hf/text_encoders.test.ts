@@ -3,7 +3,7 @@
 // float32 within 1e-4 of the largest reference value (max |got - want| / max |want|), on one
 // CPU device, tp=2, tp=4 and dp=2 x tp=2; loaded as bfloat16 from the float32 checkpoint
 // (converted while loading) within 3e-2 of transformers run in bfloat16 (8-bit mantissas,
-// rounded at every op of two layers).
+// rounded at every op of two layers); T5 as float16 within 1e-2, with `wo` kept in float32.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -106,6 +106,25 @@ describe.each([meshes[0]!, meshes[1]!, meshes[4]!])('text encoders loaded as bfl
     const out = run(model, ids, { attentionMask: mask });
     expect(out.lastHiddenState.dtype).toBe('bfloat16');
     await expectClose(out.lastHiddenState, reference(`${name}.bf16.last_hidden_state`, mesh), 3e-2, `${name} bf16`);
+    dt.dispose([out, ids, mask]);
+    model.dispose();
+  });
+});
+
+// float16 as transformers' from_pretrained loads T5: `wo` kept in float32 (_keep_in_fp32_modules),
+// so the residual stream after the first feed-forward is float32 and the final norm's output
+// float16; within 1e-2 of transformers (10-bit mantissas)
+describe.each([meshes[0]!, meshes[1]!, meshes[4]!])('T5 loaded as float16 on $name', ({ make, skip }) => {
+  it.skipIf(skip).each(models.filter((m) => m.name.startsWith('t5')))('$name', async ({ name, load }) => {
+    const mesh = make();
+    const model = (await load({ mesh, dtype: 'float16' })) as hf.T5EncoderModel;
+    const ff = model.encoder.block.at(0).layer.at(1) as unknown as { DenseReluDense: { wo: { weight: dt.Tensor } } };
+    expect(ff.DenseReluDense.wo.weight.dtype).toBe('float32');
+    expect(model.shared.weight.dtype).toBe('float16');
+    const [ids, mask] = [reference(`${name}.input_ids`, mesh), reference(`${name}.attention_mask`, mesh)];
+    const out = model.call(ids, { attentionMask: mask });
+    expect(out.lastHiddenState.dtype).toBe('float16');
+    await expectClose(out.lastHiddenState, reference(`${name}.fp16.last_hidden_state`, mesh), 1e-2, `${name} fp16`);
     dt.dispose([out, ids, mask]);
     model.dispose();
   });

@@ -12,6 +12,7 @@ beside the folders with the inputs and transformers' outputs:
 io.safetensors, for each <name>: "<name>.input_ids", "<name>.attention_mask" (int64) and
   "<name>.last_hidden_state" (no mask), "<name>.masked.last_hidden_state" (with the mask),
   "<name>.bf16.last_hidden_state" (weights and compute in bfloat16, with the mask),
+  T5: "<name>.fp16.last_hidden_state" (loaded as float16 by from_pretrained: `wo` stays float32),
   CLIP: "<name>.pooler_output" / "<name>.text_embeds", "<name>.hidden_states.<i>" (with the mask).
 Everything in float32 unless named bf16 (stored as float32). Weights are transformers' own
 initialisation from a fixed seed, scaled up where they are tiny so that every layer matters.
@@ -79,6 +80,10 @@ def run_t5(name, feed_forward_proj, shards, seed, io):
         io[f"{name}.masked.last_hidden_state"] = model(input_ids=ids, attention_mask=mask).last_hidden_state
         bf16 = model.to(torch.bfloat16)
         io[f"{name}.bf16.last_hidden_state"] = bf16(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+        # float16 through from_pretrained, which keeps `wo` in float32 (_keep_in_fp32_modules)
+        fp16 = T5EncoderModel.from_pretrained(out / name, dtype=torch.float16).eval()
+        assert fp16.encoder.block[0].layer[1].DenseReluDense.wo.weight.dtype == torch.float32
+        io[f"{name}.fp16.last_hidden_state"] = fp16(input_ids=ids, attention_mask=mask).last_hidden_state.float()
 
 
 def run_clip(name, cls, hidden_act, eos, seed, io):
