@@ -5,9 +5,13 @@
 // tanh, whose LibTorch kernels take a vector or a scalar path depending on the length of the
 // piece; <= 1e-5 relative for sum, mean, matmul), or
 // throws PLACEMENT_MISMATCH naming the op, the inputs' placements, the legal rows and a fix.
+// A refusal is not taken on trust: for the ops the placement oracle models (placement_oracle.ts:
+// elementwise unary and binary, scalar arithmetic, matmul, sum, mean, linear) with Partial(sum)
+// or no Partial, the oracle must find the combination illegal, or list why it is refused.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { Gen, numel, propertyMeshes, propertySeed } from './random.js';
+import * as o from './placement_oracle.js';
 
 const meshes = propertyMeshes();
 const one = meshes[0]!;
@@ -24,7 +28,26 @@ interface OpCase {
   composite?: boolean; // built from other ops: a refusal names the inner op and its inputs
   dtypes?: dt.DType[]; // dtypes the case may run in (default float32)
   run: (inputs: dt.Tensor[]) => dt.Tensor;
+  /** The op on host tensors, for the oracle's judgement of a refusal (and its family name there). */
+  host?: { family: string; f: (x: o.Host[]) => o.Host; nonzero?: number[] };
 }
+
+const quickGelu = (v: number) => v / (1 + Math.exp(-1.702 * v));
+const hostUnary: Record<string, (v: number) => number> = {
+  relu: (v) => Math.max(0, v),
+  abs: Math.abs,
+  square: (v) => v * v,
+  floor: Math.floor,
+  exp: Math.exp,
+  sigmoid: (v) => 1 / (1 + Math.exp(-v)),
+  tanh: Math.tanh,
+  silu: (v) => v / (1 + Math.exp(-v)),
+  quickGelu,
+  sin: Math.sin,
+  neg: (v) => -v,
+};
+const hostBinary = { add: (a: number, b: number) => a + b, sub: (a: number, b: number) => a - b, mul: (a: number, b: number) => a * b, div: (a: number, b: number) => a / b };
+const unaryHost = (name: string, f: (v: number) => number) => ({ family: name, f: ([x]: o.Host[]) => o.unary(x!, f) });
 
 // A shape `b` that broadcasts against `a`: some dims dropped from the front or set to 1.
 function broadcastPartner(g: Gen, a: number[]): number[] {
@@ -42,16 +65,17 @@ function randomOp(g: Gen): OpCase {
     case 'unary': {
       const op = g.pick(['relu', 'abs', 'square', 'floor', 'exp', 'sigmoid', 'tanh', 'silu', 'quickGelu', 'sin'] as const);
       const exact = ['relu', 'abs', 'square', 'floor'].includes(op);
-      return { name: op, shapes: [a], tolerance: exact ? 0 : 1e-6, run: ([x]) => x![op]() };
+      return { name: op, shapes: [a], tolerance: exact ? 0 : 1e-6, run: ([x]) => x![op](), host: unaryHost(op, hostUnary[op]!) };
     }
     case 'linear-unary':
-      return { name: 'neg', shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x!.neg() };
+      return { name: 'neg', shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x!.neg(), host: unaryHost('neg', hostUnary['neg']!) };
     case 'binary': {
       const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
       const b = broadcastPartner(g, a);
+      const host = { family: op, f: ([x, y]: o.Host[]) => o.binary(x!, y!, hostBinary[op]), nonzero: op === 'div' ? [1] : [] };
       return g.chance(0.5)
-        ? { name: op, shapes: [a, b], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!) }
-        : { name: op, shapes: [b, a], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!) };
+        ? { name: op, shapes: [a, b], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!), host }
+        : { name: op, shapes: [b, a], tolerance: 0, dtypes: op === 'div' ? floats : numeric, run: ([x, y]) => x![op](y!), host };
     }
     case 'compare': {
       const op = g.pick(['eq', 'lt', 'ge', 'minimum', 'maximum'] as const);
@@ -65,20 +89,26 @@ function randomOp(g: Gen): OpCase {
     case 'scalar': {
       const op = g.pick(['add', 'sub', 'mul', 'div'] as const);
       const s = g.pick([2, -3, 0.5]);
-      return { name: `${op}(${s})`, shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x![op](s) };
+      return { name: `${op}(${s})`, shapes: [a], tolerance: 0, dtypes: numeric, run: ([x]) => x![op](s), host: unaryHost(op, (v) => hostBinary[op](v, s)) };
     }
     case 'matmul': {
       const [m, k, n] = [g.int(1, 6), g.int(1, 6), g.int(1, 6)];
       const batch = g.chance(0.4) ? [g.int(1, 3)] : [];
       const lhs = g.chance(0.15) ? [k] : [...batch, m, k];
       const rhs = g.chance(0.15) ? [k] : [...(g.chance(0.5) ? batch : []), k, n];
-      return { name: 'matmul', shapes: [lhs, rhs], tolerance: 1e-5, run: ([x, y]) => x!.matmul(y!) };
+      return { name: 'matmul', shapes: [lhs, rhs], tolerance: 1e-5, run: ([x, y]) => x!.matmul(y!), host: { family: 'matmul', f: ([x, y]) => o.matmul(x!, y!) } };
     }
     case 'reduce': {
       const op = g.pick(['sum', 'mean'] as const);
       const dims = g.chance(0.3) ? undefined : [g.int(-a.length, a.length - 1)];
       const keepdim = g.chance(0.5);
-      return { name: `${op}(${dims ?? 'all'}, ${keepdim})`, shapes: [a], tolerance: 1e-5, run: ([x]) => x![op](dims, keepdim) };
+      return {
+        name: `${op}(${dims ?? 'all'}, ${keepdim})`,
+        shapes: [a],
+        tolerance: 1e-5,
+        run: ([x]) => x![op](dims, keepdim),
+        host: { family: op, f: ([x]) => o.reduce(x!, op, dims, keepdim) },
+      };
     }
     case 'extreme': {
       const dim = g.int(-a.length, a.length - 1);
@@ -129,9 +159,9 @@ function randomOp(g: Gen): OpCase {
       const which = g.pick(['linear', 'linear-bias', 'layerNorm', 'rmsNorm', 'embedding', 'sdpa', 'sdpa-causal'] as const);
       switch (which) {
         case 'linear':
-          return { name: which, shapes: [[n, din], [dout, din]], tolerance: 1e-5, run: ([x, w]) => dt.F.linear(x!, w!) };
+          return { name: which, shapes: [[n, din], [dout, din]], tolerance: 1e-5, run: ([x, w]) => dt.F.linear(x!, w!), host: linearHost };
         case 'linear-bias':
-          return { name: which, shapes: [[n, din], [dout, din], [dout]], tolerance: 1e-5, run: ([x, w, b]) => dt.F.linear(x!, w!, b!) };
+          return { name: which, shapes: [[n, din], [dout, din], [dout]], tolerance: 1e-5, run: ([x, w, b]) => dt.F.linear(x!, w!, b!), host: linearHost };
         case 'layerNorm':
           return { name: which, shapes: [[n, 3, din], [din]], tolerance: 1e-5, run: ([x, w]) => dt.F.layerNorm(x!, [din], { weight: w! }) };
         case 'rmsNorm':
@@ -156,6 +186,18 @@ function randomOp(g: Gen): OpCase {
     case 'cast':
       return { name: 'to(float64)', shapes: [a], tolerance: 0, dtypes: every, run: ([x]) => x!.to('float64') };
   }
+}
+
+const linearHost = { family: 'linear', f: ([x, w, b]: o.Host[]) => o.linear(x!, w!, b) };
+
+// The oracle's reason to call a refused combination legal, or undefined when it agrees with the
+// refusal (or cannot judge: Partial(avg) inputs, ops it does not model).
+function legalButRefused(op: OpCase, placements: dt.Placement[][], mesh: dt.DeviceMesh, seed: number): string | undefined {
+  if (!op.host || placements.some((ps) => ps.some((p) => p.isPartial() && p.reduce !== 'sum'))) return undefined;
+  const pl = placements.map((ps) => ps.map((p): o.Pl => (p.isShard() ? o.S(p.dim) : p.isReplicate() ? o.R : o.P)));
+  const judged = o.judge(op.host.f, o.drawInputs(new Gen(seed), op.shapes, seed, op.host.nonzero), pl, mesh.shape);
+  if (judged.legal.size === 0 || judged.degenerate || o.listedRefusal(op.host.family, pl, mesh.shape)) return undefined;
+  return `the oracle finds it legal: ${judged.slicings.join('; ')}`;
 }
 
 async function valuesOf(t: dt.Tensor): Promise<number[]> {
@@ -198,6 +240,7 @@ describe('ops on distributed tensors (property)', () => {
         expect(e.message, what).toMatch(/match no signature row on mesh dim \d+ .*Legal rows on one mesh dim/s);
         if (!op.composite) for (const p of placements) expect(e.message, what).toContain(dt.formatPlacements(p));
         expect(e.message, what).toMatch(/Fix: input #\d\.redistribute\(mesh, \[/);
+        expect(legalButRefused(op, placements, mesh, propertySeed * 1000 + i), `${what}: refused`).toBeUndefined();
         illegal++;
         dt.dispose([inputs, expected]);
         continue;
