@@ -1,8 +1,10 @@
-// Every legal signature row of every primitive op: the rows are read from the engine for each
-// case's inputs, then the op runs with its inputs placed as each row says (and with Replicate
-// where a row accepts it, sliced locally) on meshes of 2, 3 (uneven) and 2x2 CPU devices, and
-// must equal the single-device result: exactly, or within 1e-5 relative where a reduction over
-// devices (a Partial result, a sharded contraction) reorders float sums.
+// Every signature row the engine lists for each primitive op: the rows are read from the engine
+// for each case's inputs, then the op runs with its inputs placed as each row says (and with
+// Replicate where a row accepts it, sliced locally) on meshes of 2, 3 (uneven) and 2x2 CPU
+// devices, and must equal the single-device result in shape, dtype and length, and in value:
+// exactly, or within 1e-5 relative where a reduction over devices (a Partial result, a sharded
+// contraction) reorders float sums. Rows come from the engine, so a missing row passes here:
+// tests/distributed/placement_oracle.test.ts finds those from the math.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { engine } from '@dtorch/core';
@@ -141,10 +143,17 @@ describe.each([
               throw new Error(`${what}: ${(err as Error).message}`);
             }
             expect(String(out.placements[meshDim]), what).toBe(String(dt.placementFromCode(row.output)));
+            expect(out.shape, what).toEqual(reference.shape);
+            expect(out.dtype, what).toBe(reference.dtype);
             const got = await valuesOf(out);
+            // the length first: a short or empty read must not pass an element-wise check
+            expect(got.length, what).toBe(want.length);
             const exact = !out.placements.some((p) => p.isPartial()) && !['matmul', 'linear', 'sdpa', 'conv2d'].some((n) => c.name.startsWith(n));
             if (exact) expect(got, what).toEqual(want);
-            else got.forEach((v, i) => expect(Math.abs(v - want[i]!), `${what} at ${i}`).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(want[i]!))));
+            else {
+              const far = got.findIndex((v, i) => !(Math.abs(v - want[i]!) <= 1e-5 * Math.max(1, Math.abs(want[i]!))));
+              expect(far, `${what}: ${got[far]} at ${far}, one device gives ${want[far]}`).toBe(-1);
+            }
             dt.dispose([inputs, out]);
             rowsRun++;
           }
