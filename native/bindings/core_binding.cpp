@@ -1,20 +1,24 @@
 // @dtorch/core's slice: the engine. Op calls pass their arguments through a shared
 // Float64Array (`args`) and get output metadata back through another (`out`), so a record
-// costs one N-API call with three small integers. Reads resolve promises through one
-// thread-safe function, never by polling.
+// costs one N-API call with three small integers. Both grow on demand (growArgs; a record whose
+// outputs need more room returns the grown `out`), so no op is limited by their size. Reads
+// resolve promises through one thread-safe function, never by polling.
 #include <napi.h>
 
 #include <ATen/ATen.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
 #include "bindings/binding_util.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/format.h"
 #include "core/communication/redistribute_plan.h"
+#include "core/communication/rendezvous.h"
 #include "core/operand/layout.h"
 #include "core/operators/op.h"
 #include "core/operators/registry.h"
@@ -30,6 +34,30 @@ using core::FetchResult;
 constexpr size_t kArgCapacity = 1 << 16;
 constexpr size_t kOutCapacity = 1 << 12;
 
+// Doubles shared with JS as a Float64Array over native memory. Growing moves them to new
+// storage; the old storage stays until the engine goes, so that a stale JS view can never write
+// into freed memory.
+class SharedBuffer {
+ public:
+  explicit SharedBuffer(size_t capacity) { storage_.emplace_back(capacity); }
+  double* data() { return storage_.back().data(); }
+  size_t capacity() const { return storage_.back().size(); }
+  // Room for `n` values, the contents kept; true when the storage moved (JS needs the new view).
+  bool reserve(size_t n) {
+    if (n <= capacity()) return false;
+    std::vector<double> grown(std::max(n, 2 * capacity()));
+    std::copy(storage_.back().begin(), storage_.back().end(), grown.begin());
+    storage_.push_back(std::move(grown));
+    return true;
+  }
+  Napi::Float64Array view(Napi::Env env) {
+    return Napi::Float64Array::New(env, capacity(), Napi::ArrayBuffer::New(env, data(), capacity() * sizeof(double)), 0);
+  }
+
+ private:
+  std::deque<std::vector<double>> storage_;
+};
+
 struct Delivery {
   uint64_t readId;
   FetchResult result;
@@ -41,8 +69,8 @@ using DeliveryFn = Napi::TypedThreadSafeFunction<CoreState, Delivery, onDelivery
 
 struct CoreState {
   std::unique_ptr<core::Engine> engine = std::make_unique<core::Engine>();
-  std::vector<double> args = std::vector<double>(kArgCapacity);
-  std::vector<double> out = std::vector<double>(kOutCapacity);
+  SharedBuffer args{kArgCapacity};
+  SharedBuffer out{kOutCapacity};
   DeliveryFn deliveries;
   std::unordered_map<uint64_t, Napi::Promise::Deferred> pending;  // JS thread only
   uint64_t nextReadId = 1;
@@ -95,33 +123,56 @@ void onDelivery(Napi::Env env, Napi::Function, CoreState* s, Delivery* delivery)
   else deferred.Reject(failureToJs(env, owned->result).Value());
 }
 
-// A completion whose result resolves a promise on the JS thread.
-Napi::Promise promiseCompletion(Napi::Env env, std::shared_ptr<Completion>& completion) {
+// A completion whose result resolves a promise on the JS thread. `recordRead(completion)`
+// records the read; when it throws, the promise is forgotten again (the caller gets the error),
+// so that no pending read keeps Node alive.
+template <typename RecordRead>
+Napi::Promise promiseCompletion(Napi::Env env, RecordRead&& recordRead) {
   CoreState& s = state(env);
   const uint64_t readId = s.nextReadId++;
   auto deferred = Napi::Promise::Deferred::New(env);
   if (s.pending.empty()) s.deliveries.Ref(env);  // keep Node alive while a read is out
   s.pending.emplace(readId, deferred);
   DeliveryFn fn = s.deliveries;
-  completion = std::make_shared<Completion>();
+  auto completion = std::make_shared<Completion>();
   completion->deliver = [fn, readId](FetchResult&& result) mutable {
     fn.BlockingCall(new Delivery{readId, std::move(result)});
   };
+  try {
+    recordRead(std::move(completion));
+  } catch (...) {
+    s.pending.erase(readId);
+    if (s.pending.empty()) s.deliveries.Unref(env);
+    throw;
+  }
   return deferred.Promise();
 }
 
 // ---- op recording --------------------------------------------------------------------------
 
-// Writes [seq, nOut, per output: id, dtype, ndim, shape..., nPlacements, placements...].
-void writeRecorded(CoreState& s, const core::Recorder::Recorded& rec) {
+// Writes [seq, nOut, per output: id, dtype, ndim, shape..., nPlacements, placements...] to
+// `out`, growing it on the way when the outputs need more room; returns the grown view for JS
+// then, else undefined. Should even growing fail, the outputs are released: the call records
+// nothing.
+Napi::Value writeRecorded(Napi::Env env, CoreState& s, const core::Recorder::Recorded& rec) {
+  core::Recorder& recorder = s.engine->recorder();
+  bool grew = false;
   double* out = s.out.data();
   size_t i = 0;
   out[i++] = static_cast<double>(rec.seq);
   out[i++] = static_cast<double>(rec.outputs.size());
   for (int64_t id : rec.outputs) {
-    const core::TensorMeta& m = s.engine->recorder().meta(id);
-    if (i + 4 + m.shape.size() + m.placements.size() > kOutCapacity) {
-      common::fail(common::code::kInternal, "op outputs exceed the binding's out buffer");
+    const core::TensorMeta& m = recorder.meta(id);
+    const size_t end = i + 4 + m.shape.size() + m.placements.size();
+    if (end > s.out.capacity()) {  // many outputs (unbind of 1,000 rows): what was written moves along
+      try {
+        s.out.reserve(end);
+      } catch (...) {
+        for (int64_t recorded : rec.outputs) recorder.release(recorded);
+        throw;
+      }
+      out = s.out.data();
+      grew = true;
     }
     out[i++] = static_cast<double>(id);
     out[i++] = static_cast<double>(static_cast<int>(m.dtype));
@@ -130,11 +181,15 @@ void writeRecorded(CoreState& s, const core::Recorder::Recorded& rec) {
     out[i++] = static_cast<double>(m.placements.size());
     for (const core::Placement& p : m.placements) out[i++] = p.encode();
   }
+  return grew ? Napi::Value(s.out.view(env)) : env.Undefined();
 }
 
-void checkArgCounts(size_t nInputs, size_t nAttrs) {
-  if (nInputs + nAttrs > kArgCapacity) {
-    common::fail(common::code::kInvalidArgument, "too many op arguments (" + std::to_string(nInputs + nAttrs) + ")");
+// The JS side makes room (Engine.reserveArgs) before it writes; more values than `args` holds
+// means writes were lost, an engine bug, refused before anything is recorded.
+void checkArgCounts(const CoreState& s, size_t nInputs, size_t nAttrs) {
+  if (nInputs + nAttrs > s.args.capacity()) {
+    common::fail(common::code::kInternal, std::to_string(nInputs + nAttrs) + " op arguments but the args buffer holds " +
+                                              std::to_string(s.args.capacity()) + " (an engine bug: please report it)");
   }
 }
 
@@ -145,12 +200,12 @@ Napi::Value record(const Napi::CallbackInfo& info) {
     const int code = info[0].As<Napi::Number>().Int32Value();
     const size_t nInputs = info[1].As<Napi::Number>().Uint32Value();
     const size_t nAttrs = info[2].As<Napi::Number>().Uint32Value();
-    checkArgCounts(nInputs, nAttrs);
+    checkArgCounts(s, nInputs, nAttrs);
+    const double* args = s.args.data();
     c10::SmallVector<int64_t, 4> inputs;
-    for (size_t i = 0; i < nInputs; ++i) inputs.push_back(static_cast<int64_t>(s.args[i]));
+    for (size_t i = 0; i < nInputs; ++i) inputs.push_back(static_cast<int64_t>(args[i]));
     const auto& op = core::OpRegistry::instance().byCode(code);
-    writeRecorded(s, e.recorder().record(op, inputs, c10::ArrayRef<double>(s.args.data() + nInputs, nAttrs)));
-    return info.Env().Undefined();
+    return writeRecorded(info.Env(), s, e.recorder().record(op, inputs, c10::ArrayRef<double>(args + nInputs, nAttrs)));
   });
 }
 
@@ -162,15 +217,17 @@ Napi::Value recordData(const Napi::CallbackInfo& info) {
     CoreState& s = state(info.Env());
     const int code = info[0].As<Napi::Number>().Int32Value();
     const size_t nAttrs = info[1].As<Napi::Number>().Uint32Value();
-    checkArgCounts(0, nAttrs);
+    checkArgCounts(s, 0, nAttrs);
     Napi::TypedArray array = info[2].As<Napi::TypedArray>();
     const core::DType source = core::dtypeFromCode(info[3].As<Napi::Number>().Int32Value());
     // layout: meshId, nPlacements, placements..., dtype, ndim, shape...
-    const size_t dtypeAt = 2 + static_cast<size_t>(s.args[1]);
-    const core::DType target = core::dtypeFromCode(static_cast<int>(s.args[dtypeAt]));
-    const size_t ndim = static_cast<size_t>(s.args[dtypeAt + 1]);
+    const double* args = s.args.data();
+    const size_t dtypeAt = nAttrs > 1 ? 2 + static_cast<size_t>(args[1]) : nAttrs;
+    const size_t ndim = dtypeAt + 1 < nAttrs ? static_cast<size_t>(args[dtypeAt + 1]) : 0;
+    if (dtypeAt + 2 + ndim > nAttrs) common::fail(common::code::kInternal, "recordData: the header does not fit its attributes");
+    const core::DType target = core::dtypeFromCode(static_cast<int>(args[dtypeAt]));
     std::vector<int64_t> shape;
-    for (size_t i = 0; i < ndim; ++i) shape.push_back(static_cast<int64_t>(s.args[dtypeAt + 2 + i]));
+    for (size_t i = 0; i < ndim; ++i) shape.push_back(static_cast<int64_t>(args[dtypeAt + 2 + i]));
     at::Tensor host = at::empty(shape, at::TensorOptions().dtype(source));
     if (static_cast<size_t>(host.nbytes()) != array.ByteLength()) {
       common::fail(common::code::kShapeMismatch, "tensor: data has " + std::to_string(array.ElementLength()) +
@@ -183,8 +240,7 @@ Napi::Value recordData(const Napi::CallbackInfo& info) {
     }
     if (target != source) host = host.to(target);
     const auto& op = core::OpRegistry::instance().byCode(code);
-    writeRecorded(s, e.recorder().record(op, {}, c10::ArrayRef<double>(s.args.data(), nAttrs), std::move(host)));
-    return info.Env().Undefined();
+    return writeRecorded(info.Env(), s, e.recorder().record(op, {}, c10::ArrayRef<double>(args, nAttrs), std::move(host)));
   });
 }
 
@@ -199,8 +255,7 @@ Napi::Value redistribute(const Napi::CallbackInfo& info) {
     for (uint32_t i = 0; i < codes.Length(); ++i) {
       placements.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
     }
-    writeRecorded(state(info.Env()), e.recorder().redistribute(id, meshId, placements));
-    return info.Env().Undefined();
+    return writeRecorded(info.Env(), state(info.Env()), e.recorder().redistribute(id, meshId, placements));
   });
 }
 
@@ -230,12 +285,13 @@ Napi::Value signatureRows(const Napi::CallbackInfo& info) {
     CoreState& s = state(env);
     const auto& op = core::OpRegistry::instance().byCode(info[0].As<Napi::Number>().Int32Value());
     const size_t nInputs = info[1].As<Napi::Number>().Uint32Value(), nAttrs = info[2].As<Napi::Number>().Uint32Value();
-    checkArgCounts(nInputs, nAttrs);
+    checkArgCounts(s, nInputs, nAttrs);
+    const double* args = s.args.data();
     c10::SmallVector<const core::TensorMeta*, 4> metas;
-    for (size_t i = 0; i < nInputs; ++i) metas.push_back(&e.recorder().meta(static_cast<int64_t>(s.args[i])));
+    for (size_t i = 0; i < nInputs; ++i) metas.push_back(&e.recorder().meta(static_cast<int64_t>(args[i])));
     c10::SmallVector<double, 4> derived;
     std::shared_ptr<const core::OpState> opState;
-    core::InferContext ctx{op, metas, c10::ArrayRef<double>(s.args.data() + nInputs, nAttrs), e.meshes(), derived, opState};
+    core::InferContext ctx{op, metas, c10::ArrayRef<double>(args + nInputs, nAttrs), e.meshes(), derived, opState};
     core::Outputs outputs;
     op.infer(ctx, outputs);
     core::SignatureRows rows;
@@ -279,10 +335,23 @@ Napi::Value layout(const Napi::CallbackInfo& info) {
   });
 }
 
+// growArgs(n) -> the `args` view with room for n values (the values written so far kept).
+Napi::Value growArgs(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    CoreState& s = state(info.Env());
+    const double n = info[0].As<Napi::Number>().DoubleValue();
+    if (!(n >= 0 && n <= 1e9)) common::fail(common::code::kInvalidArgument, "growArgs: " + std::to_string(n) + " values");
+    s.args.reserve(static_cast<size_t>(n));
+    return s.args.view(info.Env());
+  });
+}
+
 Napi::Value release(const Napi::CallbackInfo& info) {
-  CoreState& s = state(info.Env());
-  if (!s.closed) s.engine->recorder().release(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
-  return info.Env().Undefined();
+  return guarded(info, [&]() -> Napi::Value {  // called by FinalizationRegistry too: nothing may escape
+    CoreState& s = state(info.Env());
+    if (!s.closed) s.engine->recorder().release(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
+    return info.Env().Undefined();
+  });
 }
 
 Napi::Value flush(const Napi::CallbackInfo& info) {
@@ -299,10 +368,7 @@ Napi::Value fetch(const Napi::CallbackInfo& info) {
     core::Engine& e = engine(info.Env());
     const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
     e.recorder().meta(id);  // a disposed tensor throws here, at the caller's line
-    std::shared_ptr<Completion> completion;
-    Napi::Promise promise = promiseCompletion(info.Env(), completion);
-    e.fetch(id, completion);
-    return promise;
+    return promiseCompletion(info.Env(), [&](std::shared_ptr<Completion> completion) { e.fetch(id, std::move(completion)); });
   });
 }
 
@@ -342,10 +408,7 @@ Napi::Value fetchSync(const Napi::CallbackInfo& info) {
 Napi::Value sync(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     core::Engine& e = engine(info.Env());
-    std::shared_ptr<Completion> completion;
-    Napi::Promise promise = promiseCompletion(info.Env(), completion);
-    e.recorder().sync(completion);
-    return promise;
+    return promiseCompletion(info.Env(), [&](std::shared_ptr<Completion> completion) { e.recorder().sync(std::move(completion)); });
   });
 }
 
@@ -441,8 +504,70 @@ Napi::Value resetPeakMemory(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value setFlushThreshold(const Napi::CallbackInfo& info) {
-  engine(info.Env()).recorder().setFlushThreshold(info[0].As<Napi::Number>().Uint32Value());
-  return info.Env().Undefined();
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().setFlushThreshold(info[0].As<Napi::Number>().Int64Value());
+    return info.Env().Undefined();
+  });
+}
+
+// ---- settings ---------------------------------------------------------------------------------
+
+Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("cpuDevices", static_cast<double>(s.cpuDevices));
+  out.Set("intraOpThreads", static_cast<double>(s.intraOpThreads));
+  out.Set("collectiveTimeoutMs", static_cast<double>(s.collectiveTimeoutMs));
+  out.Set("cudaBatchesInFlight", static_cast<double>(s.cudaBatchesInFlight));
+  out.Set("nccl", s.nccl);
+  out.Set("copyEngines", s.copyEngines);
+  out.Set("copyEngineReductions", s.copyEngineReductions);
+  out.Set("fusion", s.fusion);
+  out.Set("rmsNormKernel", s.rmsNormKernel);
+  return out;
+}
+
+// settings() -> the engine's settings of this process; throws INVALID_ARGUMENT for a malformed one.
+Napi::Value settings(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value { return settingsToJs(info.Env(), common::settings()); });
+}
+
+// settingsFrom({ NAME: value }) -> the settings that environment would give (tests).
+Napi::Value settingsFrom(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Object vars = info[0].As<Napi::Object>();
+    std::unordered_map<std::string, std::string> values;
+    Napi::Array names = vars.GetPropertyNames();
+    for (uint32_t i = 0; i < names.Length(); ++i) {
+      const std::string name = names.Get(i).ToString().Utf8Value();
+      values[name] = vars.Get(name).ToString().Utf8Value();
+    }
+    return settingsToJs(info.Env(), common::parseSettings([&](const char* name) -> const char* {
+      auto it = values.find(name);
+      return it == values.end() ? nullptr : it->second.c_str();
+    }));
+  });
+}
+
+// setCollectiveTimeout(ms): the bound of the collective waits that start from now on; 0 goes
+// back to DTORCH_COLLECTIVE_TIMEOUT_MS.
+Napi::Value setCollectiveTimeout(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    const double ms = info[0].As<Napi::Number>().DoubleValue();
+    if (!(ms >= 0 && ms <= 2147483647) || ms != static_cast<double>(static_cast<int64_t>(ms))) {
+      common::fail(common::code::kInvalidArgument,
+                   "Expected integer of milliseconds from 0 to 2147483647 for collective timeout but received " + std::to_string(ms) + " of type number");
+    }
+    core::setCollectiveTimeout(std::chrono::milliseconds(static_cast<int64_t>(ms)));
+    return info.Env().Undefined();
+  });
+}
+
+// failNextFlush(message): the next hand-over of a segment fails (tests of flush failures).
+Napi::Value failNextFlush(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().failNextFlush(info[0].As<Napi::String>().Utf8Value());
+    return info.Env().Undefined();
+  });
 }
 
 void shutdownEnv(void* arg) {
@@ -462,10 +587,9 @@ Napi::Object initCore(Napi::Env env) {
   napi_add_env_cleanup_hook(env, shutdownEnv, s.get());
 
   Napi::Object slice = Napi::Object::New(env);
-  slice.Set("args", Napi::Float64Array::New(env, kArgCapacity,
-                                            Napi::ArrayBuffer::New(env, s->args.data(), kArgCapacity * sizeof(double)), 0));
-  slice.Set("out", Napi::Float64Array::New(env, kOutCapacity,
-                                           Napi::ArrayBuffer::New(env, s->out.data(), kOutCapacity * sizeof(double)), 0));
+  slice.Set("args", s->args.view(env));
+  slice.Set("out", s->out.view(env));
+  slice.Set("growArgs", Napi::Function::New(env, growArgs));
   slice.Set("record", Napi::Function::New(env, record));
   slice.Set("recordData", Napi::Function::New(env, recordData));
   slice.Set("release", Napi::Function::New(env, release));
@@ -484,6 +608,10 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("workers", Napi::Function::New(env, workers));
   slice.Set("resetPeakMemory", Napi::Function::New(env, resetPeakMemory));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
+  slice.Set("settings", Napi::Function::New(env, settings));
+  slice.Set("settingsFrom", Napi::Function::New(env, settingsFrom));
+  slice.Set("setCollectiveTimeout", Napi::Function::New(env, setCollectiveTimeout));
+  slice.Set("failNextFlush", Napi::Function::New(env, failNextFlush));
   return slice;
 }
 

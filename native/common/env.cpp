@@ -1,20 +1,80 @@
 #include "common/env.h"
 
 #include <cstdlib>
+#include <memory>
+
+#include "common/error.h"
 
 namespace dtorch::common {
+namespace {
+
+// setTimeout's bound, and more than any wait here needs (24.8 days)
+constexpr int64_t kMaxMs = 2147483647;
+
+// "Expected <what> for <name> but received <value> of type string", as check.ts words it.
+[[noreturn]] void refuse(const char* name, const char* raw, const std::string& what) {
+  fail(code::kInvalidArgument,
+       "Expected " + what + " for environment variable " + name + " but received \"" + raw + "\" of type string");
+}
+
+bool unset(const char* raw) { return raw == nullptr || *raw == '\0'; }
+
+// Decimal digits only: "1e3", "0x10", " 5" and "5ms" are refused rather than half-read.
+int64_t integer(const char* name, const char* raw, int64_t min, int64_t max, int64_t fallback, const std::string& what) {
+  if (unset(raw)) return fallback;
+  int64_t value = 0;
+  for (const char* c = raw; *c; ++c) {
+    if (*c < '0' || *c > '9' || value > max) refuse(name, raw, what);
+    value = value * 10 + (*c - '0');
+  }
+  if (value < min || value > max) refuse(name, raw, what);
+  return value;
+}
+
+bool flag(const char* name, const char* raw, bool fallback) {
+  if (unset(raw)) return fallback;
+  const std::string v(raw);
+  if (v == "1") return true;
+  if (v == "0") return false;
+  refuse(name, raw, "0 or 1");
+}
+
+}  // namespace
+
+Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
+  Settings s;
+  auto get = [&](const char* name) { return lookup(name); };
+  s.cpuDevices = integer("DTORCH_CPU_DEVICES", get("DTORCH_CPU_DEVICES"), 1, 1024, s.cpuDevices, "integer from 1 to 1024");
+  s.intraOpThreads = integer("DTORCH_INTRAOP_THREADS", get("DTORCH_INTRAOP_THREADS"), 1, 1024, s.intraOpThreads,
+                             "integer from 1 to 1024 (unset: cores / CPU workers)");
+  s.collectiveTimeoutMs = integer("DTORCH_COLLECTIVE_TIMEOUT_MS", get("DTORCH_COLLECTIVE_TIMEOUT_MS"), 1, kMaxMs,
+                                  s.collectiveTimeoutMs, "integer of milliseconds from 1 to " + std::to_string(kMaxMs));
+  s.cudaBatchesInFlight = integer("DTORCH_CUDA_BATCHES_IN_FLIGHT", get("DTORCH_CUDA_BATCHES_IN_FLIGHT"), 0, 1024,
+                                  s.cudaBatchesInFlight, "integer from 0 to 1024");
+  s.nccl = flag("DTORCH_NCCL", get("DTORCH_NCCL"), s.nccl);
+  s.copyEngines = flag("DTORCH_COPY_ENGINES", get("DTORCH_COPY_ENGINES"), s.copyEngines);
+  s.copyEngineReductions = flag("DTORCH_COPY_ENGINE_REDUCTIONS", get("DTORCH_COPY_ENGINE_REDUCTIONS"), s.copyEngineReductions);
+  s.fusion = flag("DTORCH_FUSION", get("DTORCH_FUSION"), s.fusion);
+  s.rmsNormKernel = flag("DTORCH_RMS_NORM_KERNEL", get("DTORCH_RMS_NORM_KERNEL"), s.rmsNormKernel);
+  return s;
+}
+
+const Settings& settings() {
+  // parsed once: a failure is kept and thrown again, never half-applied
+  static const auto parsed = []() -> std::pair<std::unique_ptr<Settings>, std::unique_ptr<DTorchError>> {
+    try {
+      return {std::make_unique<Settings>(parseSettings([](const char* name) { return std::getenv(name); })), nullptr};
+    } catch (const DTorchError& e) {
+      return {nullptr, std::make_unique<DTorchError>(e)};
+    }
+  }();
+  if (parsed.second) throw *parsed.second;
+  return *parsed.first;
+}
 
 std::string envString(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value && *value ? std::string(value) : fallback;
-}
-
-int64_t envInt(const char* name, int64_t fallback) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) return fallback;
-  char* end = nullptr;
-  long long parsed = std::strtoll(value, &end, 10);
-  return (end && *end == '\0') ? static_cast<int64_t>(parsed) : fallback;
 }
 
 }  // namespace dtorch::common

@@ -1,11 +1,36 @@
-// Environment configuration read by the engine (the TS side documents each variable).
+// The engine's settings from the environment, in one place. Each is checked when read: a value
+// that cannot work (not a number, out of range, a switch other than 0/1) throws INVALID_ARGUMENT
+// naming the variable, the value and what it must be, instead of quietly becoming a default.
+// The TS side (packages/common/src/env.ts) reads the client's settings the same way.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dtorch::common {
 
+struct Settings {
+  int64_t cpuDevices = 64;               // DTORCH_CPU_DEVICES: CPU devices (worker threads) meshes may name
+  int64_t intraOpThreads = 0;            // DTORCH_INTRAOP_THREADS; 0 when unset: cores / CPU workers
+  int64_t collectiveTimeoutMs = 600000;  // DTORCH_COLLECTIVE_TIMEOUT_MS: bounds every wait of a collective
+  int64_t cudaBatchesInFlight = 4;       // DTORCH_CUDA_BATCHES_IN_FLIGHT
+  bool nccl = true;                      // DTORCH_NCCL
+  bool copyEngines = true;               // DTORCH_COPY_ENGINES
+  bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS
+  bool fusion = true;                    // DTORCH_FUSION
+  bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
+};
+
+// The settings of this process, parsed once. While a value is malformed every call throws the
+// same error; the engine calls this on the JS thread before it starts any worker
+// (Engine::createMesh), so the native threads that read it later never see the error.
+const Settings& settings();
+
+// The settings `lookup` gives (a variable's value, or null when unset); throws as settings().
+// Unset and empty variables keep their defaults.
+Settings parseSettings(const std::function<const char*(const char*)>& lookup);
+
+// The variable's value, or `fallback` when it is unset or empty.
 std::string envString(const char* name, const std::string& fallback);
-int64_t envInt(const char* name, int64_t fallback);
 
 }  // namespace dtorch::common

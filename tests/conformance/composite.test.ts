@@ -1,7 +1,10 @@
 // The composite ops against PyTorch, from tests/fixtures/composite_ops.safetensors (written by
 // tools/reference/make_composite_fixtures.py), on every mesh kind present: gelu tanh, rms norm
 // (float32 and bfloat16), group norm, conv2d with padding and groups, bilinear interpolate, sdpa
-// with a mask and causal, applyRotaryEmb (both pairings). float32 <= 1e-5; bfloat16 <= 1e-2.
+// with a mask and causal, applyRotaryEmb (both pairings). float32 <= 1e-5 relative (absolute
+// below 1; measured: sdpa 6e-8, the rest bit-exact); bfloat16 bit-exact on CPU (measured), and on
+// CUDA, where DTorch's own row kernel computes the rms norm in one rounding, <= 1e-2 (not
+// measured on the CPU machine).
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -32,7 +35,7 @@ const cases = Object.entries(header.metadata)
   .map(([name, json]) => ({ name, ...(JSON.parse(json) as { op: string; attrs: Attrs; inputs: number }) }));
 
 describe.each(meshCases)('composite ops on $name', ({ make, skip }) => {
-  it.skipIf(skip)(`match PyTorch (${cases.length} cases)${skip ? ` (skipped: ${skip})` : ''}`, async () => {
+  it.skipIf(skip)(`match PyTorch (${cases.length} cases)`, async () => {
     expect(cases.length).toBeGreaterThanOrEqual(10);
     const mesh = make();
     for (const c of cases) {
@@ -42,8 +45,10 @@ describe.each(meshCases)('composite ops on $name', ({ make, skip }) => {
       expect(out.shape, c.name).toEqual(expected.shape);
       expect(out.dtype, c.name).toBe(expected.dtype);
       const [got, want] = [(await out.data()) as Float32Array, (await expected.data()) as Float32Array];
-      const tolerance = out.dtype === 'bfloat16' ? 1e-2 : 1e-5;
-      got.forEach((v, i) => expect(Math.abs(v - want[i]!), `${c.name} at ${i}`).toBeLessThanOrEqual(tolerance * Math.max(1, Math.abs(want[i]!))));
+      expect(got.length, c.name).toBe(want.length);
+      const tolerance = out.dtype === 'bfloat16' ? (mesh.deviceType === 'cuda' ? 1e-2 : 0) : 1e-5;
+      if (tolerance === 0) expect(Array.from(got), c.name).toEqual(Array.from(want));
+      else got.forEach((v, i) => expect(Math.abs(v - want[i]!), `${c.name} at ${i}`).toBeLessThanOrEqual(tolerance * Math.max(1, Math.abs(want[i]!))));
       dt.dispose([inputs, out, expected]);
     }
   });

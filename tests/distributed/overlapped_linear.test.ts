@@ -1,6 +1,8 @@
 // allGatherLinear and linearReduceScatter (the tensor-parallel collective inside the linears)
-// equal the same linears on one device (float32, <= 1e-5), on every mesh kind: 1-D meshes of 1,
-// 2 and 3 devices (uneven token and feature chunks), a 2x2 dp x tp mesh, and GPUs when present.
+// equal the same linears on one device (float32, <= 1e-5 relative, absolute below 1; measured on
+// CPU meshes: 6e-7 for one linear, 8e-7 after 20 chained blocks), on every mesh kind: 1-D
+// meshes of 1, 2 and 3 devices (uneven token and feature chunks), a 2x2 dp x tp mesh, and GPUs
+// when present.
 // Bad placements and shapes are refused with the fix named.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -8,10 +10,12 @@ import { meshCases } from '../conformance/meshes.js';
 
 const one = new dt.DeviceMesh('cpu', [0]);
 
+// The largest error relative to the value (absolute where the value is below 1).
 async function maxDiff(a: dt.Tensor, b: dt.Tensor): Promise<number> {
+  expect(a.shape).toEqual(b.shape);
   const [x, y] = [(await a.data()) as Float32Array, (await b.data()) as Float32Array];
   expect(x.length).toBe(y.length);
-  return Math.max(0, ...Array.from(x, (v, i) => Math.abs(v - y[i]!)));
+  return Math.max(0, ...Array.from(x, (v, i) => Math.abs(v - y[i]!) / Math.max(1, Math.abs(y[i]!))));
 }
 
 // The mesh dim of the collective is the last (tp); a leading mesh dim (dp) shards the batch.
@@ -128,7 +132,7 @@ describe('linears with the tensor-parallel collective inside', () => {
       }
       expect(dt.memory().numTensors).toBe(live); // the loop does not grow
       expect(x.placements[tp]!.toString()).toBe('S(1)');
-      expect(await maxDiff(x, x1)).toBeLessThanOrEqual(1e-4); // 20 chained blocks
+      expect(await maxDiff(x, x1)).toBeLessThanOrEqual(1e-5); // 20 chained blocks
     });
   }
 

@@ -13,7 +13,16 @@ export function rng(seed: number): () => number {
   };
 }
 
-export const propertySeed = Number(process.env['DTORCH_PROPERTY_SEED'] ?? 20261129);
+// A seed that is not a whole number from 0 to 2^32-1 is refused, not run as NaN (mulberry32 of 0).
+export function seedFromEnv(raw: string | undefined): number {
+  if (raw === undefined || raw === '') return 20261129;
+  if (!/^\d+$/.test(raw) || Number(raw) > 2 ** 32 - 1) {
+    throw new Error(`Expected integer from 0 to 4294967295 for environment variable DTORCH_PROPERTY_SEED but received "${raw}" of type string`);
+  }
+  return Number(raw);
+}
+
+export const propertySeed = seedFromEnv(process.env['DTORCH_PROPERTY_SEED']);
 
 export class Gen {
   readonly next: () => number;
@@ -48,13 +57,20 @@ export class Gen {
   }
 }
 
+/** DTORCH_PROPERTY_DEVICE: cpu (unset) or cuda; a misspelt device is refused, not run on CPUs. */
+export function deviceFromEnv(raw: string | undefined): 'cpu' | 'cuda' {
+  if (raw === undefined || raw === '' || raw === 'cpu') return 'cpu';
+  if (raw === 'cuda') return 'cuda';
+  throw new Error(`Expected cpu or cuda for environment variable DTORCH_PROPERTY_DEVICE but received "${raw}" of type string`);
+}
+
 /**
  * The meshes of the property suites: CPU meshes of 1, 2, 3, 4, 2x2, 2x3 and 2x4 devices; with
  * DTORCH_PROPERTY_DEVICE=cuda (the GPU machine), CUDA meshes of the GPUs present (1, 2, 2x1 and
  * the reversed order when there are two; 4, 2x2 (dp x tp) with four; 8, 2x4, 4x2 with eight).
  */
 export function propertyMeshes(): dt.DeviceMesh[] {
-  if (process.env['DTORCH_PROPERTY_DEVICE'] === 'cuda') {
+  if (deviceFromEnv(process.env['DTORCH_PROPERTY_DEVICE']) === 'cuda') {
     const gpus = dt.torchInfo().cudaDeviceCount;
     if (gpus < 1) throw new Error('DTORCH_PROPERTY_DEVICE=cuda but this process sees no CUDA device');
     const meshes = [new dt.DeviceMesh('cuda', [0])];

@@ -2,17 +2,20 @@
 // Without CUDA it refuses with a clear error; on a GPU it sees the kernels the workers ran.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
+import { cudaMesh, cudaSkip, machineGpus, skipNote } from '../conformance/meshes.js';
 
 const gpus = dt.torchInfo().cudaDeviceCount;
+const onGpu = cudaSkip(1);
+const offGpu = gpus > 0 ? 'this process has CUDA devices' : machineGpus > 0 ? 'this machine has NVIDIA GPUs: the CUDA case runs instead' : false;
 
 describe('dt.cuda.traceKernels', () => {
-  it.skipIf(gpus > 0)('refuses without CUDA devices, and no trace is left running', async () => {
+  it.skipIf(offGpu)(`refuses without CUDA devices, and no trace is left running${skipNote(offGpu)}`, async () => {
     await expect(dt.cuda.traceKernels(() => {})).rejects.toThrow('kernel traces need CUDA devices, and this process sees none');
     await expect(dt.cuda.traceKernels(() => {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 
-  it.skipIf(gpus === 0)("counts the workers' kernels and their busy time", async () => {
-    const mesh = new dt.DeviceMesh('cuda', [0]);
+  it.skipIf(onGpu)(`counts the workers' kernels and their busy time${skipNote(onGpu)}`, async () => {
+    const mesh = cudaMesh(1);
     const a = dt.ones([2048, 2048], { mesh, dtype: 'bfloat16' });
     await dt.sync();
     const trace = await dt.cuda.traceKernels(async () => {

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
+import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(`${folder('io.safetensors')}`);
@@ -39,14 +40,13 @@ interface MeshCase {
   skip: string | false;
 }
 
-const gpus = dt.torchInfo().cudaDeviceCount;
 const meshes: MeshCase[] = [
   { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]), skip: false },
   { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), skip: false },
   { name: 'tp=4', make: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['tp']), skip: false },
   { name: 'dp=2 x tp=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'tp']), skip: false },
-  { name: 'cuda x1', make: () => new dt.DeviceMesh('cuda', [0]), skip: gpus >= 1 ? false : 'no CUDA device in this process' },
-  { name: 'cuda tp=2', make: () => new dt.DeviceMesh('cuda', [0, 1], ['tp']), skip: gpus >= 2 ? false : `needs 2 CUDA devices, found ${gpus}` },
+  { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
+  { name: `cuda tp=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['tp']), skip: cudaSkip(2) },
 ];
 
 type Encoder = hf.T5EncoderModel | hf.CLIPTextModel | hf.CLIPTextModelWithProjection;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "common/id_map.h"
 
 namespace dtorch::core {
@@ -16,7 +17,15 @@ struct KernelError {
   std::string op;
   std::string message;
   uint64_t seq = 0;
+  const char* code = common::code::kKernelFailed;  // TIMEOUT when a wait ran out
 };
+
+// The code a failure of `e` keeps downstream: a wait that ran out stays a TIMEOUT, so that every
+// read depending on it says so; anything else is KERNEL_FAILED.
+inline const char* kernelErrorCode(const std::exception& e) {
+  const auto* error = dynamic_cast<const common::DTorchError*>(&e);
+  return error && error->code() == common::code::kTimeout ? common::code::kTimeout : common::code::kKernelFailed;
+}
 
 struct Blob {
   at::Tensor tensor;

@@ -72,9 +72,9 @@ std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int m
   std::vector<int> devices;
   for (int r : ranks) devices.push_back(mesh.devices[r]);
   for (int d : devices) external::cuda::enablePeerAccess(d);
-  static const bool ncclOn = external::nccl::available() && common::envInt("DTORCH_NCCL", 1) != 0;
-  static const bool copyEngines = common::envInt("DTORCH_COPY_ENGINES", 1) != 0;
-  static const bool copyEngineReductions = common::envInt("DTORCH_COPY_ENGINE_REDUCTIONS", 0) != 0;
+  static const bool ncclOn = external::nccl::available() && common::settings().nccl;
+  const bool copyEngines = common::settings().copyEngines;
+  const bool copyEngineReductions = common::settings().copyEngineReductions;
   if (!ncclOn || copyEngineReductions) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
   auto nccl = std::make_unique<NcclCall>(meet, position, std::move(devices), collectiveTimeout());
   if (!copyEngines) return nccl;

@@ -149,7 +149,7 @@ at::Tensor PullCall::reduceScatterFilled(at::IntArrayRef shape, const at::Tensor
       if (partial.is_cuda()) readyFor[p] = external::cuda::markReady(partial);
     }
   } catch (const std::exception& e) {
-    rendezvous_.abandon(std::make_shared<KernelError>(KernelError{"reduce_scatter", e.what(), 0}));  // the peers must not wait
+    rendezvous_.abandon(std::make_shared<KernelError>(KernelError{"reduce_scatter", e.what(), 0, kernelErrorCode(e)}));  // the peers must not wait
     throw;
   }
   std::vector<at::Tensor> parts;

@@ -1,6 +1,7 @@
 #include "core/communication/rendezvous.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 
 #include "common/env.h"
@@ -10,14 +11,21 @@
 namespace dtorch::core {
 
 namespace {
+// A failure that reached the meeting: a wait that ran out (no op: raised here) reads as it is,
+// a participant's upstream failure names its op; the code (TIMEOUT or KERNEL_FAILED) stays.
 [[noreturn]] void failWith(const KernelError& error) {
-  common::fail(common::code::kKernelFailed, "a participant of this collective failed in " + error.op + ": " + error.message);
+  if (error.op.empty()) common::fail(error.code, error.message);
+  common::fail(error.code, "a participant of this collective failed in " + error.op + ": " + error.message);
 }
-[[noreturn]] void timedOut(std::chrono::milliseconds timeout, int arrived, int size) {
-  common::fail(common::code::kTimeout, "collective timed out after " + std::to_string(timeout.count()) + " ms with " +
-                                           std::to_string(arrived) + " of " + std::to_string(size) +
-                                           " participants arrived (raise DTORCH_COLLECTIVE_TIMEOUT_MS for long work)");
+std::shared_ptr<const KernelError> timedOut(std::chrono::milliseconds timeout, int arrived, int size) {
+  return std::make_shared<KernelError>(KernelError{
+      "",
+      "collective timed out after " + std::to_string(timeout.count()) + " ms with " + std::to_string(arrived) + " of " +
+          std::to_string(size) + " participants arrived (raise DTORCH_COLLECTIVE_TIMEOUT_MS for long work)",
+      0, common::code::kTimeout});
 }
+// 0: none, the environment's DTORCH_COLLECTIVE_TIMEOUT_MS holds
+std::atomic<int64_t> timeoutOverrideMs{0};
 }  // namespace
 
 at::Tensor Contribution::readable(const c10::Device& device) const {
@@ -37,9 +45,11 @@ void finishReads(c10::ArrayRef<Contribution> read) {
 }
 
 std::chrono::milliseconds collectiveTimeout() {
-  static const auto timeout = std::chrono::milliseconds(common::envInt("DTORCH_COLLECTIVE_TIMEOUT_MS", 600000));
-  return timeout;
+  const int64_t override = timeoutOverrideMs.load(std::memory_order_relaxed);
+  return std::chrono::milliseconds(override > 0 ? override : common::settings().collectiveTimeoutMs);
 }
+
+void setCollectiveTimeout(std::chrono::milliseconds timeout) { timeoutOverrideMs.store(std::max<int64_t>(0, timeout.count())); }
 
 const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm,
                                                       std::vector<std::shared_ptr<void>> readyFor) {
@@ -48,10 +58,12 @@ const std::vector<Contribution>& Rendezvous::exchange(int position, at::Tensor m
   slots_[position] = Contribution{std::move(mine), std::move(ready), std::move(readyFor)};
   algorithms_[position] = algorithm;
   if (++arrived_ == size_) allArrived_.notify_all();
-  if (!allArrived_.wait_for(lock, timeout, [this] { return arrived_ == size_; })) {
-    const int arrived = arrived_;
-    ++departed_;
-    timedOut(timeout, arrived, size_);
+  // a failure (a participant that abandoned, or one that waited too long) ends every wait at once
+  if (!allArrived_.wait_for(lock, timeout, [this] { return arrived_ == size_ || error_ != nullptr; })) {
+    // the first to give up fails the call for all: the waiting ones wake now and the late ones
+    // fail as they arrive, so that no participant has a result another could not get
+    error_ = timedOut(timeout, arrived_, size_);
+    allArrived_.notify_all();
   }
   if (error_) {
     const auto error = error_;
@@ -71,7 +83,8 @@ void Rendezvous::abandon(const std::shared_ptr<const KernelError>& error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_) error_ = error;
   ++departed_;
-  if (++arrived_ == size_) allArrived_.notify_all();
+  ++arrived_;
+  allArrived_.notify_all();  // the others need not wait for the rest
   if (departed_ == size_) slots_.clear();
 }
 
@@ -84,6 +97,7 @@ void Mailbox::put(at::Tensor tensor, std::shared_ptr<const KernelError> error) {
   std::shared_ptr<void> ready = external::cuda::markReady(tensor);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (full_) return;  // the receivers gave up waiting (take's timeout)
     slot_ = Contribution{std::move(tensor), std::move(ready), {}};
     error_ = std::move(error);
     full_ = true;
@@ -93,7 +107,12 @@ void Mailbox::put(at::Tensor tensor, std::shared_ptr<const KernelError> error) {
 
 Contribution Mailbox::take(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!ready_.wait_for(lock, timeout, [this] { return full_; })) timedOut(timeout, 0, 1);
+  if (!ready_.wait_for(lock, timeout, [this] { return full_; })) {
+    // every receiver fails alike: the later ones find this error instead of a late tensor
+    error_ = timedOut(timeout, 0, 1);
+    full_ = true;
+    ready_.notify_all();
+  }
   if (error_) failWith(*error_);
   Contribution out = slot_;
   if (--receivers_ == 0) slot_ = Contribution{};  // the last reader lets it go
@@ -114,7 +133,7 @@ void Collection::put(int index, at::Tensor tensor, std::shared_ptr<const KernelE
 std::vector<Contribution> Collection::takeAll(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   const int size = static_cast<int>(slots_.size());
-  if (!complete_.wait_for(lock, timeout, [&] { return arrived_ == size; })) timedOut(timeout, arrived_, size);
+  if (!complete_.wait_for(lock, timeout, [&] { return arrived_ == size; })) failWith(*timedOut(timeout, arrived_, size));
   if (error_) failWith(*error_);
   return std::exchange(slots_, std::vector<Contribution>(size));  // the pieces go with the reader
 }

@@ -40,7 +40,8 @@ class Rendezvous {
   int size() const { return size_; }
 
   // Deposits `mine` at `position` and returns every participant's contribution once all
-  // arrived. Throws KERNEL_FAILED with the first deposited error, TIMEOUT, or INTERNAL when the
+  // arrived. Throws KERNEL_FAILED with the first deposited error, TIMEOUT (on every participant:
+  // once one has waited `timeout` in vain, the call fails for all), or INTERNAL when the
   // participants name different `algorithm`s (they would launch mismatched GPU work, which
   // waits forever, so they must agree before anything is launched).
   const std::vector<Contribution>& exchange(int position, at::Tensor mine, std::chrono::milliseconds timeout, int algorithm = 0,
@@ -96,5 +97,8 @@ class Collection {
 
 // How long a collective waits for its group (DTORCH_COLLECTIVE_TIMEOUT_MS, default 10 min).
 std::chrono::milliseconds collectiveTimeout();
+// Replaces the environment's timeout for the waits that start from now on (0: back to it); tests
+// use it to time out one collective and then run the mesh with the usual timeout again.
+void setCollectiveTimeout(std::chrono::milliseconds timeout);
 
 }  // namespace dtorch::core

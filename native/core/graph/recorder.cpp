@@ -1,6 +1,10 @@
 #include "core/graph/recorder.h"
 
+#include <stdexcept>
+#include <utility>
+
 #include "common/error.h"
+#include "common/log.h"
 #include "core/operand/layout.h"
 #include "core/operators/registry.h"
 #include "core/runner/completion.h"
@@ -9,8 +13,17 @@
 namespace dtorch::core {
 
 Recorder::Recorder(const MeshTable& meshes, Controller& controller)
-    : meshes_(meshes), controller_(controller), open_(std::make_shared<Segment>()) {
-  open_->nodes.reserve(flushThreshold_);
+    : meshes_(meshes), controller_(controller) {
+  open_ = freshSegment();  // here, once the thresholds it reads are set
+}
+
+void Recorder::setFlushThreshold(int64_t nodes) {
+  if (nodes < 1 || nodes > static_cast<int64_t>(kMaxFlushThreshold)) {
+    common::fail(common::code::kInvalidArgument, "Expected integer from 1 to " + std::to_string(kMaxFlushThreshold) +
+                                                     " for segment nodes but received " + std::to_string(nodes) + " of type number");
+  }
+  flushThreshold_ = static_cast<size_t>(nodes);
+  segmentLimit_ = std::min(segmentLimit_, flushThreshold_);
 }
 
 const TensorMeta& Recorder::meta(int64_t id) const {
@@ -79,6 +92,15 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
     live_.put(id, out);
   }
   node.outputMetas = std::move(outputs);
+  if (!lost_.empty()) {  // computed from a lost tensor: lost too (the workers never had the input)
+    for (int64_t id : node.inputs) {
+      const auto* found = lost_.find(id);
+      if (!found) continue;
+      const std::shared_ptr<const std::string> why = *found;
+      for (int64_t out : node.outputs) lost_.put(out, why);
+      break;
+    }
+  }
   Recorded recorded{node.seq, node.outputs};
   for (int64_t id : temporaries) release(id);
   flushWhenFull();
@@ -125,11 +147,13 @@ void Recorder::release(int64_t id) {
   node.outputs.push_back(id);
   track(*meta, -1);
   live_.erase(id);
+  if (!lost_.empty()) lost_.erase(id);
   flushWhenFull();
 }
 
 void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = meta(id);
+  if (failedAsLost(id, completion)) return;
   const int meshId = m.meshId;
   const bool replicated = allReplicate(m.placements);
   // a read gathers: shards concatenate, partials reduce (into a temporary Replicate copy)
@@ -144,6 +168,7 @@ void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
 
 void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion) {
   static const OpDef& gather = *OpRegistry::instance().find("gather");
+  if (failedAsLost(id, completion)) return;
   const double target = targetMeshId;
   const int64_t full = record(gather, {id}, c10::ArrayRef<double>(&target, 1)).outputs[0];
   Node& node = append(NodeKind::kFetch);
@@ -171,12 +196,72 @@ void Recorder::flushBeforeWait() {
   segmentLimit_ = std::min(kFirstAfterWait, flushThreshold_);
 }
 
+std::shared_ptr<Segment> Recorder::freshSegment() const {
+  auto segment = std::make_shared<Segment>();
+  segment->nodes.reserve(std::min(flushThreshold_, kReservedNodes));
+  return segment;
+}
+
 void Recorder::flush() {
   if (open_->nodes.empty()) return;
-  auto segment = std::move(open_);
-  open_ = std::make_shared<Segment>();
-  open_->nodes.reserve(flushThreshold_);
-  controller_.submit(std::move(segment));
+  std::shared_ptr<Segment> segment = std::move(open_);
+  std::string why;
+  try {
+    if (!injectedFlushFailure_.empty()) throw std::runtime_error(std::exchange(injectedFlushFailure_, {}));
+    open_ = freshSegment();
+    controller_.submit(segment);
+    return;
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  // Nothing reached the controller. Called from a read, an op or the end of a JS task, a throw
+  // here would reach no read that depends on the work (and at the end of a task, no caller at
+  // all), so the failure goes to the reads instead.
+  try {
+    dropSegment(*segment, why);
+  } catch (const std::exception& e) {  // out of memory even for that: say so, at least
+    DTORCH_LOG(common::LogLevel::kError, "a segment could not be handed to the controller (" << why
+                                                                                            << ") nor dropped cleanly: " << e.what());
+  }
+  if (!open_) {
+    open_ = std::move(segment);  // holds only the releases to run again
+  } else {
+    for (Node& node : segment->nodes) open_->nodes.push_back(std::move(node));
+  }
+}
+
+void Recorder::dropSegment(Segment& segment, const std::string& why) {
+  DTORCH_LOG(common::LogLevel::kError, "a segment of " << segment.nodes.size() << " nodes could not be handed to the controller: " << why);
+  auto lostWhy = std::make_shared<const std::string>("its work could not be handed to the controller (" + why + ")");
+  for (Node& node : segment.nodes) {
+    if (node.kind == NodeKind::kCompute) {
+      for (int64_t id : node.outputs) {
+        if (live_.contains(id)) lost_.put(id, lostWhy);
+      }
+    } else if (node.completion && !node.completion->failed.exchange(true)) {  // a read or a sync
+      FetchResult result;
+      result.ok = false;
+      result.code = common::code::kInternal;
+      result.message = "the work recorded before this " + std::string(node.kind == NodeKind::kSync ? "sync" : "read") +
+                       " could not be handed to the controller (" + why + ")";
+      node.completion->deliver(std::move(result));
+    }
+  }
+  // keep only the releases (in place: no memory is needed for that)
+  auto& nodes = segment.nodes;
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.kind != NodeKind::kRelease; }), nodes.end());
+}
+
+bool Recorder::failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion) {
+  if (lost_.empty()) return false;
+  const auto* why = lost_.find(id);
+  if (!why) return false;
+  FetchResult result;
+  result.ok = false;
+  result.code = common::code::kInternal;
+  result.message = "tensor " + std::to_string(id) + " cannot be read: " + **why;
+  completion->deliver(std::move(result));
+  return true;
 }
 
 void Recorder::track(const TensorMeta& meta, int sign) {

@@ -52,15 +52,19 @@ class Recorder {
   // Reads tensor `id` gathered onto the 1-device mesh `targetMeshId` (of its rank 0's device).
   void fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion);
   void sync(std::shared_ptr<Completion> completion);
+  // Hands the open segment to the controller. Never throws: a segment that cannot be handed over
+  // is dropped (dropSegment), and its failure reaches every read that depends on it.
   void flush();
+  // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
+  void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }
 
   // Throws TENSOR_DISPOSED for an id that is not live.
   const TensorMeta& meta(int64_t id) const;
   MemoryStats memory() const;
-  void setFlushThreshold(size_t nodes) {
-    flushThreshold_ = nodes == 0 ? 1 : nodes;
-    segmentLimit_ = std::min(segmentLimit_, flushThreshold_);
-  }
+  // The largest DTORCH_SEGMENT_NODES (packages/common/src/env.ts refuses more).
+  static constexpr size_t kMaxFlushThreshold = 1000000;
+  // Throws INVALID_ARGUMENT outside 1..kMaxFlushThreshold.
+  void setFlushThreshold(int64_t nodes);
 
  private:
   Node& append(NodeKind kind);
@@ -72,11 +76,23 @@ class Recorder {
   // Flushes before the program waits (a read, a sync): the devices go idle, so the next
   // segments start short and grow, and the first kernels run while the program still records.
   void flushBeforeWait();
+  // A fresh open segment with room for the next segment's nodes (at most kReservedNodes: a
+  // larger one grows as it fills, so a high threshold never asks for its memory up front).
+  std::shared_ptr<Segment> freshSegment() const;
+  // The segment was not handed over: its reads and syncs fail with `why` now, its outputs are
+  // lost (a read of one, or of anything computed from one, fails the same way), and its releases
+  // are recorded again so that the workers still free what earlier segments made.
+  void dropSegment(Segment& segment, const std::string& why);
+  // For a read of `id`: delivers the error that lost the tensor and returns true, if it was lost.
+  bool failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion);
 
   const MeshTable& meshes_;
   Controller& controller_;
   std::shared_ptr<Segment> open_;
   common::IdMap<TensorMeta> live_{4096};
+  // live tensors whose producer was in a dropped segment, with the reason (usually empty)
+  common::IdMap<std::shared_ptr<const std::string>> lost_;
+  std::string injectedFlushFailure_;
   std::unordered_map<int64_t, DeviceMemory> perDevice_;  // key: kind * 2^32 + index
   int64_t liveBytes_ = 0;
   int64_t nextId_ = 1;
@@ -85,6 +101,7 @@ class Recorder {
   // the size at which the open segment is handed over: kFirstAfterWait after a wait, doubling
   // up to flushThreshold_
   static constexpr size_t kFirstAfterWait = 32;
+  static constexpr size_t kReservedNodes = 4096;
   size_t segmentLimit_ = kFirstAfterWait;
 };
 

@@ -97,8 +97,10 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     // the compute stream is not made to wait for a collective that is still writing an input
     const Blob* blob = node.op->communicates ? blobs.find(id) : settled(blobs, id);
     if (!blob) {
-      poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{
-          std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq}));
+      auto error = std::make_shared<KernelError>(KernelError{
+          std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq});
+      if (node.state) node.state->abandon(*k.mesh, k.rank, error);  // nobody waits for this rank
+      poisonOutputs(node, blobs, error);
       return;
     }
     if (blob->error) {  // an upstream failure flows through without running this op
@@ -125,7 +127,7 @@ void runCompute(const Kernel& k, BlobTable& blobs) {
     checkOutputs(ctx);
   } catch (const std::exception& e) {
     DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << describe(e));
-    poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), describe(e), node.seq}));
+    poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), describe(e), node.seq, kernelErrorCode(e)}));
     return;
   }
   if (reuse) blobs.erase(node.inputs[0]);  // its buffer now belongs to the output
@@ -154,7 +156,7 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
     result.message = "tensor " + std::to_string(node.inputs[0]) + " is missing on its worker";
   } else if (blob->error) {
     result.ok = false;
-    result.code = common::code::kKernelFailed;
+    result.code = blob->error->code;
     result.op = blob->error->op;
     result.seq = blob->error->seq;
     result.message = blob->error->message;

@@ -54,7 +54,7 @@ void Worker::loop() {
       DTORCH_LOG(common::LogLevel::kDebug, "worker " << device_.name() << " uses " << threads << " intra-op threads");
     }
     // a GPU worker stays at most this many batches ahead of its GPU (see endBatch)
-    static const int inFlight = static_cast<int>(common::envInt("DTORCH_CUDA_BATCHES_IN_FLIGHT", 4));
+    static const int inFlight = static_cast<int>(common::settings().cudaBatchesInFlight);
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
       for (const Kernel& kernel : batch.kernels) {
@@ -67,7 +67,11 @@ void Worker::loop() {
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }
-      if (device_.kind == DeviceKind::kCuda) external::cuda::endBatch(inFlight, collectiveTimeout());
+      if (device_.kind == DeviceKind::kCuda && !external::cuda::endBatch(inFlight, collectiveTimeout())) {
+        // the reads and syncs behind it report it (runSync's bounded drain); say so here too
+        DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << ": the GPU did not finish a batch within "
+                                                      << collectiveTimeout().count() << " ms (DTORCH_COLLECTIVE_TIMEOUT_MS)");
+      }
     }
     kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
     batches.clear();

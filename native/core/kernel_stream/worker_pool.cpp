@@ -45,7 +45,7 @@ void WorkerPool::rebalanceCpuThreads() {
   int cpuWorkers = 0;
   for (auto& [key, worker] : byDevice_) cpuWorkers += worker->device().kind == DeviceKind::kCpu;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int64_t configured = common::envInt("DTORCH_INTRAOP_THREADS", 0);
+  const int64_t configured = common::settings().intraOpThreads;
   const int threads = configured > 0 ? static_cast<int>(configured) : std::max(1, cores / std::max(1, cpuWorkers));
   for (auto& [key, worker] : byDevice_) {
     if (worker->device().kind == DeviceKind::kCpu) worker->setIntraOpThreads(threads);

@@ -137,7 +137,7 @@ void runRing(KernelContext& ctx) {
     }
   }
   } catch (const std::exception& e) {
-    state.abandonFrom(joined, mesh, ctx.rank, std::make_shared<KernelError>(KernelError{"ring_attention", e.what(), ctx.node.seq}));
+    state.abandonFrom(joined, mesh, ctx.rank, std::make_shared<KernelError>(KernelError{"ring_attention", e.what(), ctx.node.seq, kernelErrorCode(e)}));
     throw;
   }
   ctx.outputs.push_back(out.to(dtype));

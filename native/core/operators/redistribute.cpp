@@ -130,7 +130,7 @@ void runRedistribute(KernelContext& ctx) {
       x = runStep(ctx, state, s, x);
     } catch (const std::exception& e) {
       // the groups of the remaining steps must not wait for this rank
-      auto error = std::make_shared<KernelError>(KernelError{"redistribute", e.what(), ctx.node.seq});
+      auto error = std::make_shared<KernelError>(KernelError{"redistribute", e.what(), ctx.node.seq, kernelErrorCode(e)});
       state.abandonFrom(state.steps[s].isCollective() ? s + 1 : s, ctx.mesh, ctx.rank, error);
       throw;
     }

@@ -15,6 +15,7 @@ Engine::~Engine() { shutdown(); }
 
 const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape) {
   using common::code::kInvalidMesh;
+  const common::Settings& settings = common::settings();  // a malformed setting is refused here, on the JS thread
   if (devices.empty()) common::fail(kInvalidMesh, "a device mesh needs at least one device");
   int64_t product = 1;
   for (int64_t s : shape) product *= s;
@@ -32,7 +33,7 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
   }
   if (kind == DeviceKind::kCpu) {
     // CPU devices are worker threads; cap them so a typo cannot start thousands of threads
-    const int64_t available = common::envInt("DTORCH_CPU_DEVICES", 64);
+    const int64_t available = settings.cpuDevices;
     for (int d : devices) {
       if (d >= available) {
         common::fail(kInvalidMesh, "cpu device " + std::to_string(d) + " does not exist: this process has cpu devices 0.." +

@@ -77,8 +77,7 @@ SegmentFusion::SegmentFusion() : scratch_(std::make_unique<Scratch>()) {}
 SegmentFusion::~SegmentFusion() = default;
 
 int SegmentFusion::fuse(Segment& segment) {
-  static const bool on = common::envInt("DTORCH_FUSION", 1) != 0;
-  if (!on) return 0;
+  if (!common::settings().fusion) return 0;
   Scratch& s = *scratch_;
   s.clear();
   auto& nodes = segment.nodes;

@@ -16,7 +16,7 @@ namespace dtorch::external::cuda {
 namespace k = kernels;
 
 std::optional<at::Tensor> rmsNormLastDim(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  static const bool enabled = common::envInt("DTORCH_RMS_NORM_KERNEL", 1) != 0;  // 0: always LibTorch's
+  static const bool enabled = common::settings().rmsNormKernel;  // 0: always LibTorch's
   if (!enabled || !x.is_cuda() || x.dim() < 1 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
   k::FloatType type;
   switch (x.scalar_type()) {

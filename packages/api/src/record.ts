@@ -52,8 +52,9 @@ export function output(mesh: DeviceMesh): Tensor {
 // Writes the input ids, then `attrs`, and records op `name`.
 function recordInputs(name: string, inputs: readonly Tensor[], attrs: readonly number[]): void {
   const e = engine();
-  inputs.forEach((t, i) => (e.args[i] = t.id));
-  attrs.forEach((v, i) => (e.args[inputs.length + i] = v));
+  const args = e.reserveArgs(inputs.length + attrs.length);
+  for (let i = 0; i < inputs.length; i++) args[i] = inputs[i]!.id;
+  for (let i = 0; i < attrs.length; i++) args[inputs.length + i] = attrs[i]!;
   e.record(e.ops[name]!.code, inputs.length, attrs.length);
 }
 
@@ -78,7 +79,7 @@ export function checkTensor(what: string, x: unknown): Tensor {
 /** Writes `meshId, nPlacements, placements..., dtype` at args[0..]; returns the next index. */
 export function writeCreationHeader(mesh: DeviceMesh, placements: readonly Placement[], dtype: DType): number {
   const e = engine();
-  const args = e.args;
+  const args = e.reserveArgs(3 + placements.length);
   let i = 0;
   args[i++] = mesh.id;
   args[i++] = placements.length;
@@ -89,7 +90,7 @@ export function writeCreationHeader(mesh: DeviceMesh, placements: readonly Place
 
 /** Writes `ndim, shape...` at args[at..]; returns the next index. */
 export function writeShape(at: number, shape: readonly number[]): number {
-  const args = engine().args;
+  const args = engine().reserveArgs(at + 1 + shape.length);
   args[at++] = shape.length;
   for (const s of shape) args[at++] = s;
   return at;

@@ -1,32 +1,74 @@
-// Environment configuration, read once. Every variable the library reads is listed here.
+// Environment configuration, read once. Every variable the library reads is listed here (the
+// engine's own in native/common/env.h). A value that cannot work is refused when read, with a
+// DTorchError naming the variable, the value and what it must be; it never quietly becomes the
+// default. Only a misspelt DTORCH_LOG is let through, with a warning: logging must not stop a
+// program.
+import { invalidParameter } from './check.js';
+import type { DTorchError } from './errors.js';
+
+export const logLevels = ['debug', 'info', 'warn', 'error', 'off'] as const;
+export type LogLevelName = (typeof logLevels)[number];
 
 export interface DTorchConfig {
   /** DTORCH_LOG: debug | info | warn | error | off (default warn). */
-  logLevel: string;
+  logLevel: LogLevelName;
   /** DTORCH_NATIVE_PATH: an explicit path to dtorch.node, tried first by the loader. */
   nativePath: string | undefined;
   /** DTORCH_CAPTURE_STACKS: 1/0 turns call-site capture for kernel errors on/off (default: on unless NODE_ENV=production). */
   captureStacks: boolean;
-  /** DTORCH_READ_TIMEOUT_MS: how long dataSync() waits before it throws TIMEOUT. */
+  /** DTORCH_READ_TIMEOUT_MS: how long dataSync() waits before it throws TIMEOUT (1 to 2^31-1, default 600000). */
   readTimeoutMs: number;
-  /** DTORCH_SEGMENT_NODES: recorded nodes per segment before it is flushed (default 256). */
+  /** DTORCH_SEGMENT_NODES: recorded nodes per segment before it is flushed (1 to 1,000,000, default 256). */
   segmentNodes: number;
 }
 
-function positiveInt(raw: string | undefined, fallback: number): number {
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  return Number.isInteger(n) && n > 0 ? n : fallback;
+/** The largest DTORCH_SEGMENT_NODES (the engine's Recorder::kMaxFlushThreshold). */
+export const maxSegmentNodes = 1_000_000;
+// setTimeout's bound, and more than any wait needs (24.8 days)
+const maxMs = 2 ** 31 - 1;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function refused(name: string, expected: string, raw: string): DTorchError {
+  return invalidParameter(`environment variable ${name}`, expected, raw);
 }
 
-export function readConfig(env: NodeJS.ProcessEnv = process.env): DTorchConfig {
+// Unset or empty: the default. Decimal digits only: "1e3", "0x10", " 5" and "5ms" are refused.
+function integer(env: Env, name: string, min: number, max: number, fallback: number, expected = `integer from ${min} to ${max}`): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < min || n > max) throw refused(name, expected, raw);
+  return n;
+}
+
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw !== '0' && raw !== '1') throw refused(name, '0 or 1', raw);
+  return raw === '1';
+}
+
+function logLevel(env: Env, warn: (message: string) => void): LogLevelName {
+  const raw = env['DTORCH_LOG'];
+  if (raw === undefined || raw === '') return 'warn';
+  if ((logLevels as readonly string[]).includes(raw)) return raw as LogLevelName;
+  warn(`${refused('DTORCH_LOG', `one of ${logLevels.join(', ')}`, raw).message}; logging at warn`);
+  return 'warn';
+}
+
+/**
+ * The configuration `env` gives; throws INVALID_ARGUMENT for a value that cannot work, and
+ * reports a misspelt DTORCH_LOG through `warn`.
+ */
+export function readConfig(env: Env = process.env, warn = (message: string) => console.error(`[dtorch warn] ${message}`)): DTorchConfig {
   return {
-    logLevel: env['DTORCH_LOG'] ?? 'warn',
+    logLevel: logLevel(env, warn),
     nativePath: env['DTORCH_NATIVE_PATH'] || undefined,
     // on while developing; off under NODE_ENV=production unless asked for
-    captureStacks: env['DTORCH_CAPTURE_STACKS'] ? env['DTORCH_CAPTURE_STACKS'] !== '0' : env['NODE_ENV'] !== 'production',
-    readTimeoutMs: positiveInt(env['DTORCH_READ_TIMEOUT_MS'], 600_000),
-    segmentNodes: positiveInt(env['DTORCH_SEGMENT_NODES'], 256),
+    captureStacks: flag(env, 'DTORCH_CAPTURE_STACKS', env['NODE_ENV'] !== 'production'),
+    readTimeoutMs: integer(env, 'DTORCH_READ_TIMEOUT_MS', 1, maxMs, 600_000, `integer of milliseconds from 1 to ${maxMs}`),
+    segmentNodes: integer(env, 'DTORCH_SEGMENT_NODES', 1, maxSegmentNodes, 256),
   };
 }
 

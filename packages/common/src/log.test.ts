@@ -23,7 +23,7 @@ describe('logging', () => {
   });
 
   it('reads its settings from the environment', () => {
-    const c = readConfig({ DTORCH_LOG: 'debug', DTORCH_CAPTURE_STACKS: '0', DTORCH_READ_TIMEOUT_MS: '50', DTORCH_SEGMENT_NODES: 'x' });
+    const c = readConfig({ DTORCH_LOG: 'debug', DTORCH_CAPTURE_STACKS: '0', DTORCH_READ_TIMEOUT_MS: '50', DTORCH_SEGMENT_NODES: '' });
     expect(c).toMatchObject({ logLevel: 'debug', captureStacks: false, readTimeoutMs: 50, segmentNodes: 256 });
     expect(readConfig({ NODE_ENV: 'production' }).captureStacks).toBe(false);
     expect(readConfig({}).captureStacks).toBe(true);

@@ -1,31 +1,42 @@
 // The client of the native engine, used from the one JS thread: it records ops (one N-API
-// call each, arguments through the shared `args` buffer), flushes the open segment at the
-// end of the current JS task, and turns reads into typed arrays. Tensors here are plain
+// call each, arguments through the shared `args` buffer, which grows on demand), flushes the
+// open segment at the end of the current JS task, and turns reads into typed arrays. Tensors here are plain
 // ids; @dtorch/api builds the user-facing Tensor on top.
-import { config, DTorchError, ErrorCode, native } from '@dtorch/common';
+import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
 import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 export type DeviceKind = 'cpu' | 'cuda';
 
+// Room kept after any list a writer reserved, for the few fixed attributes written after it.
+const argsTail = 16;
+
 export class Engine {
-  readonly args: Float64Array;
-  readonly out: Float64Array;
+  /** Output metadata of the last record (the native `out` buffer; replaced when it grows). */
+  out: Float64Array;
+  private argsView: Float64Array;
   readonly ops: Readonly<Record<string, OpInfo>>;
   private readonly slice: CoreSlice;
   private readonly dtypeCodes: Record<string, number>;
   private readonly dtypeByCode: DTypeName[] = [];
   private readonly sites = new CallSites(config.captureStacks);
   private flushQueued = false;
+  // End of a JS task: nobody can catch here, so nothing may throw. The engine rejects the reads
+  // that depend on a segment it could not hand over; what is left (a shut-down engine) is logged.
   private readonly flushNow = () => {
     this.flushQueued = false;
-    this.slice.flush();
+    try {
+      this.slice.flush();
+    } catch (err) {
+      log.error(`the end-of-task flush failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
   };
 
   constructor(slice: CoreSlice) {
     this.slice = slice;
-    this.args = slice.args;
+    slice.settings(); // a malformed native setting (DTORCH_*) is refused here, at first use
+    this.argsView = slice.args;
     this.out = slice.out;
     this.ops = Object.freeze(slice.ops());
     this.dtypeCodes = slice.dtypes();
@@ -56,25 +67,36 @@ export class Engine {
     return name;
   }
 
+  /** The shared argument buffer: input ids, then attributes. Writers of lists call reserveArgs first. */
+  get args(): Float64Array {
+    return this.argsView;
+  }
+
+  /**
+   * `args` with room for `n` values and a few more after them (grown, with what was written so
+   * far, when needed): an op may take any number of inputs and attributes.
+   */
+  reserveArgs(n: number): Float64Array {
+    if (n + argsTail > this.argsView.length) this.argsView = this.slice.growArgs(n + argsTail);
+    return this.argsView;
+  }
+
   /**
    * Records op `code` with `numInputs` ids then `numAttrs` attributes already written to
    * `args`. Output metadata is then in `out`. Bad input throws here, at the caller's line.
    */
   record(code: number, numInputs: number, numAttrs: number): void {
-    this.slice.record(code, numInputs, numAttrs);
-    this.recorded();
+    this.recorded(this.slice.record(code, numInputs, numAttrs));
   }
 
   /** Like record, for an op whose full value comes from host data (copied now). */
   recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: DTypeName): void {
-    this.slice.recordData(code, numAttrs, data, this.dtypeCode(sourceDtype));
-    this.recorded();
+    this.recorded(this.slice.recordData(code, numAttrs, data, this.dtypeCode(sourceDtype)));
   }
 
   /** Records a redistribute of `id` to `placementCodes` on mesh `meshId` (output in `out`). */
   redistribute(id: number, meshId: number, placementCodes: number[]): void {
-    this.slice.redistribute(id, meshId, placementCodes);
-    this.recorded();
+    this.recorded(this.slice.redistribute(id, meshId, placementCodes));
   }
 
   /** The steps a redistribute of `id` to `placementCodes` (same mesh) would take. */
@@ -95,7 +117,9 @@ export class Engine {
     return this.slice.layout(id);
   }
 
-  private recorded(): void {
+  // `grownOut`: the native side moved `out` to make room for many outputs.
+  private recorded(grownOut: Float64Array | undefined): void {
+    if (grownOut !== undefined) this.out = grownOut;
     this.sites.capture(this.out[0]!);
     if (!this.flushQueued) {
       // end of the current JS task: hand the open segment to the controller
@@ -150,6 +174,14 @@ export class Engine {
     this.slice.resetPeakMemory();
   }
 
+  /**
+   * Bounds the collective waits that start from now on (ms); 0 goes back to
+   * DTORCH_COLLECTIVE_TIMEOUT_MS. For tests that time one collective out on purpose.
+   */
+  setCollectiveTimeout(ms: number): void {
+    this.slice.setCollectiveTimeout(ms);
+  }
+
   /** Turns call-site capture on or off (see DTORCH_CAPTURE_STACKS). */
   setCaptureStacks(on: boolean): void {
     this.sites.setEnabled(on);
@@ -160,7 +192,9 @@ export class Engine {
   }
 
   private withCallSite(err: unknown): unknown {
-    if (err instanceof DTorchError && err.code === ErrorCode.KernelFailed && err.seq !== undefined) {
+    // a kernel that failed, or a collective wait that ran out: both name the op that recorded it
+    const failedOp = err instanceof DTorchError && (err.code === ErrorCode.KernelFailed || err.code === ErrorCode.Timeout);
+    if (failedOp && err.seq !== undefined) {
       const where = this.sites.describe(err.seq);
       err.message = `${err.message}\n  recorded at:\n${where}`;
       err.stack = `${err.name}: ${err.message}`;

@@ -1,4 +1,4 @@
 export { Engine, engine, type DeviceKind } from './engine.js';
 export { CallSites } from './call_sites.js';
 export { dtypeNames, hostArrayFor, dtypeOfHostArray, type DTypeName } from './host_arrays.js';
-export type { CoreSlice, Fetched, HostArray, MemoryInfo, DeviceMemoryInfo, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
+export type { CoreSlice, Fetched, HostArray, MemoryInfo, DeviceMemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';

@@ -66,14 +66,31 @@ export type HostArray =
   | Uint8Array
   | BigInt64Array;
 
+/** The engine's settings from the environment (native/common/env.h), as parsed. */
+export interface NativeSettings {
+  cpuDevices: number;
+  /** 0: unset (cores / CPU workers). */
+  intraOpThreads: number;
+  collectiveTimeoutMs: number;
+  cudaBatchesInFlight: number;
+  nccl: boolean;
+  copyEngines: boolean;
+  copyEngineReductions: boolean;
+  fusion: boolean;
+  rmsNormKernel: boolean;
+}
+
 export interface CoreSlice {
-  /** Shared argument buffer: input ids, then attributes. */
+  /** Shared argument buffer: input ids, then attributes (the first one; growArgs replaces it). */
   args: Float64Array;
   /** Shared result buffer: [seq, nOut, per output: id, dtype, ndim, shape..., nPlacements, placements...]. */
   out: Float64Array;
-  record(code: number, numInputs: number, numAttrs: number): void;
-  recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): void;
-  redistribute(id: number, meshId: number, placementCodes: number[]): void;
+  /** The args buffer with room for `n` values, what was written so far kept. */
+  growArgs(n: number): Float64Array;
+  // Each record returns the grown `out` when the outputs needed more room, else undefined.
+  record(code: number, numInputs: number, numAttrs: number): Float64Array | undefined;
+  recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): Float64Array | undefined;
+  redistribute(id: number, meshId: number, placementCodes: number[]): Float64Array | undefined;
   layout(id: number): PieceInfo[];
   planRedistribute(id: number, placementCodes: number[]): string[];
   signatureRows(code: number, numInputs: number, numAttrs: number): SignatureRowInfo[];
@@ -89,4 +106,12 @@ export interface CoreSlice {
   workers(): WorkerInfo[];
   resetPeakMemory(): void;
   setFlushThreshold(nodes: number): void;
+  /** This process's native settings; throws INVALID_ARGUMENT naming a malformed one. */
+  settings(): NativeSettings;
+  /** The settings the given environment would give (tests). */
+  settingsFrom(env: Record<string, string>): NativeSettings;
+  /** Bounds the collective waits that start from now on; 0: DTORCH_COLLECTIVE_TIMEOUT_MS again. */
+  setCollectiveTimeout(ms: number): void;
+  /** The next hand-over of a segment to the controller fails with `message` (tests). */
+  failNextFlush(message: string): void;
 }

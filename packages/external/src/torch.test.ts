@@ -1,21 +1,53 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { describeRuntime, torchInfo } from './torch.js';
+
+// What the addon reports is checked against facts gathered without it: the LibTorch the build
+// recorded (.dtorch/torch.json, written by setup or the device harness) and the NVIDIA GPUs of
+// this machine (nvidia-smi -L, else /dev/nvidia<N>, within CUDA_VISIBLE_DEVICES).
+const recordPath = fileURLToPath(new URL('../../../.dtorch/torch.json', import.meta.url));
+const record = existsSync(recordPath) ? (JSON.parse(readFileSync(recordPath, 'utf8')) as { cmakePrefixPath: string; version: string }) : undefined;
+
+function machineGpus(): number {
+  let count = existsSync('/dev') ? readdirSync('/dev').filter((n) => /^nvidia\d+$/.test(n)).length : 0;
+  if (count > 0) {
+    const listed = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 10_000 });
+    if (listed.status === 0) count = listed.stdout.split('\n').filter((l) => l.startsWith('GPU ')).length;
+  }
+  const visible = process.env['CUDA_VISIBLE_DEVICES'];
+  return visible === undefined ? count : Math.min(count, visible.trim() === '' ? 0 : visible.split(',').length);
+}
 
 describe('torch facts', () => {
   it('name the LibTorch version, the cores and CUDA', () => {
     const info = torchInfo();
     expect(info.libtorchVersion).toMatch(/^\d+\.\d+\.\d+$/);
     expect(info.cpuCores).toBeGreaterThanOrEqual(1);
-    expect(info.cudaDeviceCount).toBe(info.builtWithCuda ? info.cudaDeviceCount : 0);
     expect(info.parallelInfo).toContain('at::get_num_threads()');
     const text = describeRuntime();
     expect(text).toContain(`LibTorch ${info.libtorchVersion}`);
-    expect(text).toMatch(/CUDA: (\d+ device\(s\)|not built with CUDA)/);
-    expect(info.cudaDevices.length).toBe(info.cudaDeviceCount);
+    expect(text).toContain(info.builtWithCuda ? `CUDA: ${info.cudaDeviceCount} device(s)` : 'CUDA: not built with CUDA');
+    expect(info.cudaDevices.map((d) => d.index)).toEqual(Array.from({ length: info.cudaDeviceCount }, (_, i) => i));
     for (const d of info.cudaDevices) {
       expect(d.totalMemory).toBeGreaterThan(0);
       expect(d.computeCapability).toMatch(/^\d+\.\d+$/);
       expect(text).toContain(`cuda:${d.index} ${d.name}`);
     }
+  });
+
+  // a CUDA build on a machine without GPUs sees none; a CPU-only build sees none anywhere
+  it('see the GPUs this machine has, when built with CUDA', () => {
+    const info = torchInfo();
+    expect(info.cudaDeviceCount).toBe(info.builtWithCuda ? machineGpus() : 0);
+  });
+
+  it.skipIf(!record)(`match the LibTorch the build recorded${record ? '' : ' (skipped: no .dtorch/torch.json)'}`, () => {
+    const info = torchInfo();
+    expect(info.libtorchVersion).toBe(record!.version.split('+')[0]);
+    // CMakeLists.txt builds with CUDA exactly when this LibTorch has its CUDA half
+    expect(info.builtWithCuda).toBe(existsSync(join(record!.cmakePrefixPath, 'lib', 'libtorch_cuda.so')));
   });
 });

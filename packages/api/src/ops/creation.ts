@@ -304,6 +304,7 @@ export function fromLocalBuffers(
   for (const [piece, offset] of distinct) host.set(piece, offset * size);
   const e = engine();
   let i = writeShape(writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), [elements]), globalShape);
+  e.reserveArgs(i + offsets.length); // one offset per rank
   for (const offset of offsets) e.args[i++] = offset;
   e.recordData(e.ops['from_local_data']!.code, i, host, sourceDtype);
   return output(r.mesh);
