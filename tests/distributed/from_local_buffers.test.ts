@@ -4,9 +4,13 @@
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 
-// Rank r's piece of the row-major values 0..n-1 of `shape`, as float32 bytes.
-function pieceBytes(shape: number[], mesh: dt.DeviceMesh, placements: dt.Placement[], rank: number): Uint8Array {
-  const piece = dt.localPieceOf(shape, placements, mesh, rank);
+// Each rank's piece, written out by hand from torch.chunk sizes (mesh dims applied in order,
+// rank = row-major mesh coordinates) rather than computed by dt.localPieceOf, the helper
+// fromLocalBuffers itself uses.
+type Piece = { offset: number[]; shape: number[] };
+
+// The piece's share of the row-major values 0..n-1 of `shape`, as float32 bytes.
+function pieceBytes(shape: number[], piece: Piece): Uint8Array {
   const strides = shape.map((_, d) => shape.slice(d + 1).reduce((a, b) => a * b, 1));
   const values: number[] = [];
   const visit = (d: number, at: number) => {
@@ -17,24 +21,65 @@ function pieceBytes(shape: number[], mesh: dt.DeviceMesh, placements: dt.Placeme
   return new Uint8Array(new Float32Array(values).buffer);
 }
 
-const cases: { name: string; mesh: () => dt.DeviceMesh; shape: number[]; placements: dt.Placement[] }[] = [
-  { name: 'S(0) over 2', mesh: () => new dt.DeviceMesh('cpu', [0, 1]), shape: [6, 4], placements: [dt.Shard(0)] },
-  { name: 'uneven S(0): 11 over 4 (3, 3, 3, 2)', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3]), shape: [11, 2], placements: [dt.Shard(0)] },
-  { name: 'uneven S(1): 5 over 3 (2, 2, 1)', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2]), shape: [3, 5], placements: [dt.Shard(1)] },
-  { name: 'empty pieces: 2 over 4', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3]), shape: [2, 3], placements: [dt.Shard(0)] },
-  { name: '2x2 mesh [S(0), S(1)]', mesh: () => dt.initDeviceMesh('cpu', [2, 2]), shape: [5, 3, 2], placements: [dt.Shard(0), dt.Shard(1)] },
-  { name: '2x2 mesh [R, S(2)]', mesh: () => dt.initDeviceMesh('cpu', [2, 2]), shape: [2, 3, 5], placements: [dt.Replicate(), dt.Shard(2)] },
-  { name: '2x2 mesh S(0) twice', mesh: () => dt.initDeviceMesh('cpu', [2, 2]), shape: [7, 2], placements: [dt.Shard(0), dt.Shard(0)] },
+const at = (offset: number[], shape: number[]): Piece => ({ offset, shape });
+const cases: { name: string; mesh: () => dt.DeviceMesh; shape: number[]; placements: dt.Placement[]; pieces: Piece[] }[] = [
+  { name: 'S(0) over 2', mesh: () => new dt.DeviceMesh('cpu', [0, 1]), shape: [6, 4], placements: [dt.Shard(0)], pieces: [at([0, 0], [3, 4]), at([3, 0], [3, 4])] },
+  {
+    name: 'uneven S(0): 11 over 4 (3, 3, 3, 2)',
+    mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3]),
+    shape: [11, 2],
+    placements: [dt.Shard(0)],
+    pieces: [at([0, 0], [3, 2]), at([3, 0], [3, 2]), at([6, 0], [3, 2]), at([9, 0], [2, 2])],
+  },
+  {
+    name: 'uneven S(1): 5 over 3 (2, 2, 1)',
+    mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2]),
+    shape: [3, 5],
+    placements: [dt.Shard(1)],
+    pieces: [at([0, 0], [3, 2]), at([0, 2], [3, 2]), at([0, 4], [3, 1])],
+  },
+  {
+    name: 'empty pieces: 2 over 4',
+    mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3]),
+    shape: [2, 3],
+    placements: [dt.Shard(0)],
+    pieces: [at([0, 0], [1, 3]), at([1, 0], [1, 3]), at([2, 0], [0, 3]), at([2, 0], [0, 3])],
+  },
+  {
+    // 5 rows over dim 0 (3, 2), 3 columns over dim 1 (2, 1)
+    name: '2x2 mesh [S(0), S(1)]',
+    mesh: () => dt.initDeviceMesh('cpu', [2, 2]),
+    shape: [5, 3, 2],
+    placements: [dt.Shard(0), dt.Shard(1)],
+    pieces: [at([0, 0, 0], [3, 2, 2]), at([0, 2, 0], [3, 1, 2]), at([3, 0, 0], [2, 2, 2]), at([3, 2, 0], [2, 1, 2])],
+  },
+  {
+    name: '2x2 mesh [R, S(2)]',
+    mesh: () => dt.initDeviceMesh('cpu', [2, 2]),
+    shape: [2, 3, 5],
+    placements: [dt.Replicate(), dt.Shard(2)],
+    pieces: [at([0, 0, 0], [2, 3, 3]), at([0, 0, 3], [2, 3, 2]), at([0, 0, 0], [2, 3, 3]), at([0, 0, 3], [2, 3, 2])],
+  },
+  {
+    // 7 rows: (4, 3) over dim 0, then each of those over dim 1: (2, 2) and (2, 1)
+    name: '2x2 mesh S(0) twice',
+    mesh: () => dt.initDeviceMesh('cpu', [2, 2]),
+    shape: [7, 2],
+    placements: [dt.Shard(0), dt.Shard(0)],
+    pieces: [at([0, 0], [2, 2]), at([2, 0], [2, 2]), at([4, 0], [2, 2]), at([6, 0], [1, 2])],
+  },
 ];
 
 describe('fromLocalBuffers', () => {
-  it.each(cases)('$name: each rank gets its piece and the full tensor reads back', async ({ mesh: make, shape, placements }) => {
+  it.each(cases)('$name: each rank gets its piece and the full tensor reads back', async ({ mesh: make, shape, placements, pieces: expected }) => {
     const mesh = make();
-    const pieces = Array.from({ length: mesh.size }, (_, r) => pieceBytes(shape, mesh, placements, r));
+    expect(expected.length).toBe(mesh.size);
+    const pieces = expected.map((p) => pieceBytes(shape, p));
     const t = dt.fromLocalBuffers(pieces, 'float32', shape, { mesh, placements });
     expect(t.shape).toEqual(shape);
     expect(t.placements.map(String)).toEqual(placements.map(String));
-    expect(dt.localShapes(t)).toEqual(Array.from({ length: mesh.size }, (_, r) => dt.localPieceOf(shape, placements, mesh, r).shape));
+    expect(dt.localShapes(t)).toEqual(expected.map((p) => p.shape));
+    expect(expected.map((_, r) => dt.localPieceOf(shape, placements, mesh, r))).toEqual(expected);
     const n = shape.reduce((a, b) => a * b, 1);
     expect(Array.from((await t.data()) as Float32Array)).toEqual(Array.from({ length: n }, (_, i) => i));
     for (let r = 0; r < mesh.size; r++) {
