@@ -44,6 +44,17 @@ describe('safetensors', () => {
     expect(header.tensors.get('rms_norm_bf16.out')).toMatchObject({ dtype: 'BF16', shape: [2, 3, 16] });
   });
 
+  // the boundary of the overlap check: ranges are [begin, end), so sharing one byte is an
+  // overlap and touching is not (an empty range may sit anywhere)
+  it('refuses ranges that overlap by one byte and takes ranges that touch', () => {
+    const u8 = (begin: number, end: number) => ({ dtype: 'U8', shape: [end - begin], data_offsets: [begin, end] });
+    expect(() => readSafetensorsHeader(rawFile('one.st', { a: u8(0, 4), b: u8(3, 7) }, new Uint8Array(7)))).toThrow('tensors "a" and "b" overlap');
+    expect(() => readSafetensorsHeader(rawFile('one-reversed.st', { b: u8(3, 7), a: u8(0, 4) }, new Uint8Array(7)))).toThrow('tensors "a" and "b" overlap');
+    expect(() => readSafetensorsHeader(rawFile('inside.st', { a: u8(0, 6), b: u8(5, 6) }, new Uint8Array(6)))).toThrow('tensors "a" and "b" overlap');
+    const touching = readSafetensorsHeader(rawFile('touch.st', { a: u8(0, 4), b: u8(4, 8), e: u8(2, 2) }, new Uint8Array(8)));
+    expect([...touching.tensors.values()].map((t) => [t.name, t.end - t.begin])).toEqual([['a', 4], ['b', 4], ['e', 0]]);
+  });
+
   it('refuses bad files, naming the file and the reason', () => {
     const short = join(dir, 'short.safetensors');
     writeFileSync(short, Buffer.from([1, 2, 3]));
