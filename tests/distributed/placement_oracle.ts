@@ -344,12 +344,15 @@ export interface Draw {
 }
 
 /**
- * Three draws of inputs and of Partial parts, in quarters within ±20: exact in float32 through
- * sums and products, and not integers (floor of integer parts would add up like a linear op).
- * Inputs listed in `nonzero` (divisors) avoid 0.
+ * Draws of inputs and of Partial parts, in quarters within ±20: exact in float32 through sums
+ * and products, and not integers (floor of integer parts would add up like a linear op). Three
+ * draws, more for tiny tensors (up to 16 for one element), where a nonlinear op can pass for
+ * linear by chance: relu(a) + relu(b) = relu(a + b) whenever a and b share a sign. Inputs
+ * listed in `nonzero` (divisors) avoid 0.
  */
 export function drawInputs(g: Gen, shapes: number[][], seed: number, nonzero: readonly number[] = []): Draw[] {
-  return [0, 1, 2].map((d) => ({
+  const count = Math.min(16, Math.max(3, Math.ceil(32 / Math.max(1, ...shapes.map(numel)))));
+  return Array.from({ length: count }, (_, d) => ({
     full: shapes.map((shape, k) =>
       host(
         shape,
