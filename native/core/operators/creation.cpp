@@ -36,10 +36,7 @@ TensorMeta creationHeader(const InferContext& ctx, size_t& cursor) {
 
 void checkCreation(const InferContext& ctx, const TensorMeta& meta) {
   checkPlacements(ctx, meta.placements, ctx.meshes.get(meta.meshId), meta.ndim());
-  // the byte count must fit in 63 bits (memory accounting and LibTorch both need it)
-  double bytes = static_cast<double>(dtypeSize(meta.dtype));
-  for (int64_t s : meta.shape) bytes *= static_cast<double>(s);
-  if (bytes >= 9.2e18) ctx.fail(kInvalidArgument, "shape " + formatShape(meta.shape) + " holds more bytes than 64-bit sizes can count");
+  checkByteCount(ctx, meta.shape, meta.dtype);  // memory accounting and LibTorch both need 63 bits
 }
 
 // ndim, sizes...: a shape from the attributes at `cursor`.
@@ -89,15 +86,27 @@ at::Tensor pieceOf(const KernelContext& ctx, const at::Tensor& full) {
   return out;
 }
 
-// full: extra attribute value.
+// full: extra attribute value, a JS number (an int when integral, as scalar.ts reads it).
 void inferFull(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationMeta(ctx, cursor);
-  ctx.attr(cursor);  // value must be present
+  const double value = ctx.attr(cursor);
+  // as torch.full: float16 and bfloat16 round a too large value to inf, other dtypes refuse it
+  const bool rounds = meta.dtype == DType::Half || meta.dtype == DType::BFloat16;
+  if (!rounds && !scalarFits(value, kindOfNumber(value), meta.dtype)) {
+    ctx.fail(kInvalidArgument, "value " + std::to_string(value) + " does not fit " + std::string(dtypeName(meta.dtype)));
+  }
   out.push_back(std::move(meta));
 }
 void runFull(KernelContext& ctx) {
-  const double value = holdsPartialValue(ctx) ? ctx.attr(ctx.node.attrs.size() - 1) : 0.0;
+  const at::Scalar value = holdsPartialValue(ctx) ? numberScalar(ctx.attr(ctx.node.attrs.size() - 1)) : at::Scalar(0);
+  const DType dtype = ctx.outputMeta().dtype;
+  if ((dtype == DType::Half || dtype == DType::BFloat16) && !scalarFits(value.toDouble(), ScalarKind::kFloat, dtype)) {
+    // past the dtype's range: inf, as torch.full gives it, instead of failing fill_'s checked conversion
+    const double inf = std::numeric_limits<double>::infinity();
+    ctx.outputs.push_back(at::full(ctx.outputPiece().shape, value.toDouble() > 0 ? inf : -inf, optionsFor(ctx)));
+    return;
+  }
   ctx.outputs.push_back(at::full(ctx.outputPiece().shape, value, optionsFor(ctx)));
 }
 
@@ -112,12 +121,27 @@ void inferArange(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationHeader(ctx, cursor);
   const double start = ctx.attr(cursor), end = ctx.attr(cursor + 1), step = ctx.attr(cursor + 2);
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) ctx.fail(kInvalidArgument, "bounds must be finite");
   if (step == 0) ctx.fail(kInvalidArgument, "step must be nonzero");
   if ((step > 0 && end < start) || (step < 0 && end > start)) {
     ctx.fail(kInvalidArgument, "upper bound and step are inconsistent: start " + std::to_string(start) + ", end " +
                                    std::to_string(end) + ", step " + std::to_string(step));
   }
-  meta.shape.push_back(static_cast<int64_t>(std::ceil((end - start) / step)));
+  if (meta.dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "cannot make bool tensors; give a numeric dtype");
+  const bool integral = c10::isIntegralType(meta.dtype, /*includeBool=*/false);
+  if (integral && (kindOfNumber(start) != ScalarKind::kInt || kindOfNumber(end) != ScalarKind::kInt || kindOfNumber(step) != ScalarKind::kInt)) {
+    ctx.fail(kInvalidArgument, "an integer dtype takes integer bounds (inside int64)");
+  }
+  const double size = std::ceil((end - start) / step);
+  if (!(size < 9.2e18)) ctx.fail(kInvalidArgument, "the range holds more elements than 64-bit sizes can count");
+  if (integral) {
+    // LibTorch counts integer ranges in int64 (ceil((end - start) / step) in integers)
+    const __int128 a = static_cast<int64_t>(start), b = static_cast<int64_t>(end), st = static_cast<int64_t>(step);
+    const __int128 span = b - a;
+    meta.shape.push_back(static_cast<int64_t>(st > 0 ? (span + st - 1) / st : (span + st + 1) / st));
+  } else {
+    meta.shape.push_back(static_cast<int64_t>(size));
+  }
   checkCreation(ctx, meta);
   out.push_back(std::move(meta));
 }
@@ -142,12 +166,17 @@ void inferRandom(const InferContext& ctx, Outputs& out) {
 void inferRandint(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationMeta(ctx, cursor);
-  const double low = ctx.attr(cursor), high = ctx.attr(cursor + 1);
-  ctx.attr(cursor + 2);
+  const int64_t low = ctx.intAttr(cursor), high = ctx.intAttr(cursor + 1);
+  ctx.intAttr(cursor + 2);
   if (!(high > low)) {
     ctx.fail(kInvalidArgument, "high must be greater than low, got low " + std::to_string(low) + " and high " + std::to_string(high));
   }
   if (meta.dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "randint cannot make bool tensors; use int64");
+  // as random_: low and high - 1 must be values of the dtype
+  const double lo = static_cast<double>(low), hi = static_cast<double>(high - 1);
+  if (!scalarFits(lo, ScalarKind::kFloat, meta.dtype) || !scalarFits(hi, ScalarKind::kFloat, meta.dtype)) {  // no uint8 wrap
+    ctx.fail(kInvalidArgument, "[" + std::to_string(low) + ", " + std::to_string(high - 1) + "] does not fit " + std::string(dtypeName(meta.dtype)));
+  }
   out.push_back(std::move(meta));
 }
 // Draws on the CPU generator whatever the device, so values do not depend on the device kind.

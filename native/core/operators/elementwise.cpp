@@ -34,9 +34,11 @@ void broadcastInputRows(const InferContext& ctx, SignatureRows& rows, const Shap
 // ---- unary ----------------------------------------------------------------------------------
 
 enum class UnaryResult {
-  kSame,   // the input dtype
-  kFloat,  // integer and bool inputs give the default float dtype (torch.exp(int) is float)
-  kBool,   // isnan, isinf, logical_not
+  kSame,      // the input dtype
+  kFloat,     // integer and bool inputs give the default float dtype (torch.exp(int) is float)
+  kBool,      // isnan, isinf, logical_not
+  kSameNoBool,  // the input dtype; bool inputs are refused (LibTorch has no bool kernel: neg, abs, ...)
+  kLongForBool, // the input dtype, bool giving int64 (square is pow(x, 2))
 };
 
 struct UnaryEntry {
@@ -52,12 +54,12 @@ struct UnaryEntry {
   [](KernelContext& ctx) { ctx.outputs.push_back(reusedInput(ctx).fn##_()); }
 #define DTORCH_UNARY_NO_INPLACE(fn) [](KernelContext& ctx) { ctx.outputs.push_back(at::fn(ctx.input(0))); }, nullptr
 const UnaryEntry kUnary[] = {
-    {"neg", UnaryResult::kSame, true, DTORCH_UNARY(neg)},
-    {"abs", UnaryResult::kSame, false, DTORCH_UNARY(abs)},
-    {"relu", UnaryResult::kSame, false, DTORCH_UNARY(relu)},
-    {"square", UnaryResult::kSame, false, DTORCH_UNARY(square)},
-    {"floor", UnaryResult::kSame, false, DTORCH_UNARY(floor)},
-    {"round", UnaryResult::kSame, false, DTORCH_UNARY(round)},
+    {"neg", UnaryResult::kSameNoBool, true, DTORCH_UNARY(neg)},
+    {"abs", UnaryResult::kSameNoBool, false, DTORCH_UNARY(abs)},
+    {"relu", UnaryResult::kSameNoBool, false, DTORCH_UNARY(relu)},
+    {"square", UnaryResult::kLongForBool, false, DTORCH_UNARY(square)},
+    {"floor", UnaryResult::kSameNoBool, false, DTORCH_UNARY(floor)},
+    {"round", UnaryResult::kSameNoBool, false, DTORCH_UNARY(round)},
     {"exp", UnaryResult::kFloat, false, DTORCH_UNARY(exp)},
     {"log", UnaryResult::kFloat, false, DTORCH_UNARY(log)},
     {"log2", UnaryResult::kFloat, false, DTORCH_UNARY(log2)},
@@ -93,12 +95,16 @@ DType unaryDtype(UnaryResult result, DType in) {
   switch (result) {
     case UnaryResult::kFloat: return c10::isIntegralType(in, /*includeBool=*/true) ? DType::Float : in;
     case UnaryResult::kBool: return DType::Bool;
+    case UnaryResult::kLongForBool: return in == DType::Bool ? DType::Long : in;
     default: return in;
   }
 }
 
 template <UnaryResult result>
 void inferUnary(const InferContext& ctx, Outputs& out) {
+  if (result == UnaryResult::kSameNoBool && ctx.inputs[0]->dtype == DType::Bool) {
+    ctx.fail(common::code::kDtypeMismatch, "is not defined for bool tensors; use logicalNot for masks, or cast first with .to('int32')");
+  }
   out.push_back(outputLike(ctx, ctx.inputs[0]->shape, unaryDtype(result, ctx.inputs[0]->dtype)));
 }
 
@@ -118,17 +124,28 @@ void runGeluInplace(KernelContext& ctx) {
   ctx.outputs.push_back(at::gelu_(t, geluMode(ctx)));
 }
 
-// clamp: attributes hasMin, min, hasMax, max.
+// clamp: attributes hasMin, min, hasMax, max; each bound a JS number (an int when integral). As
+// torch.clamp, the bounds take part in type promotion (a fractional bound makes an integer
+// tensor's result float32), and each must fit the result dtype.
 std::optional<at::Scalar> bound(const KernelContext& ctx, size_t at) {
   if (ctx.attr(at) == 0) return std::nullopt;
-  const double v = ctx.attr(at + 1);
-  if (c10::isIntegralType(ctx.input(0).scalar_type(), /*includeBool=*/false)) return at::Scalar(static_cast<int64_t>(v));
-  return at::Scalar(v);
+  return numberScalar(ctx.attr(at + 1));
 }
 void inferClamp(const InferContext& ctx, Outputs& out) {
   if (ctx.attr(0) == 0 && ctx.attr(2) == 0) ctx.fail(common::code::kInvalidArgument, "give at least one of min and max");
   if (ctx.inputs[0]->dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "cannot clamp bool tensors");
-  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, ctx.inputs[0]->dtype));
+  c10::SmallVector<ScalarKind, 2> kinds;
+  for (size_t at : {0, 2}) {
+    if (ctx.attr(at) != 0) kinds.push_back(kindOfNumber(ctx.attr(at + 1)));
+  }
+  const DType dtype = resultType(ctx.inputs, kinds);
+  for (size_t at : {0, 2}) {
+    const double v = ctx.attr(at + 1);
+    if (ctx.attr(at) != 0 && !scalarFits(v, kindOfNumber(v), dtype)) {
+      ctx.fail(common::code::kInvalidArgument, std::string(at == 0 ? "min " : "max ") + std::to_string(v) + " does not fit " + std::string(dtypeName(dtype)));
+    }
+  }
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, dtype));
 }
 void runClamp(KernelContext& ctx) { ctx.outputs.push_back(at::clamp(ctx.input(0), bound(ctx, 0), bound(ctx, 2))); }
 void runClampInplace(KernelContext& ctx) {
@@ -175,9 +192,13 @@ const BinaryEntry kBinary[] = {
 // The table entry behind an op ("add" and "add_scalar" share the "add" entry).
 const BinaryEntry& binaryEntry(const OpDef& op) { return *static_cast<const BinaryEntry*>(op.family); }
 
+// The kind at attrs[index], its value at attrs[index - 1]: an int kind must be an int64 value.
 ScalarKind scalarKindOf(const InferContext& ctx, size_t index) {
   const int64_t kind = ctx.intAttr(index);
   if (kind < 0 || kind > 2) ctx.fail(common::code::kInvalidArgument, "unknown scalar kind " + std::to_string(kind));
+  if (static_cast<ScalarKind>(kind) == ScalarKind::kInt && kindOfNumber(ctx.attr(index - 1)) != ScalarKind::kInt) {
+    ctx.fail(common::code::kInvalidArgument, "int scalar " + std::to_string(ctx.attr(index - 1)) + " is not an int64");
+  }
   return static_cast<ScalarKind>(kind);
 }
 
@@ -191,8 +212,24 @@ at::Scalar scalarOf(const KernelContext& ctx, size_t valueIndex) {
 }
 
 // alpha as PyTorch receives it from Python: an int when integral (integer tensors refuse a float alpha).
-at::Scalar alphaScalar(double alpha) {
-  return alpha == static_cast<double>(static_cast<int64_t>(alpha)) ? at::Scalar(static_cast<int64_t>(alpha)) : at::Scalar(alpha);
+at::Scalar alphaScalar(double alpha) { return numberScalar(alpha); }
+
+// As LibTorch checks when the kernel runs, at the call: an integer (or bool) add/sub takes an
+// integer alpha; pow of bools has no kernel.
+void checkOperands(const InferContext& ctx, const BinaryEntry& e, DType promoted, double alpha, bool boolScalar = false) {
+  if (e.name == "sub") {
+    bool anyBool = boolScalar;
+    for (const TensorMeta* t : ctx.inputs) anyBool = anyBool || t->dtype == DType::Bool;
+    if (anyBool) ctx.fail(common::code::kDtypeMismatch, "subtracting with a bool operand is not supported; use logicalXor, or cast with to('int32')");
+  }
+  if ((e.name == "add" || e.name == "sub") && c10::isIntegralType(promoted, /*includeBool=*/true) && kindOfNumber(alpha) != ScalarKind::kInt) {
+    ctx.fail(common::code::kDtypeMismatch, "alpha " + std::to_string(alpha) + " is not an integer (inside int64), as a " +
+                                               std::string(dtypeName(promoted)) + " result needs");
+  }
+  if ((e.name == "add" || e.name == "sub") && !scalarFits(alpha, kindOfNumber(alpha), promoted)) {
+    ctx.fail(common::code::kInvalidArgument, "alpha " + std::to_string(alpha) + " does not fit " + std::string(dtypeName(promoted)));
+  }
+  if (e.name == "pow" && promoted == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "pow is not defined for bool tensors; cast first with .to('int32')");
 }
 
 DType binaryDtype(const InferContext& ctx, const BinaryEntry& e, DType promoted) {
@@ -212,12 +249,20 @@ DType binaryDtype(const InferContext& ctx, const BinaryEntry& e, DType promoted)
 void inferBinary(const InferContext& ctx, Outputs& out) {
   const BinaryEntry& e = binaryEntry(ctx.op);
   const Shape shape = broadcastShapes(ctx, ctx.inputs[0]->shape, ctx.inputs[1]->shape);
-  out.push_back(outputLike(ctx, shape, binaryDtype(ctx, e, resultType(ctx.inputs, {}))));
+  const DType promoted = resultType(ctx.inputs, {});
+  checkOperands(ctx, e, promoted, ctx.attr(0));
+  out.push_back(outputLike(ctx, shape, binaryDtype(ctx, e, promoted)));
 }
 
 void inferBinaryScalar(const InferContext& ctx, Outputs& out) {
   const BinaryEntry& e = binaryEntry(ctx.op);
-  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, binaryDtype(ctx, e, resultType(ctx.inputs, {scalarKindOf(ctx, 1)}))));
+  const ScalarKind kind = scalarKindOf(ctx, 1);
+  const DType promoted = resultType(ctx.inputs, {kind});
+  checkOperands(ctx, e, promoted, ctx.attr(2), kind == ScalarKind::kBool);
+  if (e.name == "pow" && c10::isIntegralType(promoted, /*includeBool=*/false) && kind == ScalarKind::kInt && ctx.attr(0) < 0) {
+    ctx.fail(common::code::kInvalidArgument, "integers to negative integer powers are not allowed (as in PyTorch); use a float exponent");
+  }
+  out.push_back(outputLike(ctx, ctx.inputs[0]->shape, binaryDtype(ctx, e, promoted)));
 }
 
 // Partial rows follow linearity: P+P and P-P stay partial; P*R, R*P and P/R scale each part.
@@ -255,12 +300,13 @@ void runBinary(KernelContext& ctx) { runBinaryInto(ctx, emptyOutput(ctx)); }
 void runBinaryInplace(KernelContext& ctx) { runBinaryInto(ctx, reusedInput(ctx)); }
 
 // The scalar as a 0-d CPU tensor marked as a wrapped number, so that type promotion treats it as
-// PyTorch treats a Python scalar, of the dtype the op computes in. Running the out= variant with
-// it costs about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
-at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry& e) {
+// PyTorch treats a Python scalar: of the scalar's own dtype (int64, double or bool, as PyTorch's
+// wrapped_scalar_tensor), converted by the kernel, so that an int wraps into a uint8 tensor as
+// in PyTorch instead of failing a checked conversion. Running the out= variant with it costs
+// about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
+at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry&) {
   const at::Scalar value = scalarOf(ctx, 0);
-  const bool boolResult = e.result == BinaryResult::kBool || e.result == BinaryResult::kLogical;
-  const DType dtype = boolResult ? at::result_type(ctx.input(0), value) : ctx.outputMeta().dtype;
+  const DType dtype = value.isBoolean() ? DType::Bool : value.isIntegral(/*includeBool=*/false) ? DType::Long : DType::Double;
   at::Tensor s = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
   s.unsafeGetTensorImpl()->set_wrapped_number(true);
   return s;
@@ -312,7 +358,10 @@ void inferMaskedFill(const InferContext& ctx, Outputs& out) {
     ctx.fail(common::code::kShapeMismatch, "mask of shape " + formatShape(ctx.inputs[1]->shape) +
                                                " does not broadcast to the input's shape " + formatShape(ctx.inputs[0]->shape));
   }
-  scalarKindOf(ctx, 1);
+  const ScalarKind kind = scalarKindOf(ctx, 1);
+  if (!scalarFits(ctx.attr(0), kind, ctx.inputs[0]->dtype)) {
+    ctx.fail(common::code::kInvalidArgument, "value " + std::to_string(ctx.attr(0)) + " does not fit " + std::string(dtypeName(ctx.inputs[0]->dtype)));
+  }
   out.push_back(outputLike(ctx, shape, ctx.inputs[0]->dtype));
 }
 void maskedFillRows(const InferContext& ctx, SignatureRows& rows) { broadcastInputRows(ctx, rows, ctx.inputs[0]->shape); }
@@ -322,9 +371,11 @@ void runMaskedFill(KernelContext& ctx) { ctx.outputs.push_back(at::masked_fill(c
 
 void registerElementwiseOps(OpRegistry& registry) {
   for (const UnaryEntry& u : kUnary) {
-    InferFn infer = u.result == UnaryResult::kFloat ? inferUnary<UnaryResult::kFloat>
-                    : u.result == UnaryResult::kBool ? inferUnary<UnaryResult::kBool>
-                                                     : inferUnary<UnaryResult::kSame>;
+    InferFn infer = u.result == UnaryResult::kFloat        ? inferUnary<UnaryResult::kFloat>
+                    : u.result == UnaryResult::kBool        ? inferUnary<UnaryResult::kBool>
+                    : u.result == UnaryResult::kSameNoBool  ? inferUnary<UnaryResult::kSameNoBool>
+                    : u.result == UnaryResult::kLongForBool ? inferUnary<UnaryResult::kLongForBool>
+                                                            : inferUnary<UnaryResult::kSame>;
     if (u.name == "silu") infer = inferFloatOnly;
     registry.add({u.name, 1, "", infer, u.kernel, u.linear ? linearRows : shardRows, u.inplace});
   }

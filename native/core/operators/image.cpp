@@ -21,13 +21,20 @@ void check4d(const InferContext& ctx) {
   if (!isFloating(x.dtype)) ctx.fail(common::code::kDtypeMismatch, "needs a floating input, got " + std::string(dtypeName(x.dtype)));
 }
 
+// floor((in + 2 pad - dilation (kernel - 1) - 1) / stride) + 1, as LibTorch sizes conv and pool
+// outputs: floor, not C++'s truncation, so that a kernel larger than its input gives 0, and in
+// 128 bits, so that no size overflows on the way.
 int64_t convOut(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+  const __int128 span = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) - static_cast<__int128>(dilation) * (kernel - 1) - 1;
+  const __int128 q = span >= 0 ? span / stride : -((-span + stride - 1) / stride);
+  const __int128 n = q + 1;
+  return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);
 }
 
 // ---- conv2d(x, w, bias?): attrs stride h w, padding h w, dilation h w, groups ------------------
 
 void inferConv(const InferContext& ctx, Outputs& out) {
+  if (ctx.inputs.size() < 2 || ctx.inputs.size() > 3) ctx.fail(kInvalidArgument, "takes x, weight and an optional bias");
   check4d(ctx);
   const TensorMeta &x = *ctx.inputs[0], &w = *ctx.inputs[1];
   const int64_t sh = ctx.intAttr(0), sw = ctx.intAttr(1), ph = ctx.intAttr(2), pw = ctx.intAttr(3), dh = ctx.intAttr(4),
@@ -41,6 +48,12 @@ void inferConv(const InferContext& ctx, Outputs& out) {
   }
   if (ctx.inputs.size() == 3 && (ctx.inputs[2]->ndim() != 1 || ctx.inputs[2]->shape[0] != w.shape[0])) {
     ctx.fail(kShapeMismatch, "bias must be [" + std::to_string(w.shape[0]) + "], got " + formatShape(ctx.inputs[2]->shape));
+  }
+  for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+    if (ctx.inputs[k]->dtype != x.dtype) {
+      ctx.fail(common::code::kDtypeMismatch, std::string(k == 1 ? "weight" : "bias") + " is " + std::string(dtypeName(ctx.inputs[k]->dtype)) +
+                                                 " but the input is " + std::string(dtypeName(x.dtype)) + "; cast with .to(dtype)");
+    }
   }
   const int64_t oh = convOut(x.shape[2], w.shape[2], sh, ph, dh), ow = convOut(x.shape[3], w.shape[3], sw, pw, dw);
   if (oh <= 0 || ow <= 0) ctx.fail(kShapeMismatch, "the kernel does not fit the padded input " + formatShape(x.shape));
@@ -90,6 +103,10 @@ void inferPool(const InferContext& ctx, Outputs& out) {
   const int64_t kh = ctx.intAttr(0), kw = ctx.intAttr(1), sh = ctx.intAttr(2), sw = ctx.intAttr(3), ph = ctx.intAttr(4),
                 pw = ctx.intAttr(5);
   if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0) ctx.fail(kInvalidArgument, "kernel and stride must be >= 1, padding >= 0");
+  // LibTorch's pooling kernels take these as 32-bit ints
+  for (int64_t v : {kh, kw, sh, sw, ph, pw}) {
+    if (v > INT32_MAX) ctx.fail(kInvalidArgument, "kernel, stride and padding must be below 2^31, got " + std::to_string(v));
+  }
   if (2 * ph > kh || 2 * pw > kw) ctx.fail(kInvalidArgument, "padding must be at most half the kernel size");
   const int64_t oh = convOut(x.shape[2], kh, sh, ph, 1), ow = convOut(x.shape[3], kw, sw, pw, 1);
   if (oh <= 0 || ow <= 0) ctx.fail(kShapeMismatch, "the kernel does not fit the padded input " + formatShape(x.shape));

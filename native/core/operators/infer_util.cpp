@@ -1,5 +1,10 @@
 #include "core/operators/infer_util.h"
 
+#include <ATen/Dispatch.h>
+#include <c10/util/overflows.h>
+
+#include <cmath>
+
 #include "common/error.h"
 #include "core/operand/mesh_table.h"
 
@@ -16,6 +21,51 @@ double InferContext::attr(size_t i) const {
              std::to_string(attrs.size()) + " attributes");
   }
   return attrs[i];
+}
+
+int64_t InferContext::intAttr(size_t i) const {
+  const double v = attr(i);
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (!(std::abs(v) < kExact) || v != std::trunc(v)) {
+    fail(common::code::kInvalidArgument, "attribute #" + std::to_string(i) + " (" + std::string(op.attrs) +
+                                             ") must be an integer of magnitude below 2^53, got " + std::to_string(v));
+  }
+  return static_cast<int64_t>(v);
+}
+
+ScalarKind kindOfNumber(double value) {
+  constexpr double k63 = 9223372036854775808.0;  // 2^63
+  return value == std::trunc(value) && value >= -k63 && value < k63 ? ScalarKind::kInt : ScalarKind::kFloat;
+}
+
+at::Scalar numberScalar(double value) {
+  return kindOfNumber(value) == ScalarKind::kInt ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value);
+}
+
+bool scalarFits(double value, ScalarKind kind, DType dtype) {
+  if (kind == ScalarKind::kBool || dtype == DType::Bool) return true;
+  if (kind == ScalarKind::kInt && kindOfNumber(value) != ScalarKind::kInt) return false;
+  constexpr double k63 = 9223372036854775808.0;
+  if (c10::isIntegralType(dtype, /*includeBool=*/false) && kind == ScalarKind::kFloat && !(value >= -k63 && value < k63)) return false;
+  bool overflows = false;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "scalarFits", [&] {
+    overflows = kind == ScalarKind::kInt ? c10::overflows<scalar_t, int64_t>(static_cast<int64_t>(value)) : c10::overflows<scalar_t, double>(value);
+  });
+  return !overflows;
+}
+
+int64_t checkedMul(const InferContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    ctx.fail(kShapeMismatch, std::to_string(a) + " x " + std::to_string(b) + " elements overflow 64-bit sizes");
+  }
+  return r;
+}
+
+int64_t checkedAdd(const InferContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) ctx.fail(kShapeMismatch, std::to_string(a) + " + " + std::to_string(b) + " overflows 64-bit sizes");
+  return r;
 }
 
 void InferContext::fail(const char* code, const std::string& message) const {
@@ -92,7 +142,17 @@ int commonMesh(const InferContext& ctx) {
   return mesh;
 }
 
+void checkByteCount(const InferContext& ctx, const Shape& shape, DType dtype) {
+  // in doubles: the product of int64 sizes may itself overflow
+  double bytes = static_cast<double>(dtypeSize(dtype));
+  for (int64_t s : shape) bytes *= static_cast<double>(s);
+  if (bytes >= 9.2e18) {
+    ctx.fail(common::code::kInvalidArgument, "shape " + formatShape(shape) + " holds more bytes than 64-bit sizes can count");
+  }
+}
+
 TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype) {
+  checkByteCount(ctx, shape, dtype);
   TensorMeta out;
   out.shape = std::move(shape);
   out.dtype = dtype;

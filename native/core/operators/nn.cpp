@@ -42,6 +42,7 @@ void inferLinear(const InferContext& ctx, Outputs& out) {
     ctx.fail(kShapeMismatch, "bias of shape " + formatShape(ctx.inputs[2]->shape) + " must be [" + std::to_string(w.shape[0]) + "]");
   }
   checkSameDtype(ctx);
+  if (x.dtype == DType::Bool) ctx.fail(kDtypeMismatch, "is not defined for bool tensors (LibTorch has no bool kernel); cast first with .to('int32')");
   Shape shape = x.shape;
   shape.back() = w.shape[0];
   out.push_back(outputLike(ctx, std::move(shape), x.dtype));
@@ -250,11 +251,28 @@ void inferSdpa(const InferContext& ctx, Outputs& out) {
                                  " do not fit [..., L, E], [..., S, E], [..., S, Ev]");
   }
   if (ctx.attr(0) != 0 && ctx.attr(1) != 0) ctx.fail(kInvalidArgument, "give either attnMask or isCausal, not both");
+  if (ctx.inputs.size() != (ctx.attr(0) != 0 ? 4u : 3u)) ctx.fail(kInvalidArgument, "takes q, k, v and the mask announced by hasMask");
   if (ctx.attr(0) != 0 && ctx.inputs[3]->dtype != DType::Bool && ctx.inputs[3]->dtype != q.dtype) {
     ctx.fail(kDtypeMismatch, "attnMask must be bool or " + std::string(dtypeName(q.dtype)));
   }
   for (size_t i = 1; i < 3; ++i) {
     if (ctx.inputs[i]->dtype != q.dtype) ctx.fail(kDtypeMismatch, "q, k and v must share one dtype");
+  }
+  if (!isFloating(q.dtype)) ctx.fail(kDtypeMismatch, "needs floating q, k and v, got " + std::string(dtypeName(q.dtype)));
+  const Shape batch(q.shape.begin(), q.shape.end() - 2);
+  for (const TensorMeta* t : {&k, &v}) {
+    if (broadcastShapes(ctx, batch, Shape(t->shape.begin(), t->shape.end() - 2)) != batch) {
+      ctx.fail(kShapeMismatch, "the batch dims of k " + formatShape(k.shape) + " and v " + formatShape(v.shape) + " must broadcast to q's " + formatShape(q.shape));
+    }
+  }
+  if (ctx.attr(0) != 0) {
+    // the mask broadcasts to the attention weights [..., L, S]
+    Shape weights(q.shape.begin(), q.shape.end() - 1);
+    weights.push_back(k.shape[k.ndim() - 2]);
+    const Shape& mask = ctx.inputs[3]->shape;
+    if (broadcastShapes(ctx, weights, mask) != weights) {
+      ctx.fail(kShapeMismatch, "attnMask of shape " + formatShape(mask) + " does not broadcast to the attention weights " + formatShape(weights) + " ([..., L, S])");
+    }
   }
   Shape shape = q.shape;
   shape.back() = v.shape.back();

@@ -31,7 +31,9 @@ struct InferContext {
   std::shared_ptr<const OpState>& state;
 
   double attr(size_t i) const;
-  int64_t intAttr(size_t i) const { return static_cast<int64_t>(attr(i)); }
+  // An integer attribute: fails unless attr(i) is an exact integer (magnitude below 2^53), so
+  // that no out-of-range double is ever cast (the cast would be undefined, in practice INT64_MIN).
+  int64_t intAttr(size_t i) const;
   // Throws a DTorchError whose message starts with the op name.
   [[noreturn]] void fail(const char* code, const std::string& message) const;
 };

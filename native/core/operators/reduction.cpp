@@ -76,7 +76,10 @@ void logicalReductionRows(const InferContext& ctx, SignatureRows& rows) {
   }
 }
 
-void inferLogical(const InferContext& ctx, Outputs& out) { out.push_back(outputLike(ctx, reducedShape(ctx), DType::Bool)); }
+// bool, except that uint8 inputs give uint8 (as torch.any and torch.all do)
+void inferLogical(const InferContext& ctx, Outputs& out) {
+  out.push_back(outputLike(ctx, reducedShape(ctx), ctx.inputs[0]->dtype == DType::Byte ? DType::Byte : DType::Bool));
+}
 
 template <bool isAny>
 void runLogical(KernelContext& ctx) {
@@ -179,6 +182,7 @@ void runExtreme(KernelContext& ctx) {
 void inferArgmax(const InferContext& ctx, Outputs& out) {
   const DimArg a = dimArg(ctx);
   const TensorMeta& in = *ctx.inputs[0];
+  if (in.dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "does not support bool input (as torch.argmax); cast first with .to('int32')");
   if (in.numel() == 0) ctx.fail(common::code::kShapeMismatch, "argmax of an empty tensor");
   Shape shape;
   if (a.has) shape = shapeWithout(in.shape, a.dim, a.keepdim);

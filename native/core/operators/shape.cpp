@@ -52,7 +52,7 @@ Shape reshapeTarget(const InferContext& ctx) {
     } else if (shape[i] < 0) {
       ctx.fail(kInvalidArgument, "invalid size " + std::to_string(shape[i]) + " in " + formatShape(shape));
     } else {
-      known *= shape[i];
+      known = checkedMul(ctx, known, shape[i]);
     }
   }
   if (inferred >= 0) {
@@ -62,7 +62,7 @@ Shape reshapeTarget(const InferContext& ctx) {
     shape[inferred] = in.numel() / known;
   }
   int64_t numel = 1;
-  for (int64_t s : shape) numel *= s;
+  for (int64_t s : shape) numel = checkedMul(ctx, numel, s);
   if (numel != in.numel()) {
     ctx.fail(kShapeMismatch, "shape " + formatShape(shape) + " holds " + std::to_string(numel) + " elements but the input of shape " +
                                  formatShape(in.shape) + " has " + std::to_string(in.numel()));
@@ -186,6 +186,11 @@ void runClone(KernelContext& ctx) { ctx.outputs.push_back(ctx.input(0).clone(at:
 
 void inferCat(const InferContext& ctx, Outputs& out) {
   const TensorMeta& first = *ctx.inputs[0];
+  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+    if (ctx.inputs[k]->ndim() == 0) {
+      ctx.fail(kShapeMismatch, "zero-dimensional tensor (input #" + std::to_string(k) + ") cannot be concatenated; use stack");
+    }
+  }
   const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), first.ndim());
   Shape shape = first.shape;
   for (size_t k = 1; k < ctx.inputs.size(); ++k) {
@@ -196,7 +201,7 @@ void inferCat(const InferContext& ctx, Outputs& out) {
       ctx.fail(kShapeMismatch, "input #" + std::to_string(k) + " has shape " + formatShape(t.shape) + " but input #0 has " +
                                    formatShape(first.shape) + "; sizes must match except in dim " + std::to_string(dim));
     }
-    shape[dim] += t.shape[dim];
+    shape[dim] = checkedAdd(ctx, shape[dim], t.shape[dim]);
   }
   out.push_back(outputLike(ctx, std::move(shape), resultType(ctx.inputs, {})));
 }
@@ -213,12 +218,13 @@ void runCat(KernelContext& ctx) {
 
 void inferSplit(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
+  if (in.ndim() == 0) ctx.fail(kShapeMismatch, "needs at least a 1-d tensor, got a 0-d one");
   const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), in.ndim());
   const Shape sizes = shapeAttr(ctx, 1);
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) ctx.fail(kInvalidArgument, "negative split size in " + formatShape(sizes));
-    total += s;
+    total = checkedAdd(ctx, total, s);
   }
   if (total != in.shape[dim]) {
     ctx.fail(kShapeMismatch, "split sizes " + formatShape(sizes) + " add up to " + std::to_string(total) + " but dim " +
@@ -244,6 +250,7 @@ struct SliceArgs {
 };
 SliceArgs sliceArgs(const InferContext& ctx) {
   const TensorMeta& in = *ctx.inputs[0];
+  if (in.ndim() == 0) ctx.fail(kShapeMismatch, "cannot be applied to a 0-d tensor");
   SliceArgs s{normalizeDim(ctx, ctx.intAttr(0), in.ndim()), ctx.intAttr(1), ctx.intAttr(2), ctx.intAttr(3), 0};
   if (s.step <= 0) ctx.fail(kInvalidArgument, "slice step must be positive, got " + std::to_string(s.step));
   const int64_t n = in.shape[s.dim];
@@ -291,6 +298,7 @@ void runSliceScatter(KernelContext& ctx) {
 
 void inferIndexSelect(const InferContext& ctx, Outputs& out) {
   const TensorMeta &in = *ctx.inputs[0], &index = *ctx.inputs[1];
+  if (in.ndim() == 0) ctx.fail(kShapeMismatch, "needs at least a 1-d tensor, got a 0-d one");
   const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), in.ndim());
   if (index.ndim() != 1 || (index.dtype != DType::Long && index.dtype != DType::Int)) {
     ctx.fail(kInvalidArgument, "index must be a 1-d int64 or int32 tensor, got " + std::string(dtypeName(index.dtype)) + " " +
@@ -314,6 +322,7 @@ void runIndexSelect(KernelContext& ctx) { ctx.outputs.push_back(at::index_select
 
 void inferIndexCopy(const InferContext& ctx, Outputs& out) {
   const TensorMeta &in = *ctx.inputs[0], &index = *ctx.inputs[1], &src = *ctx.inputs[2];
+  if (in.ndim() == 0) ctx.fail(kShapeMismatch, "needs at least a 1-d tensor, got a 0-d one");
   const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), in.ndim());
   if (index.ndim() != 1 || index.dtype != DType::Long) {
     ctx.fail(kInvalidArgument, "index must be a 1-d int64 tensor, got " + std::string(dtypeName(index.dtype)) + " " + formatShape(index.shape));
@@ -349,7 +358,7 @@ void inferRepeat(const InferContext& ctx, Outputs& out) {
   for (size_t o = 0; o < reps.size(); ++o) {
     if (reps[o] < 0) ctx.fail(kInvalidArgument, "negative repeat in " + formatShape(reps));
     const int64_t i = static_cast<int64_t>(o) - lead;
-    shape[o] = reps[o] * (i >= 0 ? in.shape[i] : 1);
+    shape[o] = checkedMul(ctx, reps[o], i >= 0 ? in.shape[i] : 1);
   }
   out.push_back(outputLike(ctx, std::move(shape), in.dtype));
 }
@@ -371,11 +380,15 @@ void inferPad(const InferContext& ctx, Outputs& out) {
   if (pads.size() % 2 != 0 || static_cast<int64_t>(pads.size()) > 2 * in.ndim()) {
     ctx.fail(kInvalidArgument, "pad needs pairs (before, after) for at most " + std::to_string(in.ndim()) + " dims, got " + formatShape(pads));
   }
-  ctx.attr(1 + pads.size());  // value
+  const double value = ctx.attr(1 + pads.size());
+  // F.pad's value is a float: it must fit the dtype as one (constant_pad_nd checks it in the kernel)
+  if (!scalarFits(value, ScalarKind::kFloat, in.dtype)) {
+    ctx.fail(kInvalidArgument, "value " + std::to_string(value) + " does not fit " + std::string(dtypeName(in.dtype)));
+  }
   Shape shape = in.shape;
   for (size_t p = 0; p < pads.size() / 2; ++p) {
     const int64_t d = in.ndim() - 1 - static_cast<int64_t>(p);
-    shape[d] += pads[2 * p] + pads[2 * p + 1];
+    shape[d] = checkedAdd(ctx, shape[d], checkedAdd(ctx, pads[2 * p], pads[2 * p + 1]));
     if (shape[d] < 0) ctx.fail(kShapeMismatch, "padding makes dim " + std::to_string(d) + " negative");
   }
   out.push_back(outputLike(ctx, std::move(shape), in.dtype));

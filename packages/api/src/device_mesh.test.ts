@@ -20,7 +20,11 @@ describe('DeviceMesh', () => {
     expect(() => new DeviceMesh('cpu', [[0, 1], [2]])).toThrow(/ragged device nesting: devices\[1\] has 1 entries but its siblings have 2/);
     expect(() => new DeviceMesh('cpu', [0, 1, 1])).toThrow('device 1 appears more than once in [0, 1, 1]');
     expect(() => new DeviceMesh('cpu', [0, 1], ['a', 'b'])).toThrow(/Expected 1 dim name\(s\)/);
-    expect(() => new DeviceMesh('cpu', [-1])).toThrow(/device indices are non-negative integers/);
+    expect(() => new DeviceMesh('cpu', [-1])).toThrow(/device indices are integers in \[0, 2147483647\]/);
+    // indices cross to native as int32: 2^32 + 3 must not become device 3, nor 2^31 a negative one
+    expect(() => new DeviceMesh('cpu', [2 ** 32 + 3])).toThrow('device devices[0] is 4294967299; device indices are integers in [0, 2147483647]');
+    expect(() => new DeviceMesh('cpu', [2 ** 31])).toThrow('device devices[0] is 2147483648;');
+    expect(() => new DeviceMesh('cpu', [0.5])).toThrow('device devices[0] is 0.5;');
     expect(() => new DeviceMesh('tpu' as never, [0])).toThrow("Expected 'cpu' or 'cuda' for device type");
     expect(() => new DeviceMesh('cpu', [])).toThrow('a device mesh needs at least one device');
   });

@@ -6,10 +6,13 @@ import { engine, type DeviceKind } from '@dtorch/core';
 
 type Nested = number | readonly Nested[];
 
+const MAX_DEVICE_INDEX = 2 ** 31 - 1;
+
 function flatten(devices: Nested, where: string, shape: number[], depth: number, out: number[]): void {
   if (typeof devices === 'number') {
-    if (!isInteger(devices) || devices < 0) {
-      throw new DTorchError(ErrorCode.InvalidMesh, `device ${where} is ${describeValue(devices)}; device indices are non-negative integers`);
+    // device indices cross to native as int32: a larger one would wrap onto another device
+    if (!isInteger(devices) || devices < 0 || devices > MAX_DEVICE_INDEX) {
+      throw new DTorchError(ErrorCode.InvalidMesh, `device ${where} is ${describeValue(devices)}; device indices are integers in [0, ${MAX_DEVICE_INDEX}]`);
     }
     if (depth !== shape.length) {
       throw new DTorchError(ErrorCode.InvalidMesh, `ragged device nesting: ${where} is a device at depth ${depth}, but the mesh has ${shape.length} dims`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Partial, Replicate, Shard, formatPlacements, placementFromCode } from './placement.js';
+import { Partial, Replicate, Shard, formatPlacements, normalizePlacements, placementFromCode } from './placement.js';
 
 describe('placements', () => {
   it('are frozen values that compare by value', () => {
@@ -28,7 +28,14 @@ describe('placements', () => {
   });
 
   it('reject bad arguments', () => {
-    expect(() => Shard(0.5)).toThrow('Expected integer for Shard dim but received 0.5');
+    expect(() => Shard(0.5)).toThrow('Expected integer in [-2147483648, 2147483647] for Shard dim but received 0.5 of type number');
+    // placements cross to native as int32 codes
+    expect(() => Shard(2 ** 31)).toThrow('for Shard dim but received 2147483648');
+    // a Symbol is described, not converted (a template string would throw a TypeError)
+    const symbol = Symbol('x');
+    expect(() => normalizePlacements([symbol], 1, 1, 'zeros')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('for zeros placements but received [Symbol(x)] of type array') }),
+    );
     expect(() => Partial('prod' as never)).toThrow('Expected one of sum, avg, max, min for Partial reduce');
   });
 });

@@ -1,6 +1,6 @@
 // Placements: how a tensor lies along one mesh dim. Frozen value types that compare by value,
 // print short (S(0), R, P(sum)) and long (Shard(dim=0)), and cross to native as one number.
-import { DTorchError, ErrorCode, checkInteger } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, invalidParameter } from '@dtorch/common';
 
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
 const reduceOps: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
@@ -91,8 +91,9 @@ const partials = new Map<ReduceOp, PartialPlacement>(reduceOps.map((op) => [op, 
 
 /** Shard along tensor dim `dim` (negative dims count from the end of the tensor). */
 export function Shard(dim: number): ShardPlacement {
-  checkInteger('Shard dim', dim);
-  if (dim < 0) return new ShardPlacement(dim); // normalised against the tensor where it is used
+  // placements cross to native as int32 codes (Replicate and Partial take the negative ones)
+  checkInteger('Shard dim', dim, -(2 ** 31), 2 ** 31 - 1);
+  if (dim < 0 || dim >= 64) return new ShardPlacement(dim); // negatives are normalised against the tensor where used
   return (shards[dim] ??= new ShardPlacement(dim));
 }
 
@@ -122,10 +123,7 @@ export function placementFromCode(code: number): Placement {
  */
 export function normalizePlacements(placements: unknown, meshNdim: number, ndim: number, where: string): readonly Placement[] {
   if (!Array.isArray(placements) || !placements.every((p) => p instanceof Placement)) {
-    throw new DTorchError(
-      ErrorCode.InvalidArgument,
-      `${where}: Expected an array of placements (Shard(dim), Replicate(), Partial()) but received ${String(placements)}`,
-    );
+    throw invalidParameter(`${where} placements`, 'an array of placements (Shard(dim), Replicate(), Partial())', placements);
   }
   if (placements.length !== meshNdim) {
     throw new DTorchError(

@@ -68,6 +68,28 @@ export function tidy<T>(fn: () => T): T {
   return result;
 }
 
+/**
+ * Runs a composite op (one written as several recorded ops): when `fn` throws, every tensor it
+ * made is disposed, so a call that fails leaves nothing behind; when it returns, the tensors it
+ * made and did not dispose belong to the enclosing scope, as if made there.
+ */
+export function atomic<T>(fn: () => T): T {
+  const scope: Tensor[] = [];
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } catch (err) {
+    scopes.pop();
+    for (const t of scope) t.dispose();
+    throw err;
+  }
+  scopes.pop();
+  const parent = scopes[scopes.length - 1];
+  if (parent) for (const t of scope) if (!t.isDisposed) parent.push(t);
+  return result;
+}
+
 /** Exempts `t` from every enclosing tidy(); it lives until disposed. */
 export function keep<T extends Tensor>(t: T): T {
   t.kept = true;

@@ -1,6 +1,7 @@
 // Tensor: the client-side symbol of a distributed tensor. It holds metadata (shape, dtype,
 // mesh, one placement per mesh dim) and an engine id, never data; values are read with
 // data()/array()/item() (async) or dataSync(). Methods delegate to the op functions.
+import { constants as bufferConstants } from 'node:buffer';
 import { DTorchError, ErrorCode, formatShape } from '@dtorch/common';
 import { engine, type HostArray } from '@dtorch/core';
 import type { DeviceMesh } from './device_mesh.js';
@@ -18,6 +19,9 @@ import * as shapes from './ops/shape.js';
 // No unregister token (they cost a hash table entry per tensor): a tensor disposed earlier is
 // released again when collected, which the engine ignores (ids are never reused).
 const collected = new FinalizationRegistry<number>((id) => engine().release(id));
+
+// The largest ArrayBuffer this Node makes (buffer.constants.MAX_LENGTH).
+const MAX_HOST_BYTES = bufferConstants.MAX_LENGTH;
 
 export type Scalar = number | boolean;
 export type NestedArray = number | boolean | bigint | NestedArray[];
@@ -106,12 +110,26 @@ export class Tensor {
 
   /** The full tensor, row-major (float16/bfloat16 as Float32Array, int64 as BigInt64Array, bool as Uint8Array). */
   data(): Promise<HostArray> {
-    return engine().fetch(this.id);
+    return engine().fetch(this.readableId());
   }
 
   /** Like data(), blocking the JS thread until the value is there (DTORCH_READ_TIMEOUT_MS). */
   dataSync(): HostArray {
-    return engine().fetchSync(this.id);
+    return engine().fetchSync(this.readableId());
+  }
+
+  // A read whose host array would pass the largest ArrayBuffer of this Node (2^32 bytes on
+  // Node 20) fails here: handing the addon's buffer to JS would abort the process.
+  private readableId(): number {
+    const id = this.id;
+    const hostBytes = this.numel * (this.dtype === 'float16' || this.dtype === 'bfloat16' ? 4 : bytesPerElement(this.dtype));
+    if (hostBytes > MAX_HOST_BYTES) {
+      throw new DTorchError(
+        ErrorCode.InvalidArgument,
+        `${this.describe()} needs ${hostBytes} bytes on the host, more than a JS ArrayBuffer holds here (${MAX_HOST_BYTES}); read it in pieces (get, narrow)`,
+      );
+    }
+    return id;
   }
 
   /** Nested JS arrays (int64 as numbers, bool as booleans). */
@@ -406,6 +424,12 @@ function scalarOf(data: HostArray, dtype: DType): number | boolean {
 }
 
 function toNested(data: HostArray, shape: readonly number[], dtype: DType): NestedArray {
+  // an empty tensor may still have huge dims before its zero one ([2^40, 0]): one JS array each
+  let arrays = 0;
+  for (let d = 0, rows = 1; d < shape.length - 1 && rows > 0; d++) arrays += rows *= shape[d]!;
+  if (arrays > 2 ** 28) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `array(): shape ${formatShape(shape)} needs ${arrays} nested JS arrays; read it with data()`);
+  }
   const at = (i: number): number | boolean => {
     const v = data[i]!;
     if (dtype === 'bool') return v !== 0;

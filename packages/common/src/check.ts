@@ -8,7 +8,8 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'object') return (value as object).constructor?.name ?? 'object';
-  return String(value);
+  if (typeof value === 'function') return value.name ? `function ${value.name}` : 'function';
+  return String(value); // String(), not a template: a Symbol converts only this way
 }
 
 export function invalidParameter(name: string, expected: string, value: unknown): DTorchError {
@@ -19,19 +20,39 @@ export function invalidParameter(name: string, expected: string, value: unknown)
   );
 }
 
+/**
+ * An exact integer: a JS number of magnitude below 2^53. Larger doubles skip integers (2^53 + 1
+ * reads as 2^53), so no size, index, dim or count is one; native code casts these to int64.
+ */
 export function isInteger(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value);
+  return typeof value === 'number' && Number.isSafeInteger(value);
 }
 
-export function checkInteger(name: string, value: unknown, min = -Infinity): number {
-  if (!isInteger(value) || value < min) {
-    throw invalidParameter(name, min === 0 ? 'non-negative integer' : min === 1 ? 'positive integer' : 'integer', value);
-  }
+function integerWanted(min: number, max: number, value: unknown): string {
+  const what =
+    max === Infinity
+      ? min === 0 ? 'non-negative integer' : min === 1 ? 'positive integer' : min === -Infinity ? 'integer' : `integer >= ${min}`
+      : `integer in [${min === -Infinity ? '-(2^53 - 1)' : min}, ${max}]`;
+  const unsafe = typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value);
+  return unsafe && max === Infinity ? `${what} of magnitude below 2^53` : what;
+}
+
+/** An exact integer in [min, max]; anything else (fractions, NaN, ±Infinity, 2^53 and beyond) is refused. */
+export function checkInteger(name: string, value: unknown, min = -Infinity, max = Infinity): number {
+  if (!isInteger(value) || value < min || value > max) throw invalidParameter(name, integerWanted(min, max, value), value);
   return value;
 }
 
 export function checkNumber(name: string, value: unknown): number {
   if (typeof value !== 'number' || Number.isNaN(value)) throw invalidParameter(name, 'number', value);
+  return value;
+}
+
+/** A finite number >= min (NaN and ±Infinity are refused). */
+export function checkFinite(name: string, value: unknown, min = -Infinity): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+    throw invalidParameter(name, min === -Infinity ? 'finite number' : min === 0 ? 'finite non-negative number' : `finite number >= ${min}`, value);
+  }
   return value;
 }
 
@@ -48,10 +69,14 @@ export function checkShape(name: string, value: unknown): number[] {
   return value as number[];
 }
 
-/** An options object (undefined gives {}); anything else is refused. */
+/**
+ * An options object (undefined gives {}): a plain `{ ... }` literal. Anything else is refused,
+ * class instances too (a Tensor where options go is a misplaced argument, not options).
+ */
 export function checkOptions<T extends object>(name: string, value: unknown): Partial<T> {
   if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) throw invalidParameter(name, 'options object', value);
+  const proto = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  if (proto !== Object.prototype && proto !== null) throw invalidParameter(name, 'options object', value);
   return value as Partial<T>;
 }
 

@@ -6,6 +6,7 @@ export {
   checkOptions,
   checkKnownOptions,
   checkInteger,
+  checkFinite,
   checkNumber,
   checkShape,
   describeValue,

@@ -3,12 +3,14 @@
 // Random numbers: every call gets a seed at record time (the given one, or the next from
 // manualSeed's sequence); each rank draws the full tensor from that seed on a CPU generator,
 // so the same seed gives the same full tensor on one device and on any mesh.
-import { DTorchError, ErrorCode, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
 import { dtypeOfHostArray, engine, type HostArray } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
 import { bytesPerElement, checkDtype, isFloatingDtype, type DType } from '../dtype.js';
+import { ScalarKind, bigIntFitsInt64, checkBigIntFits, checkFits, isIntegerDtype, scalarKindOf } from '../scalar.js';
+import { atomic } from '../scope.js';
 import { Replicate, formatPlacements, normalizePlacements, type Placement } from '../placement.js';
-import { output, writeCreationHeader, writeShape } from '../record.js';
+import { checkTensor, output, writeCreationHeader, writeShape } from '../record.js';
 import type { NestedArray, Tensor } from '../tensor.js';
 
 export interface CreationOptions {
@@ -28,16 +30,23 @@ interface Resolved {
   dtype: DType;
 }
 
+const CREATION_OPTIONS = ['dtype', 'mesh', 'placements'] as const;
+const RANDOM_OPTIONS = [...CREATION_OPTIONS, 'seed'] as const;
+const TENSOR_OPTIONS = [...CREATION_OPTIONS, 'shape'] as const;
+
+// The options object of a creation function: a plain object of known names.
+function optionsOf<T extends object>(fn: string, options: unknown, known: readonly string[] = CREATION_OPTIONS): Partial<T> {
+  return checkKnownOptions<T>(`${fn} options`, options, known);
+}
+
 // Mesh (default: one CPU device), placements (default: Replicate on every mesh dim; negative
 // Shard dims count from the end of an `ndim`-d tensor) and dtype of a new tensor.
-function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: string, ndim: number): Resolved {
-  if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw invalidParameter(`${fn} options`, 'object', options);
-  }
-  const mesh = options?.mesh ?? defaultMesh();
+function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: string, ndim: number, known: readonly string[] = CREATION_OPTIONS): Resolved {
+  options = optionsOf<CreationOptions>(fn, options, known);
+  const mesh = options.mesh ?? defaultMesh();
   if (!(mesh instanceof DeviceMesh)) throw invalidParameter(`${fn} mesh`, 'DeviceMesh', mesh);
-  const placements = normalizePlacements(options?.placements ?? mesh.shape.map(() => Replicate()), mesh.ndim, ndim, fn);
-  const dtype = options?.dtype === undefined ? defaultDtype : checkDtype(options.dtype, `${fn} dtype`);
+  const placements = normalizePlacements(options.placements ?? mesh.shape.map(() => Replicate()), mesh.ndim, ndim, fn);
+  const dtype = options.dtype === undefined ? defaultDtype : checkDtype(options.dtype, `${fn} dtype`);
   return { mesh, placements, dtype };
 }
 
@@ -49,10 +58,12 @@ function fromShape(op: string, fn: string, shape: readonly number[], r: Resolved
   return output(r.mesh);
 }
 
+/** A tensor of `value`; a value the dtype cannot hold is refused (as torch.full), float16/bfloat16 round to ±inf. */
 export function full(shape: readonly number[], value: number | boolean, options?: CreationOptions): Tensor {
   if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('full value', 'number or boolean', value);
   const defaultDtype: DType = typeof value === 'boolean' ? 'bool' : 'float32';
-  return fromShape('full', 'full', shape, resolve(options, defaultDtype, 'full', checkShape('full shape', shape).length), [Number(value)]);
+  const r = resolve(options, defaultDtype, 'full', checkShape('full shape', shape).length);
+  return fromShape('full', 'full', shape, r, [checkFits('full value', value, r.dtype, { reducedFloats: 'inf' })]);
 }
 
 export function zeros(shape: readonly number[], options?: CreationOptions): Tensor {
@@ -68,15 +79,23 @@ export function empty(shape: readonly number[], options?: CreationOptions): Tens
   return fromShape('empty', 'empty', shape, resolve(options, 'float32', 'empty', checkShape('empty shape', shape).length), []);
 }
 
-/** arange(end) or arange(start, end, step?): int64 when every bound is an integer, else float32. */
+/**
+ * arange(end) or arange(start, end, step?): int64 when every bound is an integer (inside int64),
+ * else float32. An integer dtype takes integer bounds only.
+ */
 export function arange(start: number, end?: number, step = 1, options?: CreationOptions): Tensor {
   checkNumber('arange start', start);
   if (end === undefined) [start, end] = [0, start];
   checkNumber('arange end', end);
   checkNumber('arange step', step);
   if (![start, end, step].every(Number.isFinite)) throw invalidParameter('arange bounds', 'finite numbers', [start, end, step]);
-  const integral = isInteger(start) && isInteger(end) && isInteger(step);
+  const integral = [start, end, step].every((v) => scalarKindOf(v) === ScalarKind.Int);
   const r = resolve(options, integral ? 'int64' : 'float32', 'arange', 1);
+  if (r.dtype === 'bool') throw new DTorchError(ErrorCode.DtypeMismatch, 'arange: cannot make bool tensors; give a numeric dtype');
+  if (isIntegerDtype(r.dtype) && !integral) {
+    // PyTorch truncates each bound to int64 first, so fractional bounds count differently per dtype
+    throw invalidParameter(`arange bounds (an ${r.dtype} arange)`, 'integers', [start, end, step]);
+  }
   const e = engine();
   let i = writeCreationHeader(r.mesh, r.placements, r.dtype);
   e.args[i++] = start;
@@ -88,19 +107,21 @@ export function arange(start: number, end?: number, step = 1, options?: Creation
 
 /** The n x m identity matrix (m defaults to n), float32 by default, as torch.eye. */
 export function eye(n: number, m?: number | CreationOptions, options?: CreationOptions): Tensor {
-  if (typeof m === 'object') [m, options] = [undefined, m];
+  if (typeof m === 'object' && m !== null) [m, options] = [undefined, m];
   const cols = m ?? n;
-  if (!isInteger(n) || n < 0) throw invalidParameter('eye n', 'non-negative integer', n);
-  if (!isInteger(cols) || cols < 0) throw invalidParameter('eye m', 'non-negative integer', cols);
+  checkInteger('eye n', n, 0);
+  checkInteger('eye m', cols, 0);
   const r = resolve(options, 'float32', 'eye', 2);
-  const replicated = { mesh: r.mesh };
-  const rows = arange(n, undefined, 1, replicated).reshape([n, 1]);
-  const columns = arange(cols, undefined, 1, replicated).reshape([1, cols]);
-  const diagonal = rows.eq(columns);
-  const typed = r.dtype === 'bool' ? diagonal : diagonal.to(r.dtype);
-  const placed = r.placements.every((p) => p.isReplicate()) ? typed : typed.redistribute(r.placements);
-  for (const t of [rows, columns, diagonal, typed]) if (t !== placed) t.dispose();
-  return placed;
+  return atomic(() => {
+    const replicated = { mesh: r.mesh };
+    const rows = arange(n, undefined, 1, replicated).reshape([n, 1]);
+    const columns = arange(cols, undefined, 1, replicated).reshape([1, cols]);
+    const diagonal = rows.eq(columns);
+    const typed = r.dtype === 'bool' ? diagonal : diagonal.to(r.dtype);
+    const placed = r.placements.every((p) => p.isReplicate()) ? typed : typed.redistribute(r.placements);
+    for (const t of [rows, columns, diagonal, typed]) if (t !== placed) t.dispose();
+    return placed;
+  });
 }
 
 // ---- random -----------------------------------------------------------------------------
@@ -111,8 +132,9 @@ let seedCounter = 0;
 
 /** Makes unseeded random ops reproducible from here on, as torch.manual_seed. */
 export function manualSeed(seed: number): void {
-  if (!isInteger(seed) || seed < 0) throw invalidParameter('manualSeed seed', 'non-negative integer', seed);
-  seedBase = seed % SEED_LIMIT;
+  // no modulo: two seeds must not silently give one sequence
+  if (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT) throw invalidParameter('manualSeed seed', 'integer in [0, 2^48)', seed);
+  seedBase = seed;
   seedCounter = 0;
 }
 
@@ -122,7 +144,7 @@ function nextSeed(): number {
 }
 
 function random(op: 'rand' | 'randn', shape: readonly number[], options?: RandomOptions): Tensor {
-  const r = resolve(options, 'float32', op, checkShape(`${op} shape`, shape).length);
+  const r = resolve(options, 'float32', op, checkShape(`${op} shape`, shape).length, RANDOM_OPTIONS);
   if (!isFloatingDtype(r.dtype)) {
     throw new DTorchError(ErrorCode.DtypeMismatch, `${op}: random values need a floating dtype, got ${r.dtype}; use float32 (the default)`);
   }
@@ -147,11 +169,14 @@ export function randn(shape: readonly number[], options?: RandomOptions): Tensor
   return random('randn', shape, options);
 }
 
-/** Integers uniform in [low, high), int64 by default, as torch.randint. */
+/** Integers uniform in [low, high), int64 by default, as torch.randint; the dtype must hold low and high - 1. */
 export function randint(low: number, high: number, shape: readonly number[], options?: RandomOptions): Tensor {
-  if (!isInteger(low)) throw invalidParameter('randint low', 'integer', low);
-  if (!isInteger(high)) throw invalidParameter('randint high', 'integer', high);
-  const r = resolve(options, 'int64', 'randint', checkShape('randint shape', shape).length);
+  checkInteger('randint low', low);
+  checkInteger('randint high', high, low + 1);
+  const r = resolve(options, 'int64', 'randint', checkShape('randint shape', shape).length, RANDOM_OPTIONS);
+  // as random_: no uint8 wrap for a negative low
+  checkFits('randint low', low, r.dtype, { as: 'float' });
+  checkFits('randint high - 1', high - 1, r.dtype, { as: 'float' });
   return fromShape('randint', 'randint', shape, r, [low, high, seedOf('randint', options)]);
 }
 
@@ -193,15 +218,38 @@ function flattenInto(data: NestedArray, shape: readonly number[], dim: number, p
   data.forEach((d, i) => flattenInto(d, shape, dim + 1, `${path}[${i}]`, out));
 }
 
-function hostArrayOf(leaves: Leaf[]): { host: HostArray; source: DType; natural: DType } {
+function leafKind(leaves: Leaf[]): 'number' | 'boolean' | 'bigint' {
   const kinds = new Set(leaves.map((v) => typeof v));
   if (kinds.size > 1) {
     throw new DTorchError(ErrorCode.InvalidArgument, `tensor: data mixes ${[...kinds].join(' and ')} values; use one kind`);
   }
-  const kind = kinds.values().next().value ?? 'number';
-  if (kind === 'bigint') return { host: BigInt64Array.from(leaves as bigint[]), source: 'int64', natural: 'int64' };
-  if (kind === 'boolean') return { host: Uint8Array.from(leaves as boolean[], (b) => (b ? 1 : 0)), source: 'uint8', natural: 'bool' };
-  return { host: Float64Array.from(leaves as number[]), source: 'float64', natural: 'float32' };
+  return (kinds.values().next().value ?? 'number') as 'number' | 'boolean' | 'bigint';
+}
+
+// The leaves as a host array for `dtype`, each checked as torch.tensor checks a Python scalar:
+// an integer dtype refuses values outside its range (a BigInt64Array would wrap them modulo 2^64,
+// a float-to-int cast make them undefined); a float dtype takes any (bigints past int64 too).
+function hostArrayOf(leaves: Leaf[], kind: 'number' | 'boolean' | 'bigint', dtype: DType): { host: HostArray; source: DType } {
+  if (kind === 'boolean') return { host: Uint8Array.from(leaves as boolean[], (b) => (b ? 1 : 0)), source: 'uint8' };
+  if (kind === 'bigint') {
+    const values = leaves as bigint[];
+    if (isIntegerDtype(dtype)) values.forEach((v, i) => checkBigIntFits(`tensor data [${i}]`, v, dtype));
+    else if (!values.every(bigIntFitsInt64)) return { host: Float64Array.from(values, Number), source: 'float64' };
+    return { host: BigInt64Array.from(values), source: 'int64' };
+  }
+  const values = leaves as number[];
+  if (isIntegerDtype(dtype)) values.forEach((v, i) => checkFits(`tensor data [${i}]`, v, dtype));
+  return { host: Float64Array.from(values), source: 'float64' };
+}
+
+const naturalDtype = { number: 'float32', boolean: 'bool', bigint: 'int64' } as const;
+
+// Typed arrays convert as a tensor's to(dtype) does (ints wrap, as torch.tensor(numpy array)),
+// except that a float that no integer dtype holds (NaN, ±Infinity, out of range) is refused:
+// that cast has no defined result.
+function checkHostConversion(host: HostArray, source: DType, dtype: DType): void {
+  if (!isFloatingDtype(source) || !isIntegerDtype(dtype)) return;
+  for (let i = 0; i < host.length; i++) checkFits(`tensor data [${i}]`, host[i] as number, dtype, { as: 'float' });
 }
 
 const isHostArray = (v: unknown): v is HostArray => ArrayBuffer.isView(v) && !(v instanceof DataView);
@@ -212,27 +260,30 @@ const isHostArray = (v: unknown): v is HostArray => ArrayBuffer.isView(v) && !(v
  * bigints, and the typed array's own dtype.
  */
 export function tensor(data: NestedArray | HostArray, options?: TensorOptions): Tensor {
+  const o = optionsOf<TensorOptions>('tensor', options, TENSOR_OPTIONS);
   let host: HostArray;
   let source: DType;
-  let natural: DType;
+  let r: Resolved;
   let shape: readonly number[];
   if (isHostArray(data)) {
     host = data;
     source = dtypeOfHostArray(data);
-    natural = source;
-    shape = options?.shape ? checkShape('tensor shape', options.shape) : [data.length];
+    shape = o.shape ? checkShape('tensor shape', o.shape) : [data.length];
+    r = resolve(o, source, 'tensor', shape.length, TENSOR_OPTIONS);
+    checkHostConversion(host, source, r.dtype);
   } else {
     const nestedShape = inferShape(data);
     const leaves: Leaf[] = [];
     flattenInto(data, nestedShape, 0, 'data', leaves);
-    ({ host, source, natural } = hostArrayOf(leaves));
-    shape = options?.shape ? checkShape('tensor shape', options.shape) : nestedShape;
+    shape = o.shape ? checkShape('tensor shape', o.shape) : nestedShape;
+    const kind = leafKind(leaves);
+    r = resolve(o, naturalDtype[kind], 'tensor', shape.length, TENSOR_OPTIONS);
+    ({ host, source } = hostArrayOf(leaves, kind, r.dtype));
   }
   const numel = shape.reduce((a, b) => a * b, 1);
   if (numel !== host.length) {
     throw new DTorchError(ErrorCode.ShapeMismatch, `tensor: data has ${host.length} elements but shape [${shape.join(', ')}] needs ${numel}`);
   }
-  const r = resolve(options, natural, 'tensor', shape.length);
   const e = engine();
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   e.recordData(e.ops['from_data']!.code, n, host, source);
@@ -243,11 +294,12 @@ export function tensor(data: NestedArray | HostArray, options?: TensorOptions): 
  * A tensor from raw little-endian bytes of `dtype` (e.g. read from a safetensors file; bfloat16
  * and float16 as their 16-bit patterns), copied now.
  */
-export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly number[], options?: CreationOptions): Tensor {
+export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly number[], options?: Omit<CreationOptions, 'dtype'>): Tensor {
   if (!(bytes instanceof Uint8Array)) throw invalidParameter('fromBuffer bytes', 'Uint8Array', bytes);
   checkDtype(dtype, 'fromBuffer dtype');
   checkShape('fromBuffer shape', shape);
-  const r = resolve({ ...options, dtype }, dtype, 'fromBuffer', shape.length);
+  // the bytes are of `dtype`: the options give only where the tensor lies
+  const r = resolve({ ...optionsOf<CreationOptions>('fromBuffer', options, ['mesh', 'placements']), dtype }, dtype, 'fromBuffer', shape.length);
   const e = engine();
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   e.recordData(e.ops['from_data']!.code, n, bytes, dtype);
@@ -336,11 +388,12 @@ export function localPieceOf(shape: readonly number[], placements: readonly Plac
 
 // ---- *Like --------------------------------------------------------------------------------
 
-function likeOptions(t: Tensor, options?: CreationOptions): CreationOptions {
-  return { dtype: t.dtype, mesh: t.mesh, placements: t.placements, ...options };
+function likeOptions(fn: string, t: Tensor, options: unknown, known: readonly string[] = CREATION_OPTIONS): CreationOptions {
+  const like = checkTensor(`${fn} input`, t);
+  return { dtype: like.dtype, mesh: like.mesh, placements: like.placements, ...optionsOf<RandomOptions>(fn, options, known) };
 }
-export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => zeros(t.shape, likeOptions(t, options));
-export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => ones(t.shape, likeOptions(t, options));
+export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => zeros(t.shape, likeOptions('zerosLike', t, options));
+export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => ones(t.shape, likeOptions('onesLike', t, options));
 export const fullLike = (t: Tensor, value: number | boolean, options?: CreationOptions): Tensor =>
-  full(t.shape, value, likeOptions(t, options));
-export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => randn(t.shape, likeOptions(t, options));
+  full(t.shape, value, likeOptions('fullLike', t, options));
+export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => randn(t.shape, likeOptions('randnLike', t, options, RANDOM_OPTIONS));

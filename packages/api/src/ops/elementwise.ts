@@ -1,10 +1,13 @@
 // Elementwise ops: unary, binary with broadcasting and PyTorch type promotion, where and
-// maskedFill. A JS number acts as a Python scalar: an integral number as an int, any other as a
-// float, a boolean as a bool.
-import { DTorchError, ErrorCode, checkNumber, invalidParameter } from '@dtorch/common';
+// maskedFill. A JS number acts as a Python scalar: an integral number (inside int64) as an int,
+// any other as a float, a boolean as a bool (scalar.ts).
+import { DTorchError, ErrorCode, checkKnownOptions, checkNumber, invalidParameter } from '@dtorch/common';
 import { engine } from '@dtorch/core';
+import { isFloatingDtype, type DType } from '../dtype.js';
 import { Replicate } from '../placement.js';
 import { checkTensor as checkInput, output, recordOp } from '../record.js';
+import { ScalarKind, checkFits, scalarKindOf } from '../scalar.js';
+import { atomic } from '../scope.js';
 import { full } from './creation.js';
 import { Tensor, type Scalar } from '../tensor.js';
 
@@ -40,17 +43,26 @@ export const logicalNot = (x: Tensor): Tensor => unary('logical_not', x);
 
 /** GELU; `approximate: 'tanh'` is the tanh approximation. */
 export function gelu(x: Tensor, options?: { approximate?: 'none' | 'tanh' }): Tensor {
-  const approximate = options?.approximate ?? 'none';
+  const approximate = checkKnownOptions<{ approximate: string }>('gelu options', options, ['approximate']).approximate ?? 'none';
   if (approximate !== 'none' && approximate !== 'tanh') throw invalidParameter('gelu approximate', "'none' or 'tanh'", approximate);
   return unary('gelu', x, [approximate === 'tanh' ? 1 : 0]);
 }
 
-/** Clamps into [min, max]; either bound may be left out (null or undefined). */
+/**
+ * Clamps into [min, max]; either bound may be left out (null or undefined). As torch.clamp, a
+ * fractional bound makes an integer tensor's result float32, and a bound the result dtype
+ * cannot hold is refused.
+ */
 export function clamp(x: Tensor, min?: number | null, max?: number | null): Tensor {
+  checkTensor('clamp', x);
   const has = (v: unknown) => v !== undefined && v !== null;
   if (has(min)) checkNumber('clamp min', min);
   if (has(max)) checkNumber('clamp max', max);
   if (!has(min) && !has(max)) throw new DTorchError(ErrorCode.InvalidArgument, 'clamp: give at least one of min and max');
+  const bounds = [min, max].filter(has) as number[];
+  const dtype: DType = !isFloatingDtype(x.dtype) && bounds.some((b) => scalarKindOf(b) === ScalarKind.Float) ? 'float32' : x.dtype;
+  if (has(min)) checkFits('clamp min', min!, dtype);
+  if (has(max)) checkFits('clamp max', max!, dtype);
   return unary('clamp', x, [has(min) ? 1 : 0, min ?? 0, has(max) ? 1 : 0, max ?? 0]);
 }
 
@@ -66,12 +78,13 @@ const withScalarFirst: Partial<Record<BinaryName, BinaryName>> = {
   lt: 'gt', le: 'ge', gt: 'lt', ge: 'le', logical_and: 'logical_and', logical_or: 'logical_or',
 };
 
-function scalarKind(name: string, value: unknown): number {
-  if (typeof value === 'boolean') return 2;
-  if (typeof value !== 'number') throw invalidParameter(`${name} operand`, 'Tensor, number or boolean', value);
-  return Number.isInteger(value) ? 0 : 1;
+function scalarKind(name: string, value: unknown): ScalarKind {
+  if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter(`${name} operand`, 'Tensor, number or boolean', value);
+  return scalarKindOf(value);
 }
 
+// alpha is a number; whether it suits the operands' dtype (an integer for integer results) is
+// known at record time, where the native infer checks it
 function checkAlpha(name: string, alpha: unknown): number {
   if (alpha === undefined) return 1;
   if (typeof alpha !== 'number') throw invalidParameter(`${name} alpha`, 'number', alpha);
@@ -80,11 +93,14 @@ function checkAlpha(name: string, alpha: unknown): number {
 
 /** A JS scalar as a 0-d Replicate tensor on `like`'s mesh, typed as PyTorch types a Python scalar. */
 export function scalarTensor(value: Scalar, like: Tensor): Tensor {
-  // a JS number is an int64 only where int64 holds it exactly: -3.4e38 (float32's lowest, an
-  // "integer" to JS) is a float, as the Python float it stands for
-  const dtype = typeof value === 'boolean' ? 'bool' : Number.isSafeInteger(value) ? 'int64' : 'float32';
+  // a JS number is an int64 only where int64 holds it: -3.4e38 (float32's lowest, an "integer"
+  // to JS) is a float, as the Python float it stands for
+  const kind = scalarKindOf(value);
+  const dtype = kind === ScalarKind.Bool ? 'bool' : kind === ScalarKind.Int ? 'int64' : 'float32';
   return full([], value, { dtype, mesh: like.mesh, placements: like.placements.map(() => Replicate()) });
 }
+
+const ALPHA_OPTIONS = ['alpha'] as const;
 
 function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaOption?: unknown): Tensor {
   const alpha = checkAlpha(name, alphaOption);
@@ -110,19 +126,23 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
     scalarKind(name, a);
     const swapped = withScalarFirst[name];
     if (swapped && alpha === 1) return binary(swapped, b, a);
-    const lhs = scalarTensor(a, b);
-    const result = binary(name, lhs, b, alpha);
-    lhs.dispose();
-    return result;
+    return atomic(() => {
+      const lhs = scalarTensor(a, b);
+      const result = binary(name, lhs, b, alpha);
+      lhs.dispose();
+      return result;
+    });
   }
   throw new DTorchError(ErrorCode.InvalidArgument, `${name}: expected at least one Tensor operand but received ${typeof a} and ${typeof b}`);
 }
 
 type Operand = Tensor | Scalar;
 /** a + alpha * b */
-export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('add', a, b, options?.alpha);
+export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor =>
+  binary('add', a, b, checkKnownOptions<{ alpha: number }>('add options', options, ALPHA_OPTIONS).alpha);
 /** a - alpha * b */
-export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, b, options?.alpha);
+export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor =>
+  binary('sub', a, b, checkKnownOptions<{ alpha: number }>('sub options', options, ALPHA_OPTIONS).alpha);
 export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b);
 /** True division: integer operands give float32. */
 export const div = (a: Operand, b: Operand): Tensor => binary('div', a, b);
@@ -141,22 +161,25 @@ export const logicalOr = (a: Operand, b: Operand): Tensor => binary('logical_or'
 /** Elements of `a` where `condition` holds, else of `b` (all three broadcast). */
 export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
   checkTensor('where condition', condition);
-  const temporaries: Tensor[] = [];
-  const asTensor = (v: Operand): Tensor => {
-    if (v instanceof Tensor) return v;
-    scalarKind('where', v);
-    const t = scalarTensor(v, condition);
-    temporaries.push(t);
-    return t;
-  };
-  const result = recordOp('where', [condition, asTensor(a), asTensor(b)], []);
-  for (const t of temporaries) t.dispose();
-  return result;
+  for (const v of [a, b]) if (!(v instanceof Tensor)) scalarKind('where', v);
+  return atomic(() => {
+    const temporaries: Tensor[] = [];
+    const asTensor = (v: Operand): Tensor => {
+      if (v instanceof Tensor) return v;
+      const t = scalarTensor(v, condition);
+      temporaries.push(t);
+      return t;
+    };
+    const result = recordOp('where', [condition, asTensor(a), asTensor(b)], []);
+    for (const t of temporaries) t.dispose();
+    return result;
+  });
 }
 
-/** `x` with `value` where `mask` (broadcast to x's shape) holds. */
+/** `x` with `value` where `mask` (broadcast to x's shape) holds; a value x's dtype cannot hold is refused. */
 export function maskedFill(x: Tensor, mask: Tensor, value: Scalar): Tensor {
   checkTensor('maskedFill', x);
   checkTensor('maskedFill mask', mask);
-  return recordOp('masked_fill', [x, mask], [Number(value), scalarKind('maskedFill value', value)]);
+  const kind = scalarKind('maskedFill value', value);
+  return recordOp('masked_fill', [x, mask], [checkFits('maskedFill value', value, x.dtype), kind]);
 }

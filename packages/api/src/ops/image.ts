@@ -1,5 +1,5 @@
 // Image ops of dt.functional on [N, C, H, W]: conv2d, interpolate, avgPool2d, maxPool2d.
-import { DTorchError, ErrorCode, checkInteger, checkOptions, invalidParameter, isInteger } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkBoolean, checkInteger, checkKnownOptions, invalidParameter, isInteger } from '@dtorch/common';
 import { checkTensor, recordOp } from '../record.js';
 import { Tensor } from '../tensor.js';
 
@@ -28,7 +28,7 @@ export interface Conv2dOptions {
 
 /** 2-D convolution, as torch.nn.functional.conv2d. */
 export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, opts?: Conv2dOptions): Tensor {
-  const options = checkOptions<Conv2dOptions>('conv2d options', opts);
+  const options = checkKnownOptions<Conv2dOptions>('conv2d options', opts, ['stride', 'padding', 'dilation', 'groups']);
   const stride = pair('conv2d stride', options.stride ?? 1, 1);
   const dilation = pair('conv2d dilation', options.dilation ?? 1, 1);
   const groups = options.groups ?? 1;
@@ -59,8 +59,9 @@ export interface InterpolateOptions {
 export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter('interpolate input', 'Tensor', x);
   if (x.ndim !== 4) throw new DTorchError(ErrorCode.ShapeMismatch, `interpolate: needs an input [N, C, H, W], got ${x.describe()}`);
-  const options = checkOptions<InterpolateOptions>('interpolate options', opts);
+  const options = checkKnownOptions<InterpolateOptions>('interpolate options', opts, ['size', 'scaleFactor', 'mode', 'alignCorners']);
   const mode = options.mode ?? 'nearest';
+  if (options.alignCorners !== undefined) checkBoolean('interpolate alignCorners', options.alignCorners);
   if (mode !== 'nearest' && mode !== 'bilinear') throw invalidParameter('interpolate mode', "'nearest' or 'bilinear'", mode);
   if ((options.size === undefined) === (options.scaleFactor === undefined)) {
     throw new DTorchError(ErrorCode.InvalidArgument, 'interpolate: give exactly one of size and scaleFactor');
@@ -71,9 +72,15 @@ export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   if (options.size !== undefined) size = pair('interpolate size', options.size, 1);
   else {
     const s = typeof options.scaleFactor === 'number' ? [options.scaleFactor, options.scaleFactor] : options.scaleFactor!;
-    if (!s.every((v) => typeof v === 'number' && v > 0)) throw invalidParameter('interpolate scaleFactor', 'positive number(s)', options.scaleFactor);
+    const finitePositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
+    if (!Array.isArray(s) || s.length !== 2 || !s.every(finitePositive)) {
+      throw invalidParameter('interpolate scaleFactor', 'a finite positive number or a pair of them', options.scaleFactor);
+    }
     scales = [s[0]!, s[1]!];
     size = [Math.floor(x.shape[2]! * scales[0]), Math.floor(x.shape[3]! * scales[1])];
+    if (!size.every((n) => isInteger(n) && n >= 1)) {
+      throw invalidParameter('interpolate scaleFactor', `a factor giving output sizes in [1, 2^53) from [${x.shape[2]}, ${x.shape[3]}]`, options.scaleFactor);
+    }
   }
   return record('interpolate', [x], [mode === 'nearest' ? 0 : 1, ...size, ...scales, options.alignCorners ? 1 : 0]);
 }
@@ -84,7 +91,7 @@ export interface PoolOptions {
 }
 
 function pool(op: 'avg_pool2d' | 'max_pool2d', x: Tensor, kernelSize: Pair, opts: PoolOptions | undefined): Tensor {
-  const options = checkOptions<PoolOptions>(`${op} options`, opts);
+  const options = checkKnownOptions<PoolOptions>(`${op} options`, opts, ['stride', 'padding']);
   const kernel = pair(`${op} kernelSize`, kernelSize, 1);
   const stride = pair(`${op} stride`, options.stride ?? kernel, 1);
   const padding = pair(`${op} padding`, options.padding ?? 0, 0);

@@ -1,8 +1,9 @@
 // Neural-network ops of dt.functional: linear, normalisations, embedding, attention, rotary
 // embeddings (as diffusers applies them), and outer / einsum for permutations.
-import { DTorchError, ErrorCode, checkInteger, checkNumber, checkOptions, checkShape, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkBoolean, checkFinite, checkInteger, checkKnownOptions, checkShape, invalidParameter } from '@dtorch/common';
 import { checkTensor, recordOp } from '../record.js';
 import { Shard, formatPlacements, type Placement } from '../placement.js';
+import { atomic } from '../scope.js';
 import { Tensor } from '../tensor.js';
 import type { DType } from '../dtype.js';
 import { cat, permute, reshape, stack, unbind, unsqueeze } from './shape.js';
@@ -27,19 +28,22 @@ interface NormOptions {
   eps?: number;
 }
 
+const NORM_OPTIONS = ['weight', 'bias', 'eps'] as const;
+
 function norm(op: 'layer_norm' | 'rms_norm', x: Tensor, normalizedShape: number | readonly number[], options: NormOptions, eps: number): Tensor {
   checkTensor(`${op} input`, x);
-  const shape = typeof normalizedShape === 'number' ? [normalizedShape] : checkShape(`${op} normalizedShape`, normalizedShape);
+  const shape = checkShape(`${op} normalizedShape`, typeof normalizedShape === 'number' ? [normalizedShape] : normalizedShape);
   const weight = checkOptionalTensor(`${op} weight`, options.weight);
   const bias = checkOptionalTensor(`${op} bias`, options.bias);
-  checkNumber(`${op} eps`, eps);
+  // a negative or infinite eps gives NaN or zeros everywhere (PyTorch computes them): refused
+  checkFinite(`${op} eps`, eps, 0);
   const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
   return recordOp(op, inputs, [shape.length, ...shape, weight ? 1 : 0, bias ? 1 : 0, eps]);
 }
 
 /** Layer normalisation over the last dims (`normalizedShape`), affine when weight/bias are given. */
 export function layerNorm(x: Tensor, normalizedShape: number | readonly number[], options?: NormOptions): Tensor {
-  const o = checkOptions<NormOptions>('layerNorm options', options);
+  const o = checkKnownOptions<NormOptions>('layerNorm options', options, NORM_OPTIONS);
   return norm('layer_norm', x, normalizedShape, o, o.eps ?? 1e-5);
 }
 
@@ -48,7 +52,7 @@ const machineEps: Partial<Record<DType, number>> = { float32: 1.1920928955078125
 
 /** RMS normalisation over the last dims, as torch.nn.functional.rms_norm (default eps: the dtype's). */
 export function rmsNorm(x: Tensor, normalizedShape: number | readonly number[], options?: { weight?: Tensor; eps?: number }): Tensor {
-  const o = checkOptions<NormOptions>('rmsNorm options', options);
+  const o = checkKnownOptions<NormOptions>('rmsNorm options', options, NORM_OPTIONS);
   if (o.bias !== undefined) throw new DTorchError(ErrorCode.InvalidArgument, 'rmsNorm takes no bias');
   return norm('rms_norm', x, normalizedShape, { weight: o.weight }, o.eps ?? machineEps[checkTensor('rmsNorm input', x).dtype] ?? 1e-6);
 }
@@ -56,12 +60,12 @@ export function rmsNorm(x: Tensor, normalizedShape: number | readonly number[], 
 /** Group normalisation of x [N, C, ...] in `numGroups` groups of channels. */
 export function groupNorm(x: Tensor, numGroups: number, options?: NormOptions): Tensor {
   checkTensor('groupNorm input', x);
-  options = checkOptions<NormOptions>('groupNorm options', options);
+  options = checkKnownOptions<NormOptions>('groupNorm options', options, NORM_OPTIONS);
   checkInteger('groupNorm numGroups', numGroups, 1);
   const weight = checkOptionalTensor('groupNorm weight', options.weight);
   const bias = checkOptionalTensor('groupNorm bias', options.bias);
   const eps = options.eps ?? 1e-5;
-  checkNumber('groupNorm eps', eps);
+  checkFinite('groupNorm eps', eps, 0);
   const inputs = [x, ...(weight ? [weight] : []), ...(bias ? [bias] : [])];
   return recordOp('group_norm', inputs, [numGroups, weight ? 1 : 0, bias ? 1 : 0, eps]);
 }
@@ -88,10 +92,13 @@ export interface AttentionOptions {
  * sequence block.
  */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttentionOptions): Tensor {
-  const options = checkOptions<AttentionOptions>('sdpa options', opts);
+  const options = checkKnownOptions<AttentionOptions>('sdpa options', opts, ['attnMask', 'isCausal', 'scale']);
+  checkOptionalTensor('sdpa attnMask', options.attnMask);
+  if (options.isCausal !== undefined) checkBoolean('sdpa isCausal', options.isCausal);
+  if (options.scale !== undefined) checkFinite('sdpa scale', options.scale);
   checkTensor('sdpa q', q);
   const parallel = contextParallelDims(q);
-  if (parallel) return contextParallelAttention(q, checkTensor('sdpa k', k), checkTensor('sdpa v', v), options, parallel);
+  if (parallel) return atomic(() => contextParallelAttention(q, checkTensor('sdpa k', k), checkTensor('sdpa v', v), options, parallel));
   return attention(q, k, v, options);
 }
 
@@ -99,7 +106,6 @@ function attention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions): 
   const inputs = [checkTensor('sdpa q', q), checkTensor('sdpa k', k), checkTensor('sdpa v', v)];
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
-  if (options.scale !== undefined) checkNumber('sdpa scale', options.scale);
   return recordOp('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
 }
 
@@ -169,11 +175,15 @@ export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], opti
   checkTensor('applyRotaryEmb x', x);
   if (!Array.isArray(freqs) || freqs.length !== 2) throw invalidParameter('applyRotaryEmb freqs', '[cos, sin] tensors', freqs);
   const [cos, sin] = [checkTensor('applyRotaryEmb cos', freqs[0]), checkTensor('applyRotaryEmb sin', freqs[1])];
-  const unbindDim = checkOptions<{ useRealUnbindDim: -1 | -2 }>('applyRotaryEmb options', options).useRealUnbindDim ?? -1;
+  const unbindDim = checkKnownOptions<{ useRealUnbindDim: -1 | -2 }>('applyRotaryEmb options', options, ['useRealUnbindDim']).useRealUnbindDim ?? -1;
   if (unbindDim !== -1 && unbindDim !== -2) throw invalidParameter('applyRotaryEmb useRealUnbindDim', '-1 or -2', unbindDim);
   if (x.ndim < 1 || x.shape.at(-1)! % 2 !== 0) {
     throw new DTorchError(ErrorCode.ShapeMismatch, `applyRotaryEmb: the last dim of x ${x.describe()} must be even`);
   }
+  return atomic(() => rotate(x, cos, sin, unbindDim));
+}
+
+function rotate(x: Tensor, cos: Tensor, sin: Tensor, unbindDim: -1 | -2): Tensor {
   const lead = x.shape.slice(0, -1);
   const d = x.shape.at(-1)!;
   const pieces: Tensor[] = [];
@@ -201,11 +211,16 @@ export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], opti
 
 /** The outer product of two vectors. */
 export function outer(a: Tensor, b: Tensor): Tensor {
-  const [column, row] = [unsqueeze(checkTensor('outer a', a), 1), unsqueeze(checkTensor('outer b', b), 0)];
-  const result = mul(column, row);
-  column.dispose();
-  row.dispose();
-  return result;
+  for (const [name, t] of [['a', a], ['b', b]] as const) {
+    if (checkTensor(`outer ${name}`, t).ndim !== 1) throw new DTorchError(ErrorCode.ShapeMismatch, `outer: ${name} must be 1-d, got ${t.describe()}`);
+  }
+  return atomic(() => {
+    const [column, row] = [unsqueeze(a, 1), unsqueeze(b, 0)];
+    const result = mul(column, row);
+    column.dispose();
+    row.dispose();
+    return result;
+  });
 }
 
 /** einsum for one operand whose equation only permutes dims, e.g. 'bhsd->bshd'. */

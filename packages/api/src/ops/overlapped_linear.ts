@@ -2,7 +2,7 @@
 // the matmuls (Megatron sequence parallelism; PyTorch's fused_all_gather_matmul and
 // fused_matmul_reduce_scatter). On GPUs the peers' pieces move by the copy engines while the
 // matmuls hold the SMs. Each equals the redistribute-then-linear sequence it replaces.
-import { DTorchError, ErrorCode, checkInteger, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, invalidParameter } from '@dtorch/common';
 import { checkTensor, recordOp, recordOpOutputs } from '../record.js';
 import type { Tensor } from '../tensor.js';
 
@@ -63,7 +63,7 @@ export function allGatherLinear(
   const meshDim = collectiveMeshDim(
     'allGatherLinear',
     x,
-    options?.meshDim,
+    checkKnownOptions<OverlappedLinearOptions>('allGatherLinear options', options, ['meshDim']).meshDim,
     (d) => x.placements[d]!.isShard() && !x.placements[d]!.isShard(x.ndim - 1),
     'sharded on a token dim'
   );
@@ -90,6 +90,7 @@ export function linearReduceScatter(
     throw new DTorchError(ErrorCode.InvalidArgument, `linearReduceScatter: one weight per input, got ${xs.length} inputs and ${ws.length} weights`);
   }
   if (typeof options !== 'object' || options === null) throw invalidParameter('linearReduceScatter options', '{ dim, bias?, meshDim? }', options);
+  checkKnownOptions('linearReduceScatter options', options, ['dim', 'bias', 'meshDim']);
   const x = xs[0]!;
   const dim = checkInteger('linearReduceScatter dim', options.dim);
   const bias = options.bias === undefined ? undefined : checkTensor('linearReduceScatter bias', options.bias);

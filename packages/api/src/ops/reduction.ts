@@ -34,9 +34,9 @@ export function mean(x: Tensor, dim?: number | readonly number[], keepdim = fals
 function logical(op: 'any' | 'all', x: Tensor, dim: number | readonly number[] | undefined, keepdim: boolean): Tensor {
   return reduce(op, x, dim, keepdim);
 }
-/** Whether any element (along `dim`) is true/nonzero. */
+/** Whether any element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.any). */
 export const any = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('any', x, dim, keepdim);
-/** Whether every element (along `dim`) is true/nonzero. */
+/** Whether every element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.all). */
 export const all = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('all', x, dim, keepdim);
 
 function dimCall(op: string, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor[] {

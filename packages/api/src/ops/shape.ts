@@ -1,9 +1,11 @@
 // Shape and view ops. The engine has a few primitives (reshape, permute, expand, cat, split,
 // slice, index_select, repeat, pad, contiguous, clone); the rest are written with them here,
 // as PyTorch defines them.
-import { DTorchError, ErrorCode, checkInteger, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
 import { checkTensor as checkInput, recordOp, recordOpOutputs } from '../record.js';
 import { Replicate } from '../placement.js';
+import { checkFits } from '../scalar.js';
+import { atomic } from '../scope.js';
 import { full } from './creation.js';
 import { Tensor } from '../tensor.js';
 
@@ -99,17 +101,24 @@ function checkTensors(fn: string, tensors: unknown): Tensor[] {
 export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('cat', tensors);
   checkInteger('cat dim', dim);
-  if (ts.length === 1) return clone(ts[0]!);
+  if (ts.length === 1) {
+    // one tensor is its own copy, once the call is one torch.cat accepts
+    if (ts[0]!.ndim === 0) throw new DTorchError(ErrorCode.ShapeMismatch, 'cat: zero-dimensional tensor (input #0) cannot be concatenated; use stack');
+    normDim('cat', dim, ts[0]!.ndim);
+    return clone(ts[0]!);
+  }
   return recordOp('cat', ts, [dim]);
 }
 
 export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('stack', tensors);
   const d = normDim('stack', dim, ts[0]!.ndim + 1);
-  const expanded = ts.map((t) => unsqueeze(t, d));
-  const result = cat(expanded, d);
-  for (const t of expanded) t.dispose();
-  return result;
+  return atomic(() => {
+    const expanded = ts.map((t) => unsqueeze(t, d));
+    const result = cat(expanded, d);
+    for (const t of expanded) t.dispose();
+    return result;
+  });
 }
 
 /** Pieces of `sizeOrSizes` along `dim` (the last may be shorter), as torch.split. */
@@ -146,16 +155,36 @@ export function unbind(x: Tensor, dim = 0): Tensor[] {
   return result;
 }
 
+// A slice bound or step: any integer, clamped into the exact integers (as Python clamps
+// x[2**70:] to the end), so that what reaches native int64 is the bound meant.
+function sliceInteger(name: string, value: unknown, min = -Infinity): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw invalidParameter(name, min === 1 ? 'positive integer' : 'integer', value);
+  }
+  return Math.min(Math.max(value, -Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
+}
+
 /** Elements start, start+step, ... before end along `dim` (Python slice semantics). */
 export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_SAFE_INTEGER, step = 1): Tensor {
   checkTensor('slice', x);
-  for (const [name, v] of [['dim', dim], ['start', start], ['end', end], ['step', step]] as const) checkInteger(`slice ${name}`, v);
-  return recordOp('slice', [x], [dim, start, end, step]);
+  checkInteger('slice dim', dim);
+  const bounds = [sliceInteger('slice start', start), sliceInteger('slice end', end), sliceInteger('slice step', step, 1)];
+  return recordOp('slice', [x], [dim, ...bounds]);
 }
 
+/**
+ * `length` elements from `start` along `dim`, as torch.narrow: a negative start counts from the
+ * end; the range must lie inside the dim.
+ */
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
-  checkInteger('narrow length', length, 0);
-  return sliceAlong(x, dim, start, start + length, 1);
+  checkTensor('narrow', x);
+  if (x.ndim === 0) throw new DTorchError(ErrorCode.ShapeMismatch, 'narrow: a 0-d tensor has no dim to narrow');
+  const d = normDim('narrow', dim, x.ndim);
+  const size = x.shape[d]!;
+  checkInteger('narrow start', start, -size, size);
+  const from = start < 0 ? start + size : start;
+  checkInteger('narrow length', length, 0, size - from);
+  return sliceAlong(x, d, from, from + length, 1);
 }
 
 export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
@@ -176,13 +205,25 @@ export function repeat(x: Tensor, repeats: readonly number[]): Tensor {
 export function repeatInterleave(x: Tensor, repeats: number, dim?: number): Tensor {
   checkTensor('repeatInterleave', x);
   checkInteger('repeatInterleave repeats', repeats, 0);
-  if (dim === undefined) return repeatInterleave(flatten(x), repeats, 0);
+  if (dim === undefined) {
+    return atomic(() => {
+      const flat = flatten(x);
+      const result = repeatInterleave(flat, repeats, 0);
+      flat.dispose();
+      return result;
+    });
+  }
   const d = normDim('repeatInterleave', dim, x.ndim);
-  const grown = unsqueeze(x, d + 1);
-  const wide = expand(grown, [...x.shape.slice(0, d + 1), repeats, ...x.shape.slice(d + 1)]);
-  const result = reshape(wide, [...x.shape.slice(0, d), x.shape[d]! * repeats, ...x.shape.slice(d + 1)]);
-  dispose2(grown, wide);
-  return result;
+  if (!Number.isSafeInteger(x.shape[d]! * repeats)) {
+    throw invalidParameter('repeatInterleave repeats', `integer whose product with dim ${d}'s size ${x.shape[d]} is below 2^53`, repeats);
+  }
+  return atomic(() => {
+    const grown = unsqueeze(x, d + 1);
+    const wide = expand(grown, [...x.shape.slice(0, d + 1), repeats, ...x.shape.slice(d + 1)]);
+    const result = reshape(wide, [...x.shape.slice(0, d), x.shape[d]! * repeats, ...x.shape.slice(d + 1)]);
+    dispose2(grown, wide);
+    return result;
+  });
 }
 
 function dispose2(...ts: Tensor[]): void {
@@ -193,12 +234,14 @@ function dispose2(...ts: Tensor[]): void {
 export function pad(x: Tensor, padding: readonly number[], options?: { mode?: 'constant'; value?: number }): Tensor {
   checkTensor('pad', x);
   const p = checkIntList('pad', 'padding', padding);
-  if ((options?.mode ?? 'constant') !== 'constant') {
-    throw new DTorchError(ErrorCode.InvalidArgument, `pad: mode ${describeValue(options?.mode)} is not supported; use 'constant'`);
+  const o = checkKnownOptions<{ mode: string; value: number }>('pad options', options, ['mode', 'value']);
+  if ((o.mode ?? 'constant') !== 'constant') {
+    throw new DTorchError(ErrorCode.InvalidArgument, `pad: mode ${describeValue(o.mode)} is not supported; use 'constant'`);
   }
-  const value = options?.value ?? 0;
-  checkNumber('pad value', value);
-  return recordOp('pad', [x], [p.length, ...p, value]);
+  const value = o.value ?? 0;
+  if (typeof value !== 'number') checkNumber('pad value', value);
+  // F.pad reads the value as a float (so -1 does not wrap into uint8)
+  return recordOp('pad', [x], [p.length, ...p, checkFits('pad value', value, x.dtype, { as: 'float' })]);
 }
 
 // ---- indexing --------------------------------------------------------------------------------
@@ -235,63 +278,71 @@ export function get(x: Tensor, ...indices: Index[]): Tensor {
     if (i === '...') for (let k = 0; k < x.ndim - consuming; k++) expandedIndices.push(new Slice());
     else expandedIndices.push(i);
   }
-  let current = x;
-  const temporaries: Tensor[] = [];
-  const step = (t: Tensor) => {
-    if (current !== x) temporaries.push(current);
-    current = t;
-  };
-  let dim = 0;
-  for (const index of expandedIndices) {
-    if (index === null) continue;
-    if (typeof index === 'number') {
-      checkInteger('get index', index);
-      const size = current.shape[dim]!;
-      const at = index < 0 ? index + size : index;
-      if (at < 0 || at >= size) {
-        throw new DTorchError(ErrorCode.InvalidArgument, `get: index ${index} is out of range for dim ${dim} of size ${size}`);
+  return atomic(() => {
+    let current = x;
+    const temporaries: Tensor[] = [];
+    const step = (t: Tensor) => {
+      if (current !== x) temporaries.push(current);
+      current = t;
+    };
+    let dim = 0;
+    for (const index of expandedIndices) {
+      if (index === null) continue;
+      if (typeof index === 'number') {
+        checkInteger('get index', index);
+        const size = current.shape[dim]!;
+        const at = index < 0 ? index + size : index;
+        if (at < 0 || at >= size) {
+          throw new DTorchError(ErrorCode.InvalidArgument, `get: index ${index} is out of range for dim ${dim} of size ${size}`);
+        }
+        step(sliceAlong(current, dim, at, at + 1, 1));
+      } else if (index instanceof Slice) {
+        step(sliceAlong(current, dim, index.start ?? 0, index.end ?? Number.MAX_SAFE_INTEGER, index.step ?? 1));
+      } else if (index instanceof Tensor) {
+        step(indexSelect(current, dim, index));
+      } else {
+        throw invalidParameter('get index', "integer, dt.slice(), null, '...' or Tensor", index);
       }
-      step(sliceAlong(current, dim, at, at + 1, 1));
-    } else if (index instanceof Slice) {
-      step(sliceAlong(current, dim, index.start ?? 0, index.end ?? Number.MAX_SAFE_INTEGER, index.step ?? 1));
-    } else if (index instanceof Tensor) {
-      step(indexSelect(current, dim, index));
-    } else {
-      throw invalidParameter('get index', "integer, dt.slice(), null, '...' or Tensor", index);
+      dim++;
     }
-    dim++;
-  }
-  // the result's shape: integer-indexed dims go, null adds a size-1 dim where it stands
-  const shape: number[] = [];
-  let cursor = 0;
-  for (const index of expandedIndices) {
-    if (index === null) shape.push(1);
-    else if (typeof index === 'number') cursor++;
-    else shape.push(current.shape[cursor++]!);
-  }
-  shape.push(...current.shape.slice(cursor));
-  if (shape.join() !== current.shape.join()) step(reshape(current, shape));
-  for (const t of temporaries) t.dispose();
-  return current === x ? clone(x) : current;
+    // the result's shape: integer-indexed dims go, null adds a size-1 dim where it stands
+    const shape: number[] = [];
+    let cursor = 0;
+    for (const index of expandedIndices) {
+      if (index === null) shape.push(1);
+      else if (typeof index === 'number') cursor++;
+      else shape.push(current.shape[cursor++]!);
+    }
+    shape.push(...current.shape.slice(cursor));
+    if (shape.join() !== current.shape.join()) step(reshape(current, shape));
+    for (const t of temporaries) t.dispose();
+    return current === x ? clone(x) : current;
+  });
 }
 
 /**
- * x[...] = value, as PyTorch assigns: the indices are integers, dt.slice() ranges and '...';
- * value (a tensor or a number) broadcasts to the indexed region. Tensors are values in DTorch:
- * `x` afterwards refers to the updated tensor (its old value is released).
+ * x[...] = value, as PyTorch assigns: the indices are integers, dt.slice() ranges and '...', or
+ * full ranges then one int64 index tensor; value (a tensor or a number) broadcasts to the indexed
+ * region. Tensors are values in DTorch: `x` afterwards refers to the updated tensor (its old value
+ * is released). A call that throws leaves `x` as it was; an index tensor is read here (its
+ * values wait for it) so that an index out of range throws now instead of spoiling `x`.
  */
 export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number | boolean]): Tensor {
   checkTensor('set', x);
+  if (indicesAndValue.length === 0) throw new DTorchError(ErrorCode.InvalidArgument, 'set: give the indices, then the value');
   const value = indicesAndValue.at(-1) as Tensor | number | boolean;
+  if (!(value instanceof Tensor)) checkSetValue(value);
   const indices = indicesAndValue.slice(0, -1) as Index[];
   if (indices.some((i) => i === null)) {
     throw new DTorchError(ErrorCode.InvalidArgument, "set: integers, dt.slice(), '...' and int64 index tensors index an assignment, not null");
   }
+  if (indices.filter((i) => i === '...').length > 1) throw new DTorchError(ErrorCode.InvalidArgument, "set: at most one '...' per index");
   const tensorAt = indices.findIndex((i) => i instanceof Tensor);
   if (tensorAt >= 0) {
     if (indices.length !== tensorAt + 1 || indices.slice(0, tensorAt).some((i) => !(i instanceof Slice) || i.start !== undefined || i.end !== undefined || i.step !== undefined)) {
       throw new DTorchError(ErrorCode.InvalidArgument, 'set: an index tensor must be the last index, after full dt.slice() ranges only');
     }
+    if (tensorAt >= x.ndim) throw new DTorchError(ErrorCode.InvalidArgument, `set: an index tensor at dim ${tensorAt} of a ${x.ndim}-d tensor`);
     return setAlong(x, tensorAt, indices[tensorAt] as Tensor, value);
   }
   const consuming = indices.filter((i) => i !== '...').length;
@@ -315,11 +366,10 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
       ranges.push([at, at + 1, 1]);
       dropped.push(true);
     } else if (index instanceof Slice) {
-      const step = index.step ?? 1;
-      checkInteger('set slice step', step, 1);
+      const step = sliceInteger('set slice step', index.step ?? 1, 1);
       const clampIndex = (i: number) => Math.min(Math.max(i < 0 ? i + size : i, 0), size);
-      const start = clampIndex(index.start ?? 0);
-      ranges.push([start, Math.max(start, clampIndex(index.end ?? size)), step]);
+      const start = clampIndex(sliceInteger('set slice start', index.start ?? 0));
+      ranges.push([start, Math.max(start, clampIndex(sliceInteger('set slice end', index.end ?? size))), step]);
       dropped.push(false);
     } else {
       throw invalidParameter('set index', "integer, dt.slice() or '...'", index);
@@ -330,41 +380,59 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
     dropped.push(false);
   }
   const region = ranges.map(([s, e, st]) => Math.ceil((e - s) / st));
-  const temporaries: Tensor[] = [];
-  const keep = (t: Tensor) => (temporaries.push(t), t);
-  let src = value instanceof Tensor ? value : keep(scalarTensorLike(value, x));
-  src = keep(expand(src, region.filter((_, d) => !dropped[d])));
-  src = keep(reshape(src, region));
-  // write the region in, innermost dim first: x[r0][r1]... = src
-  const write = (t: Tensor, d: number, inner: Tensor): Tensor => {
-    if (d === x.ndim) return inner;
-    const [start, end, step] = ranges[d]!;
-    const part = keep(sliceAlong(t, d, start, end, step));
-    const updated = write(part, d + 1, inner);
-    if (updated !== inner) keep(updated);
-    return recordOp('slice_scatter', [t, updated], [d, start, end, step]);
-  };
-  const result = write(x, 0, src);
-  for (const t of temporaries) if (t !== result && t !== value) t.dispose();
+  const result = atomic(() => {
+    const temporaries: Tensor[] = [];
+    const keep = (t: Tensor) => (temporaries.push(t), t);
+    let src = value instanceof Tensor ? value : keep(scalarTensorLike(value, x));
+    src = keep(expand(src, region.filter((_, d) => !dropped[d])));
+    src = keep(reshape(src, region));
+    // write the region in, innermost dim first: x[r0][r1]... = src
+    const write = (t: Tensor, d: number, inner: Tensor): Tensor => {
+      if (d === x.ndim) return inner;
+      const [start, end, step] = ranges[d]!;
+      const part = keep(sliceAlong(t, d, start, end, step));
+      const updated = write(part, d + 1, inner);
+      if (updated !== inner) keep(updated);
+      return recordOp('slice_scatter', [t, updated], [d, start, end, step]);
+    };
+    const written = write(x, 0, src);
+    for (const t of temporaries) if (t !== written && t !== value) t.dispose();
+    return written;
+  });
   x.adopt(result);
   return x;
 }
 
 // x[:, ..., index] = value along `dim` (index_copy), value broadcast to the indexed region.
 function setAlong(x: Tensor, dim: number, index: Tensor, value: Tensor | number | boolean): Tensor {
+  if (index.ndim !== 1 || index.dtype !== 'int64') {
+    throw new DTorchError(ErrorCode.InvalidArgument, `set: an index tensor must be 1-d int64, got ${index.describe()}`);
+  }
+  // the one data-dependent check: index_copy fails in the kernel, after x took its result
+  const size = x.shape[dim]!;
+  const values = index.dataSync() as BigInt64Array;
+  const bad = values.findIndex((v) => v < 0n || v >= BigInt(size));
+  if (bad >= 0) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `set: index ${values[bad]} (at position ${bad} of the index tensor) is out of range for dim ${dim} of size ${size}`);
+  }
   const region = x.shape.map((s, d) => (d === dim ? index.shape[0]! : s));
-  const temporaries: Tensor[] = [];
-  const given = value instanceof Tensor ? value : scalarTensorLike(value, x);
-  if (given !== value) temporaries.push(given);
-  const src = expand(given, region);
-  temporaries.push(src);
-  const result = recordOp('index_copy', [x, index, src], [dim]);
-  for (const t of temporaries) t.dispose();
+  const result = atomic(() => {
+    const given = value instanceof Tensor ? value : scalarTensorLike(value, x);
+    const src = expand(given, region);
+    const copied = recordOp('index_copy', [x, index, src], [dim]);
+    if (given !== value) given.dispose();
+    src.dispose();
+    return copied;
+  });
   x.adopt(result);
   return x;
 }
 
-function scalarTensorLike(value: number | boolean, like: Tensor): Tensor {
+function checkSetValue(value: unknown): void {
   if (typeof value !== 'number' && typeof value !== 'boolean') throw invalidParameter('set value', 'Tensor, number or boolean', value);
+}
+
+function scalarTensorLike(value: number | boolean, like: Tensor): Tensor {
+  checkSetValue(value);
   return full([], value, { dtype: like.dtype, mesh: like.mesh, placements: like.placements.map(() => Replicate()) });
 }
