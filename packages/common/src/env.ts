@@ -14,8 +14,11 @@ export interface DTorchConfig {
   logLevel: LogLevelName;
   /** DTORCH_NATIVE_PATH: an explicit path to dtorch.node, tried first by the loader. */
   nativePath: string | undefined;
-  /** DTORCH_CAPTURE_STACKS: 1/0 turns call-site capture for kernel errors on/off (default: on unless NODE_ENV=production). */
-  captureStacks: boolean;
+  /**
+   * DTORCH_CAPTURE_STACKS: call-site capture for kernel errors: 1 on, within a time budget (default
+   * unless NODE_ENV=production), all for every op, 0 off.
+   */
+  captureStacks: boolean | 'all';
   /** DTORCH_READ_TIMEOUT_MS: how long dataSync() waits before it throws TIMEOUT (1 to 2^31-1, default 600000). */
   readTimeoutMs: number;
   /** DTORCH_SEGMENT_NODES: recorded nodes per segment before it is flushed (1 to 1,000,000, default 256). */
@@ -49,6 +52,15 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   return raw === '1';
 }
 
+// 1 keeps capture within a time budget, all captures every op (packages/core/src/call_sites.ts);
+// on while developing, off under NODE_ENV=production unless asked for
+function captureStacks(env: Env): boolean | 'all' {
+  const raw = env['DTORCH_CAPTURE_STACKS'];
+  if (raw === 'all') return 'all';
+  if (raw !== undefined && raw !== '' && raw !== '0' && raw !== '1') throw refused('DTORCH_CAPTURE_STACKS', '0, 1 or all', raw);
+  return flag(env, 'DTORCH_CAPTURE_STACKS', env['NODE_ENV'] !== 'production');
+}
+
 function logLevel(env: Env, warn: (message: string) => void): LogLevelName {
   const raw = env['DTORCH_LOG'];
   if (raw === undefined || raw === '') return 'warn';
@@ -65,8 +77,7 @@ export function readConfig(env: Env = process.env, warn = (message: string) => c
   return {
     logLevel: logLevel(env, warn),
     nativePath: env['DTORCH_NATIVE_PATH'] || undefined,
-    // on while developing; off under NODE_ENV=production unless asked for
-    captureStacks: flag(env, 'DTORCH_CAPTURE_STACKS', env['NODE_ENV'] !== 'production'),
+    captureStacks: captureStacks(env),
     readTimeoutMs: integer(env, 'DTORCH_READ_TIMEOUT_MS', 1, maxMs, 600_000, `integer of milliseconds from 1 to ${maxMs}`),
     segmentNodes: integer(env, 'DTORCH_SEGMENT_NODES', 1, maxSegmentNodes, 256),
   };

@@ -3,7 +3,7 @@
 // open segment at the end of the current JS task, and turns reads into typed arrays. Tensors here are plain
 // ids; @dtorch/api builds the user-facing Tensor on top.
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
-import { CallSites } from './call_sites.js';
+import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
 import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
@@ -20,7 +20,7 @@ export class Engine {
   private readonly slice: CoreSlice;
   private readonly dtypeCodes: Record<string, number>;
   private readonly dtypeByCode: DTypeName[] = [];
-  private readonly sites = new CallSites(config.captureStacks);
+  private readonly sites = new CallSites(captureMode(config.captureStacks));
   private flushQueued = false;
   // End of a JS task: nobody can catch here, so nothing may throw. The engine rejects the reads
   // that depend on a segment it could not hand over; what is left (a shut-down engine) is logged.
@@ -120,12 +120,13 @@ export class Engine {
   // `grownOut`: the native side moved `out` to make room for many outputs.
   private recorded(grownOut: Float64Array | undefined): void {
     if (grownOut !== undefined) this.out = grownOut;
-    this.sites.capture(this.out[0]!);
     if (!this.flushQueued) {
       // end of the current JS task: hand the open segment to the controller
       this.flushQueued = true;
       queueMicrotask(this.flushNow);
+      this.sites.mayHaveIdled(); // the first op of a task
     }
+    this.sites.capture(this.out[0]!);
   }
 
   release(id: number): void {
@@ -154,6 +155,8 @@ export class Engine {
       return this.toHost(this.slice.fetchSync(id, config.readTimeoutMs));
     } catch (err) {
       throw this.withCallSite(err);
+    } finally {
+      this.sites.mayHaveIdled(); // while it waited for the engine
     }
   }
 
@@ -182,9 +185,9 @@ export class Engine {
     this.slice.setCollectiveTimeout(ms);
   }
 
-  /** Turns call-site capture on or off (see DTORCH_CAPTURE_STACKS). */
-  setCaptureStacks(on: boolean): void {
-    this.sites.setEnabled(on);
+  /** Call-site capture: on (within a time budget), 'all' (every op) or off; see DTORCH_CAPTURE_STACKS. */
+  setCaptureStacks(on: boolean | 'all'): void {
+    this.sites.setMode(captureMode(on));
   }
 
   private toHost(fetched: Fetched): HostArray {
@@ -201,6 +204,10 @@ export class Engine {
     }
     return err;
   }
+}
+
+function captureMode(on: boolean | 'all'): CaptureMode {
+  return on === 'all' ? 'all' : on ? 'budget' : 'off';
 }
 
 let instance: Engine | undefined;
