@@ -141,6 +141,10 @@ export function initDeviceMesh(deviceType: DeviceKind, shape: readonly number[],
   if (!Array.isArray(shape) || shape.length === 0 || !shape.every((s) => isInteger(s) && s > 0)) {
     throw new DTorchError(ErrorCode.InvalidMesh, `Expected a mesh shape of positive integers but received ${describeValue(shape)}`);
   }
+  const size = shape.reduce((a, b) => a * b, 1);
+  if (size > MAX_DEVICE_INDEX + 1) {
+    throw new DTorchError(ErrorCode.InvalidMesh, `a mesh of shape ${describeValue(shape)} has ${size} devices; device indices are integers in [0, ${MAX_DEVICE_INDEX}]`);
+  }
   let next = 0;
   const build = (dim: number): Nested => (dim === shape.length ? next++ : Array.from({ length: shape[dim]! }, () => build(dim + 1)));
   return new DeviceMesh(deviceType, build(0), dimNames);
