@@ -372,6 +372,7 @@ const cases: Case[] = [
     },
     args: () => [1],
   },
+  { name: 'initDeviceMesh', call: (a, b) => dt.zeros([1], { mesh: dt.initDeviceMesh('cpu', [a as number, b as number]) }), args: () => [1, 2] },
   { name: 'allGatherLinear', call: F['allGatherLinear']!, args: () => [P.tpx, [P.tpw.redistribute([dt.Replicate()])], [], { meshDim: 0 }], options: 3 },
   { name: 'linearReduceScatter', call: F['linearReduceScatter']!,
     args: () => [[P.tpx.redistribute([dt.Shard(1)])], [dt.ones([2, 2], { mesh: tpMesh, placements: [dt.Shard(1)] })], { dim: 0 }], options: 2 },
