@@ -7,6 +7,7 @@ import { engine, type DeviceKind } from '@dtorch/core';
 type Nested = number | readonly Nested[];
 
 const MAX_DEVICE_INDEX = 2 ** 31 - 1;
+const MAX_MESH_DEVICES = 2 ** 16;
 
 function flatten(devices: Nested, where: string, shape: number[], depth: number, out: number[]): void {
   if (typeof devices === 'number') {
@@ -141,9 +142,10 @@ export function initDeviceMesh(deviceType: DeviceKind, shape: readonly number[],
   if (!Array.isArray(shape) || shape.length === 0 || !shape.every((s) => isInteger(s) && s > 0)) {
     throw new DTorchError(ErrorCode.InvalidMesh, `Expected a mesh shape of positive integers but received ${describeValue(shape)}`);
   }
+  // before its index array is built: no process has that many devices (DTORCH_CPU_DEVICES <= 1024)
   const size = shape.reduce((a, b) => a * b, 1);
-  if (size > MAX_DEVICE_INDEX + 1) {
-    throw new DTorchError(ErrorCode.InvalidMesh, `a mesh of shape ${describeValue(shape)} has ${size} devices; device indices are integers in [0, ${MAX_DEVICE_INDEX}]`);
+  if (size > MAX_MESH_DEVICES) {
+    throw new DTorchError(ErrorCode.InvalidMesh, `a mesh of shape ${describeValue(shape)} has ${size} devices; a mesh has at most ${MAX_MESH_DEVICES}`);
   }
   let next = 0;
   const build = (dim: number): Nested => (dim === shape.length ? next++ : Array.from({ length: shape[dim]! }, () => build(dim + 1)));
