@@ -69,12 +69,14 @@ export function checkShape(name: string, value: unknown): number[] {
   return value as number[];
 }
 
+const NO_OPTIONS: Readonly<Record<string, never>> = Object.freeze({});
+
 /**
- * An options object (undefined gives {}): a plain `{ ... }` literal. Anything else is refused,
+ * An options object (undefined gives an empty, frozen one): a plain `{ ... }` literal. Anything else is refused,
  * class instances too (a Tensor where options go is a misplaced argument, not options).
  */
 export function checkOptions<T extends object>(name: string, value: unknown): Partial<T> {
-  if (value === undefined || value === null) return {};
+  if (value === undefined || value === null) return NO_OPTIONS as Partial<T>; // shared: ops on the hot path pass none
   const proto = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
   if (proto !== Object.prototype && proto !== null) throw invalidParameter(name, 'options object', value);
   return value as Partial<T>;

@@ -137,12 +137,14 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
 }
 
 type Operand = Tensor | Scalar;
+// alpha from add/sub's options (none on the hot path: x.add(1))
+const alphaOf = (name: string, options: unknown): unknown =>
+  options === undefined ? undefined : checkKnownOptions<{ alpha: number }>(`${name} options`, options, ALPHA_OPTIONS).alpha;
+
 /** a + alpha * b */
-export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor =>
-  binary('add', a, b, checkKnownOptions<{ alpha: number }>('add options', options, ALPHA_OPTIONS).alpha);
+export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('add', a, b, alphaOf('add', options));
 /** a - alpha * b */
-export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor =>
-  binary('sub', a, b, checkKnownOptions<{ alpha: number }>('sub options', options, ALPHA_OPTIONS).alpha);
+export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, b, alphaOf('sub', options));
 export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b);
 /** True division: integer operands give float32. */
 export const div = (a: Operand, b: Operand): Tensor => binary('div', a, b);
