@@ -160,6 +160,15 @@ TensorMeta outputLike(const InferContext& ctx, Shape shape, DType dtype) {
   return out;
 }
 
+void checkMatmulDtype(const InferContext& ctx, DType dtype) {
+  if (dtype == DType::Bool) {
+    ctx.fail(common::code::kDtypeMismatch, "is not defined for bool tensors (LibTorch has no bool kernel); cast first with .to('int32')");
+  }
+  if (c10::isIntegralType(dtype, /*includeBool=*/false) && ctx.meshes.get(commonMesh(ctx)).kind == DeviceKind::kCuda) {
+    ctx.fail(common::code::kDtypeMismatch, "of " + std::string(dtypeName(dtype)) + " tensors has no CUDA kernel (cuBLAS multiplies floats); cast first with .to('float32')");
+  }
+}
+
 void checkPlacements(const InferContext& ctx, const Placements& placements, const DeviceMesh& mesh, int64_t ndim) {
   if (static_cast<int>(placements.size()) != mesh.ndim()) {
     ctx.fail(kPlacementMismatch, "got " + std::to_string(placements.size()) + " placements for a " +

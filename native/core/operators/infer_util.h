@@ -55,6 +55,10 @@ at::Tensor addToProduct(const KernelContext& ctx, at::Tensor product, const at::
 // The infer of ops that only the controller's fusion forms (runner/fusion.h): recording one fails.
 void inferFormedByFusion(const InferContext& ctx, Outputs& out);
 
+// matmul and linear: LibTorch multiplies no bool tensors, and on CUDA no integer ones (cuBLAS
+// has no integer gemm behind addmm): refused at the call instead of by the kernel.
+void checkMatmulDtype(const InferContext& ctx, DType dtype);
+
 // Checks one placement per mesh dim and shard dims inside the tensor's rank.
 void checkPlacements(const InferContext& ctx, const Placements& placements, const DeviceMesh& mesh, int64_t ndim);
 

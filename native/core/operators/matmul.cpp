@@ -34,7 +34,7 @@ void inferMatmul(const InferContext& ctx, Outputs& out) {
     ctx.fail(common::code::kDtypeMismatch, "operands must have one dtype, got " + std::string(dtypeName(a.dtype)) +
                                                " and " + std::string(dtypeName(b.dtype)) + "; cast one with .to(dtype)");
   }
-  if (a.dtype == DType::Bool) ctx.fail(common::code::kDtypeMismatch, "is not defined for bool tensors (LibTorch has no bool kernel); cast first with .to('int32')");
+  checkMatmulDtype(ctx, a.dtype);
   const int64_t k1 = a.shape.back();
   const int64_t k2 = b.ndim() == 1 ? b.shape[0] : b.shape[b.ndim() - 2];
   if (k1 != k2) {

@@ -42,7 +42,7 @@ void inferLinear(const InferContext& ctx, Outputs& out) {
     ctx.fail(kShapeMismatch, "bias of shape " + formatShape(ctx.inputs[2]->shape) + " must be [" + std::to_string(w.shape[0]) + "]");
   }
   checkSameDtype(ctx);
-  if (x.dtype == DType::Bool) ctx.fail(kDtypeMismatch, "is not defined for bool tensors (LibTorch has no bool kernel); cast first with .to('int32')");
+  checkMatmulDtype(ctx, x.dtype);
   Shape shape = x.shape;
   shape.back() = w.shape[0];
   out.push_back(outputLike(ctx, std::move(shape), x.dtype));
