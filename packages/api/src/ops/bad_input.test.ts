@@ -60,6 +60,7 @@ describe('numeric arguments are checked before they reach native code', () => {
     refused(none, () => ints.maskedFill(all, 2 ** 70), 'INVALID_ARGUMENT', 'for maskedFill value');
     refused(() => dt.zeros([4], { dtype: 'float16' }), (h) => h.maskedFill(all, 1e6), 'INVALID_ARGUMENT', "float16's range");
     refused(() => dt.zeros([2], { dtype: 'int32' }), (i) => i.clamp(2 ** 40), 'INVALID_ARGUMENT', 'for clamp min');
+    refused(() => dt.zeros([4], { dtype: 'uint8' }), (u) => dt.where(all, u, -256), 'INVALID_ARGUMENT', 'for where scalar');
     refused(() => dt.zeros([2], { dtype: 'uint8' }), (u) => F.pad(u, [1, 1], { value: -1 }), 'INVALID_ARGUMENT', 'for pad value');
     refused(none, () => ints.add(ints, { alpha: 0.5 }), 'DTYPE_MISMATCH', 'alpha 0.500000 is not an integer');
     refused(() => dt.ones([1]), (o) => o.add(o, { alpha: 1e300 }), 'INVALID_ARGUMENT', 'alpha');
@@ -69,6 +70,8 @@ describe('numeric arguments are checked before they reach native code', () => {
     expect(await clamped.array()).toEqual([2.5, 2.5, 2.5, 3]);
     expect(await dt.ones([1]).add(1e20).array()).toEqual([Math.fround(1e20)]);
     expect(await F.pad(ints, [1, 0], { value: 2.5 }).array()).toEqual([2, 0, 1, 2, 3]);
+    // a float scalar beside a uint8 tensor makes the result float32, where -1.5 fits
+    expect(await dt.where(all, dt.zeros([4], { dtype: 'uint8' }), -1.5).array()).toEqual([0, 0, 0, 0]);
   });
 
   it('sizes, dims, counts and seeds are exact integers, and shapes fit 64-bit byte counts', () => {

@@ -161,9 +161,21 @@ export const logicalAnd = (a: Operand, b: Operand): Tensor => binary('logical_an
 export const logicalOr = (a: Operand, b: Operand): Tensor => binary('logical_or', a, b);
 
 /** Elements of `a` where `condition` holds, else of `b` (all three broadcast). */
+// PyTorch's result_type(tensor, scalar): the tensor's dtype, unless the scalar is of a higher
+// category (bool < int < float), which then gives its default (int64, float32).
+function resultWithScalar(t: Tensor, kind: ScalarKind): DType {
+  const category = (d: DType) => (d === 'bool' ? 0 : isFloatingDtype(d) ? 2 : 1);
+  const scalarCategory = kind === ScalarKind.Bool ? 0 : kind === ScalarKind.Int ? 1 : 2;
+  if (scalarCategory <= category(t.dtype)) return t.dtype;
+  return scalarCategory === 1 ? 'int64' : 'float32';
+}
+
 export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
   checkTensor('where condition', condition);
   for (const v of [a, b]) if (!(v instanceof Tensor)) scalarKind('where', v);
+  // a scalar beside a tensor must fit the result's dtype (torch.where(c, uint8, -256) raises)
+  const [t, other] = a instanceof Tensor ? [a, b] : [b instanceof Tensor ? b : undefined, a];
+  if (t && !(other instanceof Tensor)) checkFits('where scalar', other, resultWithScalar(t, scalarKindOf(other)));
   return atomic(() => {
     const temporaries: Tensor[] = [];
     const asTensor = (v: Operand): Tensor => {
