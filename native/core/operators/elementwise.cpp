@@ -300,13 +300,18 @@ void runBinary(KernelContext& ctx) { runBinaryInto(ctx, emptyOutput(ctx)); }
 void runBinaryInplace(KernelContext& ctx) { runBinaryInto(ctx, reusedInput(ctx)); }
 
 // The scalar as a 0-d CPU tensor marked as a wrapped number, so that type promotion treats it as
-// PyTorch treats a Python scalar: of the scalar's own dtype (int64, double or bool, as PyTorch's
-// wrapped_scalar_tensor), converted by the kernel, so that an int wraps into a uint8 tensor as
-// in PyTorch instead of failing a checked conversion. Running the out= variant with it costs
-// about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
-at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry&) {
+// PyTorch treats a Python scalar, of the dtype the op computes in (a scalar of another dtype
+// makes every call convert it: twice the time of an add on a small tensor). A scalar the result
+// dtype cannot hold keeps its own dtype (int64, double) and the kernel converts it, as in
+// PyTorch: an int wraps into a uint8 tensor, 1e300 becomes inf in a float32 one, instead of
+// failing a checked conversion. Running the out= variant with
+// it costs about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
+at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry& e) {
   const at::Scalar value = scalarOf(ctx, 0);
-  const DType dtype = value.isBoolean() ? DType::Bool : value.isIntegral(/*includeBool=*/false) ? DType::Long : DType::Double;
+  const bool boolResult = e.result == BinaryResult::kBool || e.result == BinaryResult::kLogical;
+  DType dtype = boolResult ? at::result_type(ctx.input(0), value) : ctx.outputMeta().dtype;
+  const auto kind = static_cast<ScalarKind>(ctx.intAttr(1));
+  if (!scalarFits(ctx.attr(0), kind, dtype)) dtype = kind == ScalarKind::kInt ? DType::Long : kind == ScalarKind::kBool ? DType::Bool : DType::Double;
   at::Tensor s = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
   s.unsafeGetTensorImpl()->set_wrapped_number(true);
   return s;
