@@ -390,8 +390,6 @@ interface Listed {
   /** Whether this op family with these input placements (per input, per mesh dim) on this mesh is the listed case. */
   matches: (family: string, placements: Pl[][], meshShape: readonly number[]) => boolean;
 }
-const onSomeMeshDim = (placements: Pl[][], test: (column: Pl[]) => boolean) => placements[0]!.some((_, j) => test(placements.map((p) => p[j]!)));
-const isP = (p: Pl | undefined) => p?.kind === 'P';
 const isR = (p: Pl | undefined) => p?.kind === 'R';
 
 /** Legal by the math, refused by design. */
@@ -405,29 +403,11 @@ export const refusedByDesign: Listed[] = [
 ];
 
 /**
- * Legal by the math and refused: gaps in the engine's rows that this oracle found (linear's rows
- * in native/core/operators/nn.cpp). Each has an `it.fails` test in placement_oracle.test.ts,
- * so the gap stays visible and that test fails, and the entry must go, once the row exists.
+ * Legal by the math and refused: gaps in the engine's rows that this oracle finds. Empty: the
+ * four it found (linear's (R, P[, P]) -> P, and x sliced from Replicate on the contracted dim)
+ * are rows now (native/core/operators/nn.cpp); placement_oracle.test.ts keeps them as cases.
  */
-export const knownMissing: Listed[] = [
-  {
-    // the linear analogue of matmul's R·P -> P row: x · W_rᵀ (+ b_r) sums to x · Wᵀ (+ b)
-    why: 'linear (R, P(sum)[, P(sum)]) -> P(sum) is not a row',
-    matches: (family, placements) => family === 'linear' && onSomeMeshDim(placements, ([x, w, b]) => isR(x) && isP(w) && (placements.length === 2 || isP(b))),
-  },
-  {
-    // (S(last), S(1)|R, P) slices only W; slicing a Replicate x on its last dim is as local
-    // (matmul's S(K)·S(K) row has both |R variants)
-    why: 'linear (S(last)|R, S(1)[, P(sum)]) -> P(sum): x is not sliced locally',
-    matches: (family, placements) =>
-      family === 'linear' && onSomeMeshDim(placements, ([x, w, b]) => isR(x) && w?.kind === 'S' && w.dim === 1 && (placements.length === 2 || isP(b))),
-  },
-  {
-    // both x and W sliced on the contracted dim, only the bias Partial
-    why: 'linear (S(last)|R, S(1)|R, P(sum)) -> P(sum): two Replicate inputs are not sliced together',
-    matches: (family, placements) => family === 'linear' && placements.length === 3 && onSomeMeshDim(placements, ([x, w, b]) => isR(x) && isR(w) && isP(b)),
-  },
-];
+export const knownMissing: Listed[] = [];
 
 /** The reason a legal combination is refused, when it is listed. */
 export function listedRefusal(family: string, placements: Pl[][], meshShape: readonly number[]): string | undefined {

@@ -61,8 +61,10 @@ void linearRows(const InferContext& ctx, SignatureRows& rows) {
   };
   for (int64_t i = 0; i < last; ++i) add({S(i), R}, R, S(i));
   add({R, S(0)}, S(0), S(last), bias ? 0b110 : 0b010);
-  add({S(last), S(1)}, P, P, 0b010);
+  // contracted dim split: x and W may each be sliced from Replicate (matmul's S(K)·S(K) row)
+  add({S(last), S(1)}, P, P, 0b011);
   add({P, R}, P, P);
+  add({R, P}, P, P);  // x · W_rᵀ (+ b_r) sums to x · Wᵀ (+ b): matmul's R·P row
 }
 void runLinear(KernelContext& ctx) {
   const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;
