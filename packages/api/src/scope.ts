@@ -43,25 +43,15 @@ export function tidy<T>(fn: () => T): T {
   if (typeof fn !== 'function') {
     throw new DTorchError(ErrorCode.InvalidArgument, 'tidy(fn) expects a function');
   }
-  const scope: Tensor[] = [];
-  scopes.push(scope);
-  let result: T;
-  try {
-    result = fn();
-  } catch (err) {
-    scopes.pop();
-    for (const t of scope) if (!t.kept) t.dispose();
-    throw err;
-  }
-  scopes.pop();
+  const { result, made } = inScope(fn, (t) => !t.kept);
   if (result instanceof Promise) {
-    for (const t of scope) if (!t.kept) t.dispose();
+    for (const t of made) if (!t.kept) t.dispose();
     throw new DTorchError(ErrorCode.InvalidArgument, 'tidy(fn): fn must be synchronous; await the values after tidy() returns');
   }
   const returned = new Set<Tensor>();
   collectTensors(result, returned, isTensorFn!);
   const parent = scopes[scopes.length - 1];
-  for (const t of scope) {
+  for (const t of made) {
     if (returned.has(t)) parent?.push(t);
     else if (!t.kept) t.dispose();
   }
@@ -74,20 +64,25 @@ export function tidy<T>(fn: () => T): T {
  * made and did not dispose belong to the enclosing scope, as if made there.
  */
 export function atomic<T>(fn: () => T): T {
-  const scope: Tensor[] = [];
-  scopes.push(scope);
-  let result: T;
-  try {
-    result = fn();
-  } catch (err) {
-    scopes.pop();
-    for (const t of scope) t.dispose();
-    throw err;
-  }
-  scopes.pop();
+  const { result, made } = inScope(fn, () => true);
   const parent = scopes[scopes.length - 1];
-  if (parent) for (const t of scope) if (!t.isDisposed) parent.push(t);
+  if (parent) for (const t of made) if (!t.isDisposed) parent.push(t);
   return result;
+}
+
+// Runs `fn` as the innermost scope: its result and the tensors made inside it. When it throws,
+// the tensors made inside it that `lost` picks are disposed before the error goes on.
+function inScope<T>(fn: () => T, lost: (t: Tensor) => boolean): { result: T; made: Tensor[] } {
+  const made: Tensor[] = [];
+  scopes.push(made);
+  try {
+    return { result: fn(), made };
+  } catch (err) {
+    for (const t of made) if (lost(t)) t.dispose();
+    throw err;
+  } finally {
+    scopes.pop();
+  }
 }
 
 /** Exempts `t` from every enclosing tidy(); it lives until disposed. */
