@@ -65,6 +65,9 @@ describe('openRepo sources', () => {
     const secret = 987654321;
     const bad = await codeOf(openRepo(REPO_ID, { token: secret as unknown as string }));
     expect(bad).toEqual(['INVALID_ARGUMENT', 'Expected a non-empty string for options.token but received a value of type number']);
+    // a local folder too: a wrong option is an error whatever the source
+    expect((await codeOf(openRepo(tempDir('folder'), { localFilesOnly: 'yes' as unknown as boolean })))[0]).toBe('INVALID_ARGUMENT');
+    expect((await codeOf(openRepo(tempDir('folder'), { revision: '../x' })))[0]).toBe('INVALID_ARGUMENT');
     const repo = await openRepo(REPO_ID, { hubUrl: fake.hub.url, cacheDir: tempDir('cache') });
     expect((await codeOf(repo.fetch(['../escape.json'])))[0]).toBe('INVALID_ARGUMENT');
     expect((await codeOf(repo.fetch(['/etc/passwd'])))[0]).toBe('INVALID_ARGUMENT');

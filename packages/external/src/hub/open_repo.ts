@@ -66,13 +66,7 @@ export async function openRepo(source: string, options: RepoOptions = {}): Promi
   }
   // a misspelt or snake_case option (local_files_only) is an error, not silently ignored
   const opts = checkKnownOptions<RepoOptions>('openRepo options', options, REPO_OPTION_NAMES);
-  if (existsSync(source)) return new LocalRepoFiles(source);
-  if (!isHubRepoId(source)) {
-    throw new DTorchError(ErrorCode.InvalidArgument,
-      `${JSON.stringify(source)} is neither a folder on this machine nor a hub id: a hub id is "name" or "org/name" ` +
-      "of letters, digits, '-', '_' and '.' (at most 96 each, no '--' or '..'); give an existing folder or a hub id");
-  }
-
+  // checked for a folder too: a wrong option is an error whatever the source
   const revision = checkRevision(opts.revision ?? 'main');
   const cacheDir = checkString('options.cacheDir', opts.cacheDir);
   // a token is never printed, even a wrong one
@@ -86,6 +80,12 @@ export async function openRepo(source: string, options: RepoOptions = {}): Promi
   }
   if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function') {
     throw invalidParameter('options.onProgress', 'function', opts.onProgress);
+  }
+  if (existsSync(source)) return new LocalRepoFiles(source);
+  if (!isHubRepoId(source)) {
+    throw new DTorchError(ErrorCode.InvalidArgument,
+      `${JSON.stringify(source)} is neither a folder on this machine nor a hub id: a hub id is "name" or "org/name" ` +
+      "of letters, digits, '-', '_' and '.' (at most 96 each, no '--' or '..'); give an existing folder or a hub id");
   }
   const env = readHubEnv();
   const url = (hubUrl ?? env.hubUrl).replace(/\/+$/, '');

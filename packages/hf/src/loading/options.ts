@@ -1,7 +1,7 @@
 // The options of fromPretrained, as transformers and transformers.js name them (camelCase).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkKnownOptions, invalidParameter } from '@dtorch/common';
-import type { RepoOptions } from '@dtorch/external';
+import { REPO_OPTION_NAMES, type RepoOptions } from '@dtorch/external';
 
 /** Where a component's files are: the repository and the folder inside it. */
 export interface SourceOptions extends RepoOptions {
@@ -16,14 +16,12 @@ export interface FromPretrainedOptions extends SourceOptions {
   dtype?: dt.DType;
 }
 
-const repoOptionNames = ['revision', 'cacheDir', 'localFilesOnly', 'token', 'hubUrl', 'onProgress'] as const;
-
 /**
  * Checks the options of a fromPretrained: the repository options, `subfolder` and `known` (a
  * misspelt option is an error, not silently ignored), each of the right kind.
  */
 export function checkPretrainedOptions<T extends object>(what: string, options: unknown, known: readonly string[] = []): Partial<T> {
-  const o = checkKnownOptions<T>(`${what} options`, options, [...repoOptionNames, 'subfolder', ...known]) as Record<string, unknown>;
+  const o = checkKnownOptions<T>(`${what} options`, options, [...REPO_OPTION_NAMES, 'subfolder', ...known]) as Record<string, unknown>;
   for (const key of ['subfolder', 'revision', 'cacheDir', 'token', 'hubUrl']) {
     if (o[key] === undefined || typeof o[key] === 'string') continue;
     // a token is never printed, even a wrong one
@@ -45,5 +43,5 @@ export function inSubfolder(subfolder: string | undefined, file: string): string
 
 /** The RepoOptions part of the options. */
 export function repoOptions(options: FromPretrainedOptions): RepoOptions {
-  return Object.fromEntries(Object.entries(options).filter(([k]) => (repoOptionNames as readonly string[]).includes(k))) as RepoOptions;
+  return Object.fromEntries(Object.entries(options).filter(([k]) => (REPO_OPTION_NAMES as readonly string[]).includes(k))) as RepoOptions;
 }

@@ -14,7 +14,7 @@ export function batchPlacements(mesh: dt.DeviceMesh): dt.Placement[] {
  */
 export function batchInput(what: string, value: dt.Tensor | readonly (readonly number[])[], mesh: dt.DeviceMesh): dt.Tensor {
   if (value instanceof dt.Tensor) {
-    if (value.mesh !== mesh && !value.mesh.equals(mesh)) {
+    if (!value.mesh.equals(mesh)) {
       throw new DTorchError(ErrorCode.MeshMismatch, `${what} is on ${value.mesh} but the model on ${mesh}; create it on the model's mesh`);
     }
     if (value.ndim !== 2) throw new DTorchError(ErrorCode.ShapeMismatch, `${what} must be [batch, length], got ${value.describe()}`);
