@@ -8,16 +8,12 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
-import { readSafetensorsHeader, readTensorBytes, type SafetensorsDtype } from '@dtorch/external';
+import { readSafetensorsHeader } from '@dtorch/external';
+import { fixtureTensor } from '../fixture_tensors.js';
 import { meshCases } from './meshes.js';
 
 const header = readSafetensorsHeader(fileURLToPath(new URL('../fixtures/composite_ops.safetensors', import.meta.url)));
-const dtypes: Partial<Record<SafetensorsDtype, dt.DType>> = { F32: 'float32', BF16: 'bfloat16', F16: 'float16', BOOL: 'bool', I64: 'int64' };
-
-function load(name: string, mesh: dt.DeviceMesh): dt.Tensor {
-  const entry = header.tensors.get(name)!;
-  return dt.fromBuffer(readTensorBytes(header, name), dtypes[entry.dtype]!, entry.shape, { mesh });
-}
+const load = (name: string, mesh: dt.DeviceMesh) => fixtureTensor(header, name, { mesh });
 
 type Attrs = Record<string, unknown>;
 const ops: Record<string, (x: dt.Tensor[], a: Attrs) => dt.Tensor> = {

@@ -5,14 +5,11 @@
 // Deterministic slowness: the worker of cpu:0 first runs big matmuls recorded on the 1-device
 // mesh [0] (about half a second here), then the collective on [0, 1]; cpu:1 has nothing else to
 // do and waits for it far longer than the timeout (5 ms, about 100x less).
-import { spawnSync } from 'node:child_process';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { engine } from '@dtorch/core';
+import { runNode } from './run_node.js';
 
-const testsDir = dirname(dirname(fileURLToPath(import.meta.url)));
 
 // Work that keeps cpu:0's worker busy for a while. Its result is kept until the caller disposes
 // it (after the reads): work whose result dies unread in its segment is dropped, never run.
@@ -99,12 +96,7 @@ describe('collective timeout', () => {
       for (let i = 0; i < 4; i++) b = b.matmul(a);
       try { await x.redistribute([dt.Replicate()]).data(); console.log('no timeout'); }
       catch (e) { console.log('caught', e.code, e.message.split('\\n')[0]); }`;
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      cwd: testsDir,
-      env: { ...process.env, DTORCH_COLLECTIVE_TIMEOUT_MS: '5' },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const r = runNode(script, { DTORCH_COLLECTIVE_TIMEOUT_MS: '5' }, 30_000);
     expect(r.stdout).toContain('caught TIMEOUT redistribute failed: collective timed out after 5 ms');
     expect(r.status).toBe(0);
   });

@@ -2,28 +2,13 @@
 // read waiting forever or throw where nobody can catch it: its reads reject, every later read
 // of what it computed rejects with the same cause, the end-of-task flush throws nothing, and the
 // process can exit. (The failure is injected with the core slice's failNextFlush.)
-import { spawnSync } from 'node:child_process';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { native } from '@dtorch/common';
 import type { CoreSlice } from '@dtorch/core';
+import { runNode } from './run_node.js';
 
 const slice = () => native()['core'] as CoreSlice;
-const testsDir = dirname(dirname(fileURLToPath(import.meta.url)));
-
-// Runs `script` (an ES module importing @dtorch/api) in a fresh node with `env` added.
-function runNode(script: string, env: Record<string, string>, timeoutMs = 20_000) {
-  const started = Date.now();
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-    cwd: testsDir,
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    timeout: timeoutMs,
-  });
-  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, ms: Date.now() - started };
-}
 
 describe('a flush that fails', () => {
   it('rejects the read that asked for it, and every later read of what it held', async () => {

@@ -1,17 +1,14 @@
 // The engine's DTORCH_* settings (native/common/env.h): a value that cannot work is refused when
 // read, naming the variable, the value and what it must be; it never quietly becomes the
 // default. settingsFrom parses a given environment the way the engine parses its own.
-import { spawnSync } from 'node:child_process';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { native } from '@dtorch/common';
 import type { CoreSlice } from '@dtorch/core';
 import { deviceFromEnv, seedFromEnv } from '../distributed/random.js';
+import { runNode } from './run_node.js';
 
 const slice = () => native()['core'] as CoreSlice;
-const testsDir = dirname(dirname(fileURLToPath(import.meta.url)));
 
 const integers = {
   DTORCH_CPU_DEVICES: { key: 'cpuDevices', expected: 'integer from 1 to 1024', good: ['1', '64', '1024'], bad: ['0', '1025', '-1', '8x'] },
@@ -95,12 +92,7 @@ describe('native settings', () => {
       import * as dt from '@dtorch/api';
       try { new dt.DeviceMesh('cpu', [0, 1]); console.log('accepted'); }
       catch (e) { console.log('refused', e.code, e.message); }`;
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      cwd: testsDir,
-      env: { ...process.env, DTORCH_FUSION: 'yes' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    const r = runNode(script, { DTORCH_FUSION: 'yes' });
     expect(r.stdout).toContain('refused INVALID_ARGUMENT Expected 0 or 1 for environment variable DTORCH_FUSION but received "yes" of type string');
     expect(r.status).toBe(0);
   });

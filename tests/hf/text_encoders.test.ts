@@ -8,17 +8,14 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
+import { readSafetensorsHeader } from '@dtorch/external';
+import { fixtureTensor } from '../fixture_tensors.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(`${folder('io.safetensors')}`);
 
-function reference(name: string, mesh: dt.DeviceMesh): dt.Tensor {
-  const entry = io.tensors.get(name);
-  if (!entry) throw new Error(`no fixture ${name}`);
-  return dt.fromBuffer(readTensorBytes(io, name), entry.dtype === 'I64' ? 'int64' : 'float32', entry.shape, { mesh });
-}
+const reference = (name: string, mesh: dt.DeviceMesh) => fixtureTensor(io, name, { mesh });
 
 async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, what: string): Promise<void> {
   expect(got.shape, what).toEqual(want.shape);

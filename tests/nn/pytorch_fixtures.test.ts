@@ -6,16 +6,14 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
+import { readSafetensorsHeader } from '@dtorch/external';
+import { fixtureTensor } from '../fixture_tensors.js';
 import { ConvBlock, MLP, Transformer } from './models.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/nn/${name}`, import.meta.url));
 const io = readSafetensorsHeader(fixture('io.safetensors'));
 
-function ioTensor(name: string, mesh: dt.DeviceMesh, placements?: dt.Placement[]): dt.Tensor {
-  const entry = io.tensors.get(name)!;
-  return dt.fromBuffer(readTensorBytes(io, name), entry.dtype === 'I64' ? 'int64' : 'float32', entry.shape, { mesh, ...(placements ? { placements } : {}) });
-}
+const ioTensor = (name: string, mesh: dt.DeviceMesh, placements?: dt.Placement[]) => fixtureTensor(io, name, { mesh, ...(placements ? { placements } : {}) });
 
 async function expectClose(got: dt.Tensor, want: dt.Tensor, what: string): Promise<void> {
   expect(got.shape, what).toEqual(want.shape);
