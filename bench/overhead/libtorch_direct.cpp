@@ -2,11 +2,22 @@
 // plain C++ loop, the floor that
 // DTorch's pipelined completion cost is compared against. Prints one JSON line per variant:
 //   libtorch_direct:        x = at::add(x, 1), the plain way
-//   libtorch_direct_out:    at::add_out(x, x, wrapped 0-d scalar), what DTorch's kernel does
-//                           when the old x dies at the add (same work, no allocation)
+//   libtorch_direct_out:    at::add_out(x, x, wrapped 0-d scalar made per call): the in-place
+//                           work DTorch's kernel does when the old x dies at the add
+//   libtorch_direct_out_cached: the same with the wrapped scalar made once, as DTorch's worker
+//                           keeps its recent scalars: LibTorch's own floor for this op
+//   libtorch_cuda_dispatch_out (CUDA builds): at::cuda::add_out, past the dispatcher
+//   dtorch_scalar_kernel_launch (CUDA builds): DTorch's own scalar kernel launched from this
+//                           loop, the floor of a DTorch worker that runs it
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#ifdef DTORCH_WITH_CUDA
+#include <ATen/ops/add_cuda_dispatch.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "external/cuda/kernels/scalar_elementwise.h"
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -53,5 +64,18 @@ int main(int argc, char** argv) {
           one.unsafeGetTensorImpl()->set_wrapped_number(true);
           return at::add_out(x, x, one);
         }));
+  at::Tensor one = at::scalar_tensor(1, at::TensorOptions().dtype(at::kFloat));
+  one.unsafeGetTensorImpl()->set_wrapped_number(true);
+  print("libtorch_direct_out_cached", deviceName, iters, bestOf(repeats, iters, device, [&](at::Tensor& x) { return at::add_out(x, x, one); }));
+#ifdef DTORCH_WITH_CUDA
+  if (device.is_cuda()) {
+    print("libtorch_cuda_dispatch_out", deviceName, iters, bestOf(repeats, iters, device, [&](at::Tensor& x) { return at::cuda::add_out(x, x, one); }));
+    namespace k = dtorch::external::cuda::kernels;
+    print("dtorch_scalar_kernel_launch", deviceName, iters, bestOf(repeats, iters, device, [&](at::Tensor& x) {
+            k::scalarOp(k::ScalarOp::kAdd, k::FloatType::kFloat32, x.data_ptr(), x.data_ptr(), x.numel(), 1.f, c10::cuda::getCurrentCUDAStream().stream());
+            return x;
+          }));
+  }
+#endif
   return 0;
 }

@@ -523,6 +523,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("copyEngineReductions", s.copyEngineReductions);
   out.Set("fusion", s.fusion);
   out.Set("rmsNormKernel", s.rmsNormKernel);
+  out.Set("scalarOpKernel", s.scalarOpKernel);
   return out;
 }
 

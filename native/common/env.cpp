@@ -56,6 +56,7 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
   s.copyEngineReductions = flag("DTORCH_COPY_ENGINE_REDUCTIONS", get("DTORCH_COPY_ENGINE_REDUCTIONS"), s.copyEngineReductions);
   s.fusion = flag("DTORCH_FUSION", get("DTORCH_FUSION"), s.fusion);
   s.rmsNormKernel = flag("DTORCH_RMS_NORM_KERNEL", get("DTORCH_RMS_NORM_KERNEL"), s.rmsNormKernel);
+  s.scalarOpKernel = flag("DTORCH_SCALAR_OP_KERNEL", get("DTORCH_SCALAR_OP_KERNEL"), s.scalarOpKernel);
   return s;
 }
 

@@ -19,6 +19,7 @@ struct Settings {
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS
   bool fusion = true;                    // DTORCH_FUSION
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
+  bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
 };
 
 // The settings of this process, parsed once. While a value is malformed every call throws the

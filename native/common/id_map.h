@@ -28,20 +28,22 @@ class IdMap {
   bool contains(int64_t id) const { return find(id) != nullptr; }
 
   // Inserts or overwrites; returns a reference to the stored value.
-  V& put(int64_t id, V value) {
+  template <typename T>
+  V& put(int64_t id, T&& value) {
     if ((size_ + 1) * 4 > keys_.size() * 3) rehash(keys_.size() * 2);
     size_t i = slot(id);
     while (keys_[i] != 0 && keys_[i] != id) i = (i + 1) & mask_;
     if (keys_[i] == 0) ++size_;
     keys_[i] = id;
-    values_[i] = std::move(value);
+    values_[i] = std::forward<T>(value);
     return values_[i];
   }
 
   // Inserts `value` only when `id` is absent; returns the stored value either way.
-  V& tryPut(int64_t id, V value) {
+  template <typename T>
+  V& tryPut(int64_t id, T&& value) {
     if (V* existing = find(id)) return *existing;
-    return put(id, std::move(value));
+    return put(id, std::forward<T>(value));
   }
 
   bool erase(int64_t id) {

@@ -33,6 +33,7 @@ const flags = {
   DTORCH_COPY_ENGINE_REDUCTIONS: 'copyEngineReductions',
   DTORCH_FUSION: 'fusion',
   DTORCH_RMS_NORM_KERNEL: 'rmsNormKernel',
+  DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
 } as const;
 
 describe('native settings', () => {
@@ -47,6 +48,7 @@ describe('native settings', () => {
       copyEngineReductions: false,
       fusion: true,
       rmsNormKernel: true,
+      scalarOpKernel: true,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

@@ -197,7 +197,8 @@ void Recorder::flushBeforeWait() {
 }
 
 std::shared_ptr<Segment> Recorder::freshSegment() const {
-  auto segment = std::make_shared<Segment>();
+  std::shared_ptr<Segment> segment = controller_.takeSpare();
+  if (!segment) segment = std::make_shared<Segment>();
   segment->nodes.reserve(std::min(flushThreshold_, kReservedNodes));
   return segment;
 }

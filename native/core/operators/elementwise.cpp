@@ -3,9 +3,13 @@
 // A JS number operand acts as a Python scalar: integral -> int, other -> float, boolean -> bool.
 #include <ATen/ATen.h>
 
+#include <array>
+#include <cstring>
+
 #include "common/error.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/scalar_op.h"
 
 namespace dtorch::core {
 namespace {
@@ -299,27 +303,70 @@ void runBinaryInto(KernelContext& ctx, at::Tensor out) {
 void runBinary(KernelContext& ctx) { runBinaryInto(ctx, emptyOutput(ctx)); }
 void runBinaryInplace(KernelContext& ctx) { runBinaryInto(ctx, reusedInput(ctx)); }
 
+// The last few wrapped scalars this worker thread made, by (value, kind, dtype): a loop such as
+// `x = x.add(1)` uses the same constant on every step, and making its 0-d CPU tensor costs as
+// much as the add itself on a small tensor (691 vs 329 ns, LibTorch 2.13 CPU). The kernels
+// only read it (CUDA takes a CPU scalar by value at launch), so one tensor serves every call.
+at::Tensor wrappedScalar(double number, ScalarKind kind, DType dtype, const at::Scalar& value) {
+  struct Entry {
+    uint64_t bits = 0;
+    ScalarKind kind = ScalarKind::kInt;
+    DType dtype = DType::Float;
+    at::Tensor tensor;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local std::array<Entry, kEntries> entries;
+  thread_local size_t next = 0;
+  uint64_t bits;
+  std::memcpy(&bits, &number, sizeof bits);
+  for (const Entry& e : entries) {
+    if (e.tensor.defined() && e.bits == bits && e.kind == kind && e.dtype == dtype) return e.tensor;
+  }
+  at::Tensor s = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
+  s.unsafeGetTensorImpl()->set_wrapped_number(true);
+  entries[next] = Entry{bits, kind, dtype, s};
+  next = (next + 1) % kEntries;
+  return s;
+}
+
 // The scalar as a 0-d CPU tensor marked as a wrapped number, so that type promotion treats it as
-// PyTorch treats a Python scalar, of the dtype the op computes in (a scalar of another dtype
-// makes every call convert it: twice the time of an add on a small tensor). A scalar the result
-// dtype cannot hold keeps its own dtype (int64, double) and the kernel converts it, as in
-// PyTorch: an int wraps into a uint8 tensor, 1e300 becomes inf in a float32 one, instead of
-// failing a checked conversion. Running the out= variant with
-// it costs about half of at::add(Tensor, Scalar) on small tensors (measured, LibTorch 2.13 CPU).
+// PyTorch treats a Python scalar. PyTorch wraps a float as a double and an int as an int64; the
+// kernel converts it to the type it computes in. Where that type is the op's dtype (float32,
+// float64, an integer type the value fits), the scalar is made in it directly: a scalar of
+// another dtype makes every CPU call convert it, twice the time of an add on a small tensor
+// (LibTorch 2.13 CPU). For float16 and bfloat16 the kernels decide: GPUs (and CPU mul) compute
+// float(x) * 0.1f, rounded once, while the CPU add rounds the scalar to the tensor's dtype
+// first; so their scalar keeps PyTorch's dtype, and each kernel converts it as it does for
+// PyTorch (a float16 0.1 made here changed a third of x * 0.1). A scalar the dtype cannot hold
+// keeps its own dtype too, and the kernel converts it as PyTorch's does (an int wraps into a
+// uint8 tensor, 1e300 becomes inf in a float32 one) instead of failing a checked conversion.
 at::Tensor scalarOperand(const KernelContext& ctx, const BinaryEntry& e) {
   const at::Scalar value = scalarOf(ctx, 0);
   const bool boolResult = e.result == BinaryResult::kBool || e.result == BinaryResult::kLogical;
   DType dtype = boolResult ? at::result_type(ctx.input(0), value) : ctx.outputMeta().dtype;
   const auto kind = static_cast<ScalarKind>(ctx.intAttr(1));
-  if (!scalarFits(ctx.attr(0), kind, dtype)) dtype = kind == ScalarKind::kInt ? DType::Long : kind == ScalarKind::kBool ? DType::Bool : DType::Double;
-  at::Tensor s = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
-  s.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return s;
+  const bool reducedFloat = dtype == DType::Half || dtype == DType::BFloat16;
+  if (reducedFloat || !scalarFits(ctx.attr(0), kind, dtype)) {
+    dtype = kind == ScalarKind::kInt ? DType::Long : kind == ScalarKind::kBool ? DType::Bool : DType::Double;
+  }
+  return wrappedScalar(ctx.attr(0), kind, dtype, value);
+}
+
+// x + v, x - v (alpha 1: the subtraction is exact, as LibTorch's x + (-1) * v) and x * v on a
+// small GPU tensor, through DTorch's kernel where it serves them.
+bool scalarKernelServes(KernelContext& ctx, const BinaryEntry& e, at::Tensor& out) {
+  if (!ctx.input(0).is_cuda() || static_cast<ScalarKind>(ctx.intAttr(1)) == ScalarKind::kBool) return false;
+  const double value = ctx.attr(0), alpha = ctx.attr(2);
+  if (e.name == "mul") return external::cuda::scalarOpInto(out, ctx.input(0), external::cuda::ScalarOpKind::kMul, value);
+  if (alpha != 1) return false;
+  if (e.name == "add") return external::cuda::scalarOpInto(out, ctx.input(0), external::cuda::ScalarOpKind::kAdd, value);
+  if (e.name == "sub") return external::cuda::scalarOpInto(out, ctx.input(0), external::cuda::ScalarOpKind::kAdd, -value);
+  return false;
 }
 
 void runBinaryScalarInto(KernelContext& ctx, at::Tensor out) {
   const BinaryEntry& e = binaryEntry(*ctx.node.op);
-  e.out(out, ctx.input(0), scalarOperand(ctx, e), alphaScalar(ctx.attr(2)));
+  if (!scalarKernelServes(ctx, e, out)) e.out(out, ctx.input(0), scalarOperand(ctx, e), alphaScalar(ctx.attr(2)));
   ctx.outputs.push_back(std::move(out));
 }
 void runBinaryScalar(KernelContext& ctx) { runBinaryScalarInto(ctx, emptyOutput(ctx)); }

@@ -62,7 +62,21 @@ void Controller::loop() {
 
 void Controller::sweepRetired() {
   // segments finish in order on each worker; stop at the first one still in use
-  while (!retired_.empty() && retired_.front().use_count() == 1) retired_.pop_front();
+  while (!retired_.empty() && retired_.front().use_count() == 1) {
+    std::shared_ptr<Segment> done = std::move(retired_.front());
+    retired_.pop_front();
+    done->nodes.clear();  // destroys the nodes here; the storage is kept for the recorder
+    std::lock_guard<std::mutex> lock(spareMutex_);
+    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(done));
+  }
+}
+
+std::shared_ptr<Segment> Controller::takeSpare() {
+  std::lock_guard<std::mutex> lock(spareMutex_);
+  if (spare_.empty()) return nullptr;
+  std::shared_ptr<Segment> segment = std::move(spare_.back());
+  spare_.pop_back();
+  return segment;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/graph/segment.h"
 #include "core/kernel_stream/worker_pool.h"
@@ -21,6 +22,9 @@ class Controller {
   Controller(const MeshTable& meshes, WorkerPool& workers);
   ~Controller();
   void submit(std::shared_ptr<Segment> segment);
+  // A finished segment with its nodes cleared and its node storage kept, or null: the recorder
+  // fills it again instead of allocating (and another thread freeing) a fresh one per flush.
+  std::shared_ptr<Segment> takeSpare();
   void stop();
   struct PlanScratch;
 
@@ -38,7 +42,10 @@ class Controller {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;
-  std::deque<std::shared_ptr<const Segment>> retired_;  // controller thread only
+  std::deque<std::shared_ptr<Segment>> retired_;  // controller thread only
+  std::mutex spareMutex_;
+  std::vector<std::shared_ptr<Segment>> spare_;  // under spareMutex_
+  static constexpr size_t kMaxSpare = 4;
   bool stopping_ = false;
   std::thread thread_;
 };

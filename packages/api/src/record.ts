@@ -22,11 +22,26 @@ function placementsAt(out: Float64Array, at: number, count: number): readonly Pl
   return Object.freeze(list);
 }
 
+// Consecutive ops mostly give one shape: their tensors share one frozen shape array, one
+// allocation less per op for the collector (a loop that keeps its outputs pays for each).
+let lastShape: readonly number[] = Object.freeze([]);
+
+function shapeAt(out: Float64Array, at: number, ndim: number): readonly number[] {
+  const last = lastShape;
+  if (last.length === ndim) {
+    let d = 0;
+    while (d < ndim && last[d] === out[at + d]) d++;
+    if (d === ndim) return last;
+  }
+  const shape = new Array<number>(ndim);
+  for (let d = 0; d < ndim; d++) shape[d] = out[at + d]!;
+  return (lastShape = Object.freeze(shape));
+}
+
 // Reads the output described at out[at..] (id, dtype, ndim, shape..., nPlacements, placements...).
 function tensorAt(out: Float64Array, at: number, mesh: DeviceMesh): Tensor {
   const ndim = out[at + 2]!;
-  const shape = new Array<number>(ndim);
-  for (let d = 0; d < ndim; d++) shape[d] = out[at + 3 + d]!;
+  const shape = shapeAt(out, at + 3, ndim);
   const placements = placementsAt(out, at + 4 + ndim, out[at + 3 + ndim]!);
   return new Tensor(out[at]!, shape, engine().dtypeName(out[at + 1]!), mesh, placements);
 }

@@ -78,6 +78,7 @@ export interface NativeSettings {
   copyEngineReductions: boolean;
   fusion: boolean;
   rmsNormKernel: boolean;
+  scalarOpKernel: boolean;
 }
 
 export interface CoreSlice {

@@ -7,9 +7,9 @@
 #pragma once
 #include <cstdint>
 
-namespace dtorch::external::cuda::kernels {
+#include "external/cuda/kernels/float_type.h"
 
-enum class FloatType { kFloat32, kBFloat16, kFloat16 };
+namespace dtorch::external::cuda::kernels {
 
 constexpr int kMaxLeadDims = 6;
 

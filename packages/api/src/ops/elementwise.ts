@@ -102,6 +102,18 @@ export function scalarTensor(value: Scalar, like: Tensor): Tensor {
 
 const ALPHA_OPTIONS = ['alpha'] as const;
 
+// Each binary op's codes (tensor-tensor, tensor-scalar), looked up once: building
+// `${name}_scalar` and finding it on every call is a tenth of recording an op.
+const binaryCodes = new Map<BinaryName, { tensor: number; scalar: number }>();
+function binaryCodesOf(name: BinaryName): { tensor: number; scalar: number } {
+  let codes = binaryCodes.get(name);
+  if (!codes) {
+    const e = engine();
+    binaryCodes.set(name, (codes = { tensor: e.opCode(name), scalar: e.opCode(`${name}_scalar`) }));
+  }
+  return codes;
+}
+
 function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaOption?: unknown): Tensor {
   const alpha = checkAlpha(name, alphaOption);
   const e = engine();
@@ -110,7 +122,7 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
     args[0] = a.id;
     args[1] = b.id;
     args[2] = alpha;
-    e.record(e.ops[name]!.code, 2, 1);
+    e.record(binaryCodesOf(name).tensor, 2, 1);
     return output(a.mesh);
   }
   if (a instanceof Tensor) {
@@ -119,7 +131,7 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
     args[1] = Number(b);
     args[2] = kind;
     args[3] = alpha;
-    e.record(e.ops[`${name}_scalar`]!.code, 1, 3);
+    e.record(binaryCodesOf(name).scalar, 1, 3);
     return output(a.mesh);
   }
   if (b instanceof Tensor) {
