@@ -93,8 +93,11 @@ class IdMap {
     return p;
   }
   size_t slot(int64_t id) const {
-    // Fibonacci hashing spreads consecutive ids over the table
-    return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+    // Fibonacci hashing spreads groups of 8 consecutive ids over the table; inside a group they
+    // sit side by side, so the ids an op stream makes one after another share cache lines (a
+    // loop keeping 200,000 outputs misses the cache once per group, not once per id)
+    const uint64_t group = static_cast<uint64_t>(id) >> 3;
+    return static_cast<size_t>(((group * 0x9E3779B97F4A7C15ull) >> shift_ << 3) | (static_cast<uint64_t>(id) & 7)) & mask_;
   }
   void rehash(size_t capacity) {
     std::vector<int64_t> oldKeys = std::move(keys_);

@@ -39,7 +39,7 @@ const noFrames: Collected = { user: [], first: [], total: 0 };
 const internalFrame = /[\\/](packages[\\/](common|external|core|api|nn|hf)[\\/](src|dist)|node_modules[\\/]@dtorch)[\\/]|^node:/;
 
 /** Share of the JS thread's wall time the default mode may spend capturing. */
-const budgetFraction = 0.05;
+const budgetFraction = 0.02;
 /** Capture time that idle time can save up (about 500 ops' sites after a pause). */
 const burstMs = 2;
 /** The most one capture is charged: a longer one was a gc or the thread being preempted. */
