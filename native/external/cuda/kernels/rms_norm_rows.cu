@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "external/cuda/kernels/float_convert.cuh"
 #include "external/cuda/kernels/rms_norm_rows.h"
 
 namespace dtorch::external::cuda::kernels {
@@ -11,18 +12,6 @@ namespace {
 
 constexpr int kLoads = 4;       // 16-byte loads per thread at most
 constexpr int kThreads = 256;  // per block
-
-__device__ inline float toFloat(float v) { return v; }
-__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ inline float toFloat(__half v) { return __half2float(v); }
-template <typename T>
-__device__ inline T fromFloat(float v);
-template <>
-__device__ inline float fromFloat<float>(float v) { return v; }
-template <>
-__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ inline __half fromFloat<__half>(float v) { return __float2half_rn(v); }
 
 // LANES threads (a power of two, at most a warp) share a row; each loads VEC elements at a time.
 template <typename T, int LANES, typename Index>

@@ -4,24 +4,13 @@
 
 #include <cstdint>
 
+#include "external/cuda/kernels/float_convert.cuh"
 #include "external/cuda/kernels/scalar_elementwise.h"
 
 namespace dtorch::external::cuda::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ inline float toFloat(float v) { return v; }
-__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ inline float toFloat(__half v) { return __half2float(v); }
-template <typename T>
-__device__ inline T fromFloat(float v);
-template <>
-__device__ inline float fromFloat<float>(float v) { return v; }
-template <>
-__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ inline __half fromFloat<__half>(float v) { return __float2half_rn(v); }
 
 template <typename T, ScalarOp OP>
 __global__ void __launch_bounds__(kThreads) scalarOpKernel(const T* x, T* y, int n, float value) {
