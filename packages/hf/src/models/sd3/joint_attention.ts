@@ -1,0 +1,117 @@
+// SD3's attention (diffusers' Attention with JointAttnProcessor2_0): the image stream's q/k/v
+// (to_q/to_k/to_v) and, for joint attention, the text stream's (add_q_proj/add_k_proj/
+// add_v_proj), each optionally normalised per head (norm_q/norm_k/norm_added_q/norm_added_k),
+// attend together over cat(image, text) along the sequence; the output is split back,
+// through to_out.0 (image) and to_add_out (text; absent in the last block, context_pre_only).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+
+type Layout = Required<ModelOptions>;
+
+export interface SD3AttentionOptions {
+  heads: number;
+  headDim: number;
+  qkNorm: SD3QkNorm | null;
+  /** Whether the attention has the text stream's projections (JointTransformerBlock's attn; not attn2). */
+  joint: boolean;
+  /** The text stream's output is not used (the last block): no to_add_out. */
+  contextPreOnly: boolean;
+}
+
+const headNorm = (kind: SD3QkNorm | null, headDim: number, options: Layout): nn.LayerNorm | nn.RMSNorm | undefined =>
+  kind === null ? undefined : kind === 'rms_norm' ? new nn.RMSNorm(headDim, { ...options, eps: 1e-6 }) : new nn.LayerNorm(headDim, { ...options, eps: 1e-6 });
+
+export class SD3Attention extends nn.Module {
+  readonly heads: number;
+  readonly headDim: number;
+  to_q: nn.Linear;
+  to_k: nn.Linear;
+  to_v: nn.Linear;
+  norm_q: nn.LayerNorm | nn.RMSNorm | undefined;
+  norm_k: nn.LayerNorm | nn.RMSNorm | undefined;
+  add_k_proj: nn.Linear | undefined;
+  add_v_proj: nn.Linear | undefined;
+  add_q_proj: nn.Linear | undefined;
+  norm_added_q: nn.LayerNorm | nn.RMSNorm | undefined;
+  norm_added_k: nn.LayerNorm | nn.RMSNorm | undefined;
+  to_out: nn.ModuleList;
+  to_add_out: nn.Linear | undefined;
+
+  constructor(dim: number, o: SD3AttentionOptions, options: Layout) {
+    super();
+    this.heads = o.heads;
+    this.headDim = o.headDim;
+    const inner = o.heads * o.headDim;
+    this.to_q = new nn.Linear(dim, inner, options);
+    this.to_k = new nn.Linear(dim, inner, options);
+    this.to_v = new nn.Linear(dim, inner, options);
+    this.norm_q = headNorm(o.qkNorm, o.headDim, options);
+    this.norm_k = headNorm(o.qkNorm, o.headDim, options);
+    this.add_k_proj = o.joint ? new nn.Linear(dim, inner, options) : undefined;
+    this.add_v_proj = o.joint ? new nn.Linear(dim, inner, options) : undefined;
+    this.add_q_proj = o.joint ? new nn.Linear(dim, inner, options) : undefined;
+    this.norm_added_q = o.joint ? headNorm(o.qkNorm, o.headDim, options) : undefined;
+    this.norm_added_k = o.joint ? headNorm(o.qkNorm, o.headDim, options) : undefined;
+    this.to_out = new nn.ModuleList([new nn.Linear(inner, dim, options), new nn.Dropout(0)]);
+    this.to_add_out = o.joint && !o.contextPreOnly ? new nn.Linear(inner, dim, options) : undefined;
+  }
+
+  // [B, N, heads·headDim] to [B, heads, N, headDim], normalised per head when the model has a norm
+  private heads_(x: dt.Tensor, norm: nn.LayerNorm | nn.RMSNorm | undefined): dt.Tensor {
+    const [batch, length] = x.shape as [number, number];
+    const split = x.reshape([batch, length, this.heads, this.headDim]);
+    return (norm ? norm.forward(split) : split).transpose(1, 2);
+  }
+
+  /** Self-attention over `x` [B, N, dim] alone (attn2), or joint attention with `context` [B, M, dim]: [image out, text out]. */
+  forward(x: dt.Tensor, context?: dt.Tensor): [dt.Tensor, dt.Tensor | undefined] {
+    let q = this.heads_(this.to_q.forward(x), this.norm_q);
+    let k = this.heads_(this.to_k.forward(x), this.norm_k);
+    let v = this.heads_(this.to_v.forward(x), undefined);
+    if (context && this.add_q_proj) {
+      // JointAttnProcessor2_0's order: the image tokens first, then the text tokens
+      q = dt.cat([q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q)], 2);
+      k = dt.cat([k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k)], 2);
+      v = dt.cat([v, this.heads_(this.add_v_proj!.forward(context), undefined)], 2);
+    }
+    const attended = dt.F.scaledDotProductAttention(q, k, v);
+    const [batch, , length] = attended.shape as [number, number, number];
+    const out = attended.transpose(1, 2).reshape([batch, length, -1]);
+    const image = x.shape[1]!;
+    const toOut = this.to_out.at(0) as nn.Linear;
+    if (!context || !this.add_q_proj) return [toOut.forward(out), undefined];
+    const imageOut = toOut.forward(out.narrow(1, 0, image));
+    const textOut = out.narrow(1, image, length - image);
+    return [imageOut, this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
+  }
+}
+
+/** diffusers' GELU(dim, inner, approximate="tanh"): its projection, then the tanh GELU. */
+export class GELUProjection extends nn.Module {
+  proj: nn.Linear;
+
+  constructor(dim: number, inner: number, options: Layout) {
+    super();
+    this.proj = new nn.Linear(dim, inner, options);
+  }
+
+  forward(x: dt.Tensor): dt.Tensor {
+    return dt.F.gelu(this.proj.forward(x), { approximate: 'tanh' });
+  }
+}
+
+/** diffusers' FeedForward(dim, activation_fn="gelu-approximate"): net.0 (proj + GELU), net.1 dropout, net.2. */
+export class FeedForward extends nn.Module {
+  net: nn.ModuleList;
+
+  constructor(dim: number, options: Layout) {
+    super();
+    this.net = new nn.ModuleList([new GELUProjection(dim, 4 * dim, options), new nn.Dropout(0), new nn.Linear(4 * dim, dim, options)]);
+  }
+
+  forward(x: dt.Tensor): dt.Tensor {
+    return (this.net.at(2) as nn.Linear).forward((this.net.at(0) as GELUProjection).forward(x));
+  }
+}

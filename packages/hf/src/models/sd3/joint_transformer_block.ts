@@ -1,0 +1,72 @@
+// JointTransformerBlock (MMDiT): the image and text streams each modulated by the conditioning
+// vector (norm1 / norm1_context), one joint attention over both, then per-stream gated
+// residuals and feed-forwards. SD3.5's dual-attention blocks add a second, image-only attention
+// (attn2) on a second modulation of the image stream. The last block is context_pre_only: its
+// text stream feeds the attention and nothing after it.
+import type * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { FeedForward, SD3Attention } from './joint_attention.js';
+import { AdaLayerNormContinuous, AdaLayerNormZero, SD35AdaLayerNormZeroX, modulate } from './sd3_normalization.js';
+
+type Layout = Required<ModelOptions>;
+
+export interface JointBlockOptions {
+  heads: number;
+  headDim: number;
+  qkNorm: SD3QkNorm | null;
+  contextPreOnly: boolean;
+  dualAttention: boolean;
+}
+
+const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor) => x.add(gate.unsqueeze(1).mul(y));
+
+export class JointTransformerBlock extends nn.Module {
+  readonly contextPreOnly: boolean;
+  norm1: AdaLayerNormZero | SD35AdaLayerNormZeroX;
+  norm1_context: AdaLayerNormZero | AdaLayerNormContinuous;
+  attn: SD3Attention;
+  attn2: SD3Attention | undefined;
+  norm2: nn.LayerNorm;
+  ff: FeedForward;
+  norm2_context: nn.LayerNorm | undefined;
+  ff_context: FeedForward | undefined;
+
+  constructor(dim: number, o: JointBlockOptions, options: Layout) {
+    super();
+    this.contextPreOnly = o.contextPreOnly;
+    const attention = { heads: o.heads, headDim: o.headDim, qkNorm: o.qkNorm };
+    const plainNorm = () => new nn.LayerNorm(dim, { ...options, eps: 1e-6, elementwiseAffine: false });
+    this.norm1 = o.dualAttention ? new SD35AdaLayerNormZeroX(dim, options) : new AdaLayerNormZero(dim, options);
+    this.norm1_context = o.contextPreOnly ? new AdaLayerNormContinuous(dim, dim, options) : new AdaLayerNormZero(dim, options);
+    this.attn = new SD3Attention(dim, { ...attention, joint: true, contextPreOnly: o.contextPreOnly }, options);
+    this.attn2 = o.dualAttention ? new SD3Attention(dim, { ...attention, joint: false, contextPreOnly: false }, options) : undefined;
+    this.norm2 = plainNorm();
+    this.ff = new FeedForward(dim, options);
+    this.norm2_context = o.contextPreOnly ? undefined : plainNorm();
+    this.ff_context = o.contextPreOnly ? undefined : new FeedForward(dim, options);
+  }
+
+  /** One step of both streams: [text, image] as diffusers returns them (text undefined after the last block). */
+  forward(hidden: dt.Tensor, context: dt.Tensor, temb: dt.Tensor): [dt.Tensor | undefined, dt.Tensor] {
+    // SD35AdaLayerNormZeroX also gives the second attention's input and gate
+    const image: ReturnType<AdaLayerNormZero['forward']> & { x2?: dt.Tensor; gateMsa2?: dt.Tensor } = this.norm1.forward(hidden, temb);
+    let text: ReturnType<AdaLayerNormZero['forward']> | undefined;
+    let normedText: dt.Tensor;
+    if (this.norm1_context instanceof AdaLayerNormZero) {
+      text = this.norm1_context.forward(context, temb);
+      normedText = text.x;
+    } else {
+      normedText = this.norm1_context.forward(context, temb);
+    }
+    const [attnOut, contextAttnOut] = this.attn.forward(image.x, normedText);
+    let h = gated(hidden, image.gateMsa, attnOut);
+    if (this.attn2 && image.x2 && image.gateMsa2) h = gated(h, image.gateMsa2, this.attn2.forward(image.x2)[0]);
+    h = gated(h, image.gateMlp, this.ff.forward(modulate(this.norm2.forward(h), image.shiftMlp, image.scaleMlp)));
+    if (!text) return [undefined, h];
+    let c = gated(context, text.gateMsa, contextAttnOut!);
+    c = gated(c, text.gateMlp, this.ff_context!.forward(modulate(this.norm2_context!.forward(c), text.shiftMlp, text.scaleMlp)));
+    return [c, h];
+  }
+}

@@ -1,0 +1,131 @@
+// SD3's input embeddings, as diffusers names them: the patch embedding with the 2-D sincos
+// position embedding cropped from a pos_embed_max_size grid (PatchEmbed), and the conditioning
+// vector from the timestep and the pooled text embedding (CombinedTimestepTextProjEmbeddings).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+
+type Layout = Required<ModelOptions>;
+
+/**
+ * The 2-D sincos position embedding [gridSize², dim] of a square grid, row-major (as
+ * diffusers' get_2d_sincos_pos_embed with base_size and interpolation_scale): the first half of
+ * each row encodes the column, the second half the row, each as [sin, cos] of position ·
+ * 10000^(-2i / (dim / 2)). Positions in float32, the rest in float64 (as diffusers), then float32.
+ */
+export function sincosPositionEmbedding(dim: number, gridSize: number, baseSize: number, interpolationScale = 1): Float32Array {
+  const half = dim / 2;
+  const quarter = half / 2;
+  // diffusers: omega = arange(D / 2) / (D / 2), then 1 / 10000**omega, with D the width of one axis
+  const omega = Float64Array.from({ length: quarter }, (_, i) => 1 / 10000 ** (i / quarter));
+  const f = Math.fround;
+  const position = Float64Array.from({ length: gridSize }, (_, i) => f(f(i / f(gridSize / baseSize)) / interpolationScale));
+  const out = new Float32Array(gridSize * gridSize * dim);
+  for (let r = 0; r < gridSize; r++) {
+    for (let c = 0; c < gridSize; c++) {
+      const row = out.subarray((r * gridSize + c) * dim, (r * gridSize + c + 1) * dim);
+      for (let i = 0; i < quarter; i++) {
+        const [x, y] = [position[c]! * omega[i]!, position[r]! * omega[i]!];
+        row[i] = Math.sin(x);
+        row[quarter + i] = Math.cos(x);
+        row[half + i] = Math.sin(y);
+        row[half + quarter + i] = Math.cos(y);
+      }
+    }
+  }
+  return out;
+}
+
+/** PatchEmbed: latents [B, C, H, W] to tokens [B, (H/p)(W/p), dim] plus the cropped position embedding. */
+export class PatchEmbed extends nn.Module {
+  readonly patchSize: number;
+  readonly posEmbedMaxSize: number;
+  proj: nn.Conv2d;
+  declare pos_embed: dt.Tensor;
+
+  constructor(sampleSize: number, patchSize: number, inChannels: number, dim: number, posEmbedMaxSize: number, options: Layout) {
+    super();
+    this.patchSize = patchSize;
+    this.posEmbedMaxSize = posEmbedMaxSize;
+    this.proj = new nn.Conv2d(inChannels, dim, patchSize, { ...options, stride: patchSize });
+    // a persistent buffer in diffusers (saved in the checkpoint, loaded from it); computed here
+    // when the model is built with initial values
+    const shape = [1, posEmbedMaxSize * posEmbedMaxSize, dim];
+    const buffer = nn.initSkipped()
+      ? dt.empty(shape, options)
+      : dt.tidy(() => {
+          const values = sincosPositionEmbedding(dim, posEmbedMaxSize, Math.floor(sampleSize / patchSize));
+          const t = dt.fromBuffer(new Uint8Array(values.buffer), 'float32', shape, { mesh: options.mesh });
+          return options.dtype === 'float32' ? t : t.to(options.dtype);
+        });
+    this.registerBuffer('pos_embed', buffer);
+  }
+
+  /** The position embedding [1, h·w, dim] of an h x w grid of patches, cut from the middle of the max grid. */
+  croppedPosEmbed(h: number, w: number): dt.Tensor {
+    const max = this.posEmbedMaxSize;
+    if (h > max || w > max) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `SD3Transformer2DModel: the latent is ${h} x ${w} patches, but pos_embed_max_size is ${max}; use a smaller image (at most ${max * this.patchSize} latent pixels a side)`);
+    }
+    const [top, left] = [Math.floor((max - h) / 2), Math.floor((max - w) / 2)];
+    const grid = this.pos_embed.reshape([1, max, max, -1]);
+    return grid.narrow(1, top, h).narrow(2, left, w).reshape([1, h * w, -1]);
+  }
+
+  forward(latent: dt.Tensor): dt.Tensor {
+    const [h, w] = [latent.shape[2]! / this.patchSize, latent.shape[3]! / this.patchSize];
+    const pos = this.croppedPosEmbed(h, w);
+    const tokens = this.proj.forward(latent).flatten(2).transpose(1, 2);
+    return tokens.add(pos).to(tokens.dtype);
+  }
+}
+
+/**
+ * Sinusoidal timestep features [B, channels] as diffusers' Timesteps(channels, flip_sin_to_cos=True,
+ * downscale_freq_shift=0): [cos, sin] of t · exp(-ln(10000) · i / (channels / 2)), in float32.
+ */
+export function timestepFeatures(timestep: dt.Tensor, channels: number): dt.Tensor {
+  const half = Math.floor(channels / 2);
+  const exponent = dt.arange(half, undefined, 1, { mesh: timestep.mesh, dtype: 'float32' }).mul(-Math.log(10000)).div(half);
+  const args = timestep.to('float32').unsqueeze(1).mul(exponent.exp().unsqueeze(0));
+  const features = dt.cat([args.cos(), args.sin()], -1);
+  return channels % 2 === 1 ? dt.pad(features, [0, 1]) : features;
+}
+
+/** TimestepEmbedding: linear_1, SiLU, linear_2. */
+export class TimestepEmbedding extends nn.Module {
+  linear_1: nn.Linear;
+  linear_2: nn.Linear;
+
+  constructor(inChannels: number, dim: number, options: Layout) {
+    super();
+    this.linear_1 = new nn.Linear(inChannels, dim, options);
+    this.linear_2 = new nn.Linear(dim, dim, options);
+  }
+
+  forward(x: dt.Tensor): dt.Tensor {
+    return this.linear_2.forward(dt.F.silu(this.linear_1.forward(x)));
+  }
+}
+
+/** PixArtAlphaTextProjection with act_fn "silu": linear_1, SiLU, linear_2. */
+export class TextProjection extends TimestepEmbedding {}
+
+/** CombinedTimestepTextProjEmbeddings: the timestep's embedding plus the pooled text's. */
+export class CombinedTimestepTextProjEmbeddings extends nn.Module {
+  static readonly timestepChannels = 256;
+  timestep_embedder: TimestepEmbedding;
+  text_embedder: TextProjection;
+
+  constructor(dim: number, pooledProjectionDim: number, options: Layout) {
+    super();
+    this.timestep_embedder = new TimestepEmbedding(CombinedTimestepTextProjEmbeddings.timestepChannels, dim, options);
+    this.text_embedder = new TextProjection(pooledProjectionDim, dim, options);
+  }
+
+  forward(timestep: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
+    const features = timestepFeatures(timestep, CombinedTimestepTextProjEmbeddings.timestepChannels).to(pooledProjection.dtype);
+    return this.timestep_embedder.forward(features).add(this.text_embedder.forward(pooledProjection));
+  }
+}

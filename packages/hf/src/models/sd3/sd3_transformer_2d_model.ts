@@ -1,0 +1,163 @@
+// SD3Transformer2DModel: the MMDiT denoiser of Stable Diffusion 3 and 3.5, as diffusers'
+// (subfolder 'transformer' of a diffusers pipeline; keys as save_pretrained writes them).
+// Latents [B, C, H, W] are cut into p x p patches (pos_embed.proj) plus a 2-D sincos position
+// embedding cropped from the middle of a pos_embed_max_size grid; the prompt's embeddings go
+// through context_embedder; the timestep and the pooled prompt give one conditioning vector
+// (time_text_embed) that modulates every block; joint blocks attend over cat(image, text);
+// norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
+// Parallel: 'dp' splits the batch (inputs made with batchPlacements), 'tp' splits heads and
+// feed-forward features (sd3TpPlan).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
+import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { JointTransformerBlock } from './joint_transformer_block.js';
+import { CombinedTimestepTextProjEmbeddings, PatchEmbed } from './sd3_embeddings.js';
+import { AdaLayerNormContinuous } from './sd3_normalization.js';
+
+const attentionPlan = (prefix: string, joint: boolean): Record<string, 'colwise' | 'rowwise'> => ({
+  [`${prefix}.to_q`]: 'colwise',
+  [`${prefix}.to_k`]: 'colwise',
+  [`${prefix}.to_v`]: 'colwise',
+  [`${prefix}.to_out.0`]: 'rowwise',
+  ...(joint ? { [`${prefix}.add_q_proj`]: 'colwise', [`${prefix}.add_k_proj`]: 'colwise', [`${prefix}.add_v_proj`]: 'colwise', [`${prefix}.to_add_out`]: 'rowwise' } : {}),
+});
+
+/** Heads of every attention and the feed-forwards' hidden features split over 'tp' (Megatron: one all-reduce per pair). */
+export const sd3TpPlan: TpPlan = {
+  ...attentionPlan('transformer_blocks.*.attn', true),
+  ...attentionPlan('transformer_blocks.*.attn2', false),
+  'transformer_blocks.*.ff.net.0.proj': 'colwise',
+  'transformer_blocks.*.ff.net.2': 'rowwise',
+  'transformer_blocks.*.ff_context.net.0.proj': 'colwise',
+  'transformer_blocks.*.ff_context.net.2': 'rowwise',
+};
+
+export interface SD3TransformerCallOptions {
+  /** The prompt's token embeddings [B, M, joint_attention_dim] (CLIP-L, CLIP-G and T5, joined). */
+  encoderHiddenStates: dt.Tensor;
+  /** The pooled prompt embeddings [B, pooled_projection_dim]. */
+  pooledProjections: dt.Tensor;
+  /** The denoising step of each sample: a [B] tensor, one number for every sample, or B numbers. */
+  timestep: dt.Tensor | number | readonly number[];
+}
+
+const what = 'SD3Transformer2DModel';
+
+export class SD3Transformer2DModel extends PreTrainedModel {
+  readonly config: SD3Transformer2DConfig;
+  pos_embed: PatchEmbed;
+  time_text_embed: CombinedTimestepTextProjEmbeddings;
+  context_embedder: nn.Linear;
+  transformer_blocks: nn.ModuleList<JointTransformerBlock>;
+  norm_out: AdaLayerNormContinuous;
+  proj_out: nn.Linear;
+
+  constructor(config: SD3Transformer2DConfig, options: ModelOptions = {}) {
+    super();
+    if (!(config instanceof SD3Transformer2DConfig)) throw invalidParameter(`${what} config`, 'SD3Transformer2DConfig', config);
+    this.config = config;
+    const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
+    checkTpDivides(o.mesh, what, 'num_attention_heads', config.numAttentionHeads);
+    const dim = config.innerDim;
+    this.pos_embed = new PatchEmbed(config.sampleSize, config.patchSize, config.inChannels, dim, config.posEmbedMaxSize, o);
+    this.time_text_embed = new CombinedTimestepTextProjEmbeddings(dim, config.pooledProjectionDim, o);
+    this.context_embedder = new nn.Linear(config.jointAttentionDim, config.captionProjectionDim, o);
+    const blocks = Array.from({ length: config.numLayers }, (_, i) =>
+      new JointTransformerBlock(dim, {
+        heads: config.numAttentionHeads,
+        headDim: config.attentionHeadDim,
+        qkNorm: config.qkNorm,
+        contextPreOnly: i === config.numLayers - 1,
+        dualAttention: config.dualAttentionLayers.includes(i),
+      }, o),
+    );
+    this.transformer_blocks = new nn.ModuleList(blocks);
+    this.norm_out = new AdaLayerNormContinuous(dim, dim, o);
+    this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
+    applyTpPlan(this, o.mesh, sd3TpPlan);
+  }
+
+  static readConfig(path: string): SD3Transformer2DConfig {
+    return SD3Transformer2DConfig.fromFile(path);
+  }
+
+  get mesh(): dt.DeviceMesh {
+    return this.proj_out.weight.mesh;
+  }
+
+  /**
+   * The model's prediction for `hiddenStates` (latents [B, in_channels, H, W], H and W multiples
+   * of patch_size): [B, out_channels, H, W], as diffusers' forward(...).sample.
+   */
+  forward(hiddenStates: dt.Tensor, options: SD3TransformerCallOptions): dt.Tensor {
+    const { latent, context, pooled, timestep } = this.checkInputs(hiddenStates, options);
+    const { patchSize: p, outChannels } = this.config;
+    const [batch, , height, width] = latent.shape as [number, number, number, number];
+    let hidden = this.pos_embed.forward(latent);
+    const temb = this.time_text_embed.forward(timestep, pooled);
+    let text: dt.Tensor | undefined = this.context_embedder.forward(context);
+    for (const [i, block] of [...this.transformer_blocks].entries()) {
+      const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb); // each block's intermediates freed at its end
+      if (i > 0) dt.dispose([hidden, text]);
+      [text, hidden] = [nextText, nextHidden];
+    }
+    const out = this.proj_out.forward(this.norm_out.forward(hidden, temb));
+    const [h, w] = [height / p, width / p];
+    return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
+  }
+
+  private checkInputs(hiddenStates: dt.Tensor, options: SD3TransformerCallOptions) {
+    const o = checkOptions<SD3TransformerCallOptions>(`${what} options`, options);
+    const mesh = this.mesh;
+    const c = this.config;
+    const latent = onMesh('hiddenStates', hiddenStates, mesh);
+    if (latent.ndim !== 4 || latent.shape[1] !== c.inChannels) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: hiddenStates must be latents [batch, ${c.inChannels}, height, width], got ${latent.describe()}`);
+    }
+    const [batch, , height, width] = latent.shape as [number, number, number, number];
+    if (height % c.patchSize !== 0 || width % c.patchSize !== 0) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: the latent's height and width (${height} x ${width}) must be multiples of patch_size ${c.patchSize}`);
+    }
+    if (height / c.patchSize > c.posEmbedMaxSize || width / c.patchSize > c.posEmbedMaxSize) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: the latent is ${height} x ${width}, but pos_embed_max_size ${c.posEmbedMaxSize} allows at most ${c.posEmbedMaxSize * c.patchSize} a side`);
+    }
+    if (o.encoderHiddenStates === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: options.encoderHiddenStates (the prompt embeddings [batch, tokens, ${c.jointAttentionDim}]) is required`);
+    const context = onMesh('encoderHiddenStates', o.encoderHiddenStates, mesh);
+    if (context.ndim !== 3 || context.shape[0] !== batch || context.shape[2] !== c.jointAttentionDim) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: encoderHiddenStates must be [${batch}, tokens, ${c.jointAttentionDim}] (batch as hiddenStates, joint_attention_dim), got ${context.describe()}`);
+    }
+    if (o.pooledProjections === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: options.pooledProjections (the pooled prompt embeddings [batch, ${c.pooledProjectionDim}]) is required`);
+    const pooled = onMesh('pooledProjections', o.pooledProjections, mesh);
+    if (pooled.ndim !== 2 || pooled.shape[0] !== batch || pooled.shape[1] !== c.pooledProjectionDim) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: pooledProjections must be [${batch}, ${c.pooledProjectionDim}] (batch as hiddenStates, pooled_projection_dim), got ${pooled.describe()}`);
+    }
+    for (const [name, t] of [['hiddenStates', latent], ['encoderHiddenStates', context], ['pooledProjections', pooled]] as const) {
+      if (!['float32', 'float16', 'bfloat16', 'float64'].includes(t.dtype)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${name} must be floating point, got ${t.describe()}`);
+    }
+    return { latent, context, pooled, timestep: timestepTensor(o.timestep, batch, latent) };
+  }
+}
+
+function onMesh(name: string, value: unknown, mesh: dt.DeviceMesh): dt.Tensor {
+  if (!(value instanceof dt.Tensor)) throw invalidParameter(`${what} ${name}`, 'Tensor', value);
+  if (!value.mesh.equals(mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what}: ${name} is on ${value.mesh} but the model on ${mesh}; create it on the model's mesh`);
+  return value;
+}
+
+// The timestep as a [batch] tensor, split over the mesh as the latents' batch is.
+function timestepTensor(value: unknown, batch: number, latent: dt.Tensor): dt.Tensor {
+  const placements = latent.placements.map((p) => (p.isShard(0) ? dt.Shard(0) : dt.Replicate()));
+  const options = { mesh: latent.mesh, placements, dtype: 'float32' as const };
+  if (typeof value === 'number' && Number.isFinite(value)) return dt.full([batch], value, options);
+  if (Array.isArray(value) && value.length === batch && value.every((v) => typeof v === 'number' && Number.isFinite(v))) return dt.tensor(value as number[], options);
+  if (value instanceof dt.Tensor) {
+    if (!value.mesh.equals(latent.mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what}: timestep is on ${value.mesh} but the model on ${latent.mesh}; create it on the model's mesh`);
+    if (value.ndim === 0) return value.unsqueeze(0).expand([batch]);
+    if (value.ndim === 1 && value.shape[0] === batch) return value;
+    throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: timestep must be [${batch}] (one per sample) or a scalar, got ${value.describe()}`);
+  }
+  throw invalidParameter(`${what} timestep`, `a [${batch}] Tensor, a finite number or ${batch} finite numbers`, value);
+}

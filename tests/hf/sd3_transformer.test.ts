@@ -1,0 +1,152 @@
+// SD3Transformer2DModel loaded with fromPretrained from the 'transformer' subfolders that
+// diffusers' save_pretrained wrote (tools/reference/make_sd3_fixtures.py) gives diffusers'
+// sample: float32 within 1e-4 of the largest reference value (max |got - want| / max |want|),
+// SD3 and SD3.5 (qk rms norm, dual attention) style, on one CPU device, dp=2 (the batch split)
+// and tp=2 (heads and feed-forward features split); in bfloat16 within 3e-2 of diffusers run
+// in bfloat16. Bad inputs throw DTorchErrors at the call.
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import { readSafetensorsHeader } from '@dtorch/external';
+import { fixtureTensor } from '../fixture_tensors.js';
+
+const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
+const io = readSafetensorsHeader(folder('sd3_io.safetensors'));
+const load = (name: string, options: hf.FromPretrainedOptions = {}) => hf.SD3Transformer2DModel.fromPretrained(folder(name), { subfolder: 'transformer', ...options });
+
+async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, what: string): Promise<void> {
+  expect(got.shape, what).toEqual(want.shape);
+  const asFloat = got.dtype === 'float32' ? got : got.to('float32');
+  const [g, w] = [(await asFloat.data()) as Float32Array, (await want.data()) as Float32Array];
+  if (asFloat !== got) asFloat.dispose();
+  want.dispose();
+  let [worst, scale] = [0, 0];
+  w.forEach((v, i) => {
+    worst = Math.max(worst, Math.abs(v - g[i]!));
+    scale = Math.max(scale, Math.abs(v));
+  });
+  expect(Number.isFinite(worst), `${what}: finite`).toBe(true);
+  if (process.env.DTORCH_PRINT_ERRORS) console.log(`${what}: ${(worst / scale).toExponential(2)}`);
+  expect(worst / scale, `${what}: largest error relative to the largest value`).toBeLessThanOrEqual(tolerance);
+}
+
+interface Inputs {
+  hiddenStates: dt.Tensor;
+  options: hf.SD3TransformerCallOptions;
+}
+
+function inputs(name: string, mesh: dt.DeviceMesh, dtype: dt.DType = 'float32'): Inputs {
+  return dt.tidy(() => {
+    const batch = hf.batchPlacements(mesh);
+    const get = (key: string) => {
+      const t = fixtureTensor(io, `${name}.${key}`, { mesh }).redistribute(batch);
+      return dtype === 'float32' ? t : t.to(dtype);
+    };
+    return {
+      hiddenStates: get('hidden_states'),
+      options: { encoderHiddenStates: get('encoder_hidden_states'), pooledProjections: get('pooled_projections'), timestep: fixtureTensor(io, `${name}.timestep`, { mesh }).redistribute(batch) },
+    };
+  });
+}
+
+const disposeInputs = (x: Inputs) => dt.dispose([x.hiddenStates, x.options.encoderHiddenStates, x.options.pooledProjections, x.options.timestep as dt.Tensor]);
+
+const models = ['sd3-medium', 'sd3.5'];
+const meshes = [
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
+  { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']) },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
+];
+
+describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make }) => {
+  it.each(models)('%s', async (name) => {
+    const before = dt.memory().numTensors;
+    const mesh = make();
+    const model = await load(name, { mesh });
+    if (meshName.startsWith('tp')) expect(model.transformer_blocks.at(0).attn.to_q.weight.placements.map(String), 'q split by heads').toEqual(['S(0)']);
+    const x = inputs(name, mesh);
+    const sample = model.call(x.hiddenStates, x.options);
+    if (meshName.startsWith('dp')) expect(sample.placements.map(String), 'the batch stays split').toEqual(['S(0)']);
+    await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), 1e-4, `${name} sample`);
+    dt.dispose(sample);
+    disposeInputs(x);
+    model.dispose();
+    expect(dt.memory().numTensors, 'every tensor released').toBeLessThanOrEqual(before);
+  });
+});
+
+describe('SD3Transformer2DModel', () => {
+  it.each(models)('%s loaded as bfloat16 matches diffusers in bfloat16', async (name) => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const model = await load(name, { mesh, dtype: 'bfloat16' });
+    expect(model.parameters().every((p) => p.dtype === 'bfloat16')).toBe(true);
+    const x = inputs(name, mesh, 'bfloat16');
+    const sample = model.call(x.hiddenStates, x.options);
+    expect(sample.dtype).toBe('bfloat16');
+    await expectClose(sample, fixtureTensor(io, `${name}.bf16.sample`, { mesh }), 3e-2, `${name} bf16 sample`);
+    dt.dispose(sample);
+    disposeInputs(x);
+    model.dispose();
+  });
+
+  it('computes the position embedding diffusers saves (pos_embed.pos_embed)', async () => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const loaded = await load('sd3-medium', { mesh });
+    const built = new hf.SD3Transformer2DModel(loaded.config, { mesh });
+    expect(built.pos_embed.pos_embed.shape).toEqual([1, 256, 16]);
+    const [a, b] = [(await built.pos_embed.pos_embed.data()) as Float32Array, (await loaded.pos_embed.pos_embed.data()) as Float32Array];
+    expect(Math.max(...a.map((v, i) => Math.abs(v - b[i]!)))).toBeLessThan(1e-6);
+    built.dispose();
+    loaded.dispose();
+  });
+
+  it('reads diffusers config keys and defaults', () => {
+    const c = hf.SD3Transformer2DConfig.fromDict({});
+    expect([c.sampleSize, c.patchSize, c.inChannels, c.numLayers, c.attentionHeadDim, c.numAttentionHeads]).toEqual([128, 2, 16, 18, 64, 18]);
+    expect([c.jointAttentionDim, c.captionProjectionDim, c.pooledProjectionDim, c.outChannels, c.posEmbedMaxSize]).toEqual([4096, 1152, 2048, 16, 96]);
+    expect(c.dualAttentionLayers).toEqual([]);
+    expect(c.qkNorm).toBeNull();
+    const sd35 = hf.SD3Transformer2DConfig.fromFile(`${folder('sd3.5')}/transformer/config.json`);
+    expect([sd35.qkNorm, sd35.dualAttentionLayers, sd35.innerDim]).toEqual(['rms_norm', [0], 16]);
+    expect(sd35.extra['_class_name']).toBe('SD3Transformer2DModel');
+    expect(() => hf.SD3Transformer2DConfig.fromDict({ qk_norm: 'l2' })).toThrow(/"qk_norm" must be null or one of "rms_norm", "layer_norm"; got/);
+    expect(() => hf.SD3Transformer2DConfig.fromDict({ dual_attention_layers: [0, 'x'] })).toThrow(/"dual_attention_layers" must be an array of layer indices/);
+    expect(() => hf.SD3Transformer2DConfig.fromDict({ caption_projection_dim: 1536 })).toThrow(/"caption_projection_dim" must be num_attention_heads \* attention_head_dim \(1152\)/);
+  });
+
+  it('checks its inputs at the call', async () => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const model = await load('sd3-medium', { mesh });
+    const x = inputs('sd3-medium', mesh);
+    const bad = (h: dt.Tensor, o: Partial<hf.SD3TransformerCallOptions>) => () => dt.tidy(() => model.call(h, { ...x.options, ...o } as hf.SD3TransformerCallOptions));
+    const code = (fn: () => unknown, c: string, message: RegExp) => {
+      expect(fn).toThrow(message);
+      try {
+        fn();
+      } catch (err) {
+        expect(dt.isDTorchError(err), String(err)).toBe(true);
+        expect((err as dt.DTorchError).code).toBe(c);
+      }
+    };
+    dt.tidy(() => {
+      code(bad(dt.zeros([2, 3, 8, 6], { mesh }), {}), 'SHAPE_MISMATCH', /hiddenStates must be latents \[batch, 4, height, width\], got/);
+      code(bad(dt.zeros([2, 4, 7, 6], { mesh }), {}), 'SHAPE_MISMATCH', /\(7 x 6\) must be multiples of patch_size 2/);
+      code(bad(dt.zeros([2, 4, 34, 6], { mesh }), {}), 'SHAPE_MISMATCH', /pos_embed_max_size 16 allows at most 32 a side/);
+      code(bad(x.hiddenStates, { encoderHiddenStates: dt.zeros([2, 5, 12], { mesh }) }), 'SHAPE_MISMATCH', /encoderHiddenStates must be \[2, tokens, 16\]/);
+      code(bad(x.hiddenStates, { encoderHiddenStates: undefined }), 'INVALID_ARGUMENT', /encoderHiddenStates .* is required/);
+      code(bad(x.hiddenStates, { pooledProjections: dt.zeros([3, 8], { mesh }) }), 'SHAPE_MISMATCH', /pooledProjections must be \[2, 8\]/);
+      code(bad(x.hiddenStates, { timestep: [1, 2, 3] }), 'INVALID_ARGUMENT', /timestep/);
+      code(bad(x.hiddenStates, { timestep: dt.zeros([3], { mesh }) }), 'SHAPE_MISMATCH', /timestep must be \[2\]/);
+      const other = new dt.DeviceMesh('cpu', [1]);
+      code(bad(dt.zeros([2, 4, 8, 6], { mesh: other }), {}), 'MESH_MISMATCH', /hiddenStates is on .* but the model on/);
+    });
+    // one timestep for every sample, as a number, gives what the [B] tensor of equal values does
+    const a = model.call(x.hiddenStates, { ...x.options, timestep: 500 });
+    const b = dt.tidy(() => model.call(x.hiddenStates, { ...x.options, timestep: dt.full([2], 500, { mesh }) }));
+    expect(Array.from((await a.data()) as Float32Array)).toEqual(Array.from((await b.data()) as Float32Array));
+    dt.dispose([a, b]);
+    disposeInputs(x);
+    model.dispose();
+  });
+});

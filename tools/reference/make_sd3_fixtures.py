@@ -1,0 +1,80 @@
+"""diffusers references for @dtorch/hf's SD3Transformer2DModel: two tiny MMDiTs.
+
+Run from the repository root with the setup's Python and diffusers' sources:
+    PYTHONPATH=/work/diffusers-src/src .venv/bin/python tools/reference/make_sd3_fixtures.py
+Writes tests/fixtures/hf/models/<name>/transformer/ as SD3Transformer2DModel.save_pretrained
+writes it (config.json, diffusion_pytorch_model.safetensors; the subfolder of a pipeline), and
+tests/fixtures/hf/models/sd3_io.safetensors with the inputs and diffusers' outputs (batch 2):
+  sd3-medium   SD3 style: no qk norm, no dual attention (the last block context_pre_only)
+  sd3.5        SD3.5 style: qk_norm "rms_norm", dual_attention_layers [0]
+io, for each <name>: "<name>.hidden_states" [2, 4, 8, 6] (a latent smaller than the
+  pos_embed_max_size grid, not square, so the crop is off-centre on one axis),
+  "<name>.encoder_hidden_states" [2, 5, 16], "<name>.pooled_projections" [2, 8],
+  "<name>.timestep" [2] (float32), "<name>.sample" [2, 4, 8, 6];
+  "<name>.bf16.sample": the model and inputs in bfloat16 (stored as float32).
+Weights are diffusers' initialisation from a fixed seed; norm weights and biases perturbed so a
+wrong one shows. pos_embed.pos_embed is diffusers' own buffer (persistent: it is in the file).
+"""
+import pathlib
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from diffusers import SD3Transformer2DModel
+
+root = pathlib.Path(__file__).resolve().parents[2]
+out = root / "tests" / "fixtures" / "hf" / "models"
+
+TINY = dict(
+    sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8, num_attention_heads=2,
+    joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=8, out_channels=4, pos_embed_max_size=16,
+)
+CASES = {
+    "sd3-medium": dict(TINY),
+    "sd3.5": dict(TINY, qk_norm="rms_norm", dual_attention_layers=(0,)),
+}
+
+
+def perturb(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith(".weight") and p.ndim == 1:
+                p.add_(torch.randn(p.shape, generator=g) * 0.2)
+
+
+def run(name, kwargs, seed, io):
+    torch.manual_seed(seed)
+    model = SD3Transformer2DModel(**kwargs).eval()
+    perturb(model, seed)
+    folder = out / name
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder / "transformer")
+    g = torch.Generator().manual_seed(seed + 100)
+    x = torch.randn(2, 4, 8, 6, generator=g)
+    ctx = torch.randn(2, 5, 16, generator=g)
+    pooled = torch.randn(2, 8, generator=g)
+    t = torch.tensor([981.0, 37.5])
+    with torch.no_grad():
+        sample = model(hidden_states=x, encoder_hidden_states=ctx, pooled_projections=pooled, timestep=t).sample
+        bf16 = model.to(torch.bfloat16)
+        b = lambda v: v.to(torch.bfloat16)
+        bf16_sample = bf16(hidden_states=b(x), encoder_hidden_states=b(ctx), pooled_projections=b(pooled), timestep=t).sample.float()
+    io.update({
+        f"{name}.hidden_states": x, f"{name}.encoder_hidden_states": ctx, f"{name}.pooled_projections": pooled,
+        f"{name}.timestep": t, f"{name}.sample": sample, f"{name}.bf16.sample": bf16_sample,
+    })
+
+
+def main():
+    io = {}
+    for i, (name, kwargs) in enumerate(CASES.items()):
+        run(name, kwargs, 10 + i, io)
+    save_file({k: v.contiguous() for k, v in io.items()}, str(out / "sd3_io.safetensors"))
+    for f in sorted(out.rglob("*")):
+        if f.is_file() and ("sd3" in str(f.relative_to(out))):
+            print(f.relative_to(root), f.stat().st_size)
+
+
+if __name__ == "__main__":
+    main()
