@@ -1,0 +1,134 @@
+// AutoencoderKL: diffusers' KL VAE (the image autoencoder of Stable Diffusion, SD3 and Flux):
+// encode(images) gives the latent distribution, decode(latents) the images, keys as diffusers'
+// checkpoints (encoder.*, decoder.*, quant_conv, post_quant_conv). decode returns the decoder's
+// raw output like diffusers' decode(z).sample; the caller scales latents first as pipelines do
+// (z / scalingFactor + shiftFactor). Data parallel: on a mesh with a 'dp' dim the batch is split
+// over it (a replicated input is sliced locally); every weight is replicated.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { DTorchError, ErrorCode, checkBoolean, checkKnownOptions } from '@dtorch/common';
+import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
+import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { batchPlacements } from '../../parallel/batch.js';
+import { diagonalGaussian, type DiagonalGaussianDistribution } from './diagonal_gaussian.js';
+import { tiledDecode } from './tiling.js';
+import { Decoder, Encoder } from './vae.js';
+
+export interface AutoencoderKLDecodeOptions {
+  /** Decode in overlapping tiles (diffusers' tiled_decode); default whether enableTiling() was called. */
+  tiled?: boolean;
+}
+
+// the attention names of diffusers' older attention block, which its loader still converts
+const deprecatedAttention: Record<string, string> = { to_q: 'query', to_k: 'key', to_v: 'value', 'to_out.0': 'proj_attn' };
+
+export class AutoencoderKL extends PreTrainedModel {
+  readonly config: AutoencoderKLConfig;
+  encoder: Encoder;
+  decoder: Decoder;
+  quant_conv: nn.Conv2d | undefined;
+  post_quant_conv: nn.Conv2d | undefined;
+  /** Whether decode() tiles latents larger than one tile (enableTiling / disableTiling). */
+  useTiling = false;
+  /** The side of a decoded tile; default the config's sample_size. */
+  tileSampleMinSize: number;
+  /** The side of a latent tile: tileSampleMinSize / 2^(levels - 1). */
+  tileLatentMinSize: number;
+  tileOverlapFactor = 0.25;
+
+  constructor(config: AutoencoderKLConfig, options: ModelOptions = {}) {
+    super();
+    this.config = config;
+    const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
+    this.encoder = new Encoder(config, o);
+    this.decoder = new Decoder(config, o);
+    const latent = config.latentChannels;
+    this.quant_conv = config.useQuantConv ? new nn.Conv2d(2 * latent, 2 * latent, 1, o) : undefined;
+    this.post_quant_conv = config.usePostQuantConv ? new nn.Conv2d(latent, latent, 1, o) : undefined;
+    const sample = config.sampleSize;
+    this.tileSampleMinSize = typeof sample === 'number' ? sample : sample[0];
+    this.tileLatentMinSize = Math.floor(this.tileSampleMinSize / 2 ** config.downsamplings);
+  }
+
+  static readConfig(path: string): AutoencoderKLConfig {
+    return AutoencoderKLConfig.fromFile(path);
+  }
+
+  static override keyAliases(key: string): readonly string[] {
+    const m = /^(.*\.attentions\.\d+\.)(to_q|to_k|to_v|to_out\.0)\.(weight|bias)$/.exec(key);
+    return m ? [`${m[1]}${deprecatedAttention[m[2]!]}.${m[3]}`] : [];
+  }
+
+  /** Latents are multiplied by it after encoding (and divided before decoding) by pipelines. */
+  get scalingFactor(): number {
+    return this.config.scalingFactor;
+  }
+
+  /** Subtracted after encoding (before the scaling) and added back before decoding; null for SD 1.x/XL. */
+  get shiftFactor(): number | null {
+    return this.config.shiftFactor;
+  }
+
+  get mesh(): dt.DeviceMesh {
+    return this.encoder.conv_in.weight.mesh;
+  }
+
+  get dtype(): dt.DType {
+    return this.encoder.conv_in.weight.dtype;
+  }
+
+  enableTiling(): this {
+    this.useTiling = true;
+    return this;
+  }
+
+  disableTiling(): this {
+    this.useTiling = false;
+    return this;
+  }
+
+  /** images [batch, in_channels, H, W] (about [-1, 1]) → the latent distribution. */
+  encode(images: dt.Tensor): DiagonalGaussianDistribution {
+    const x = this.input('AutoencoderKL.encode images', images, this.config.inChannels, 'in_channels');
+    return dt.tidy(() => {
+      const moments = this.encoder.forward(x);
+      return diagonalGaussian(this.quant_conv ? this.quant_conv.forward(moments) : moments);
+    });
+  }
+
+  /** latents [batch, latent_channels, h, w] (already unscaled) → images [batch, out_channels, h × 2^levels, w × 2^levels]. */
+  decode(latents: dt.Tensor, options?: AutoencoderKLDecodeOptions): dt.Tensor {
+    const o = checkKnownOptions<AutoencoderKLDecodeOptions>('AutoencoderKL.decode options', options, ['tiled']);
+    const tiled = o.tiled === undefined ? this.useTiling : checkBoolean('AutoencoderKL.decode tiled', o.tiled);
+    const z = this.input('AutoencoderKL.decode latents', latents, this.config.latentChannels, 'latent_channels');
+    const decodeTile = (tile: dt.Tensor) => dt.tidy(() => this.decoder.forward(this.post_quant_conv ? this.post_quant_conv.forward(tile) : tile));
+    const large = z.shape[2]! > this.tileLatentMinSize || z.shape[3]! > this.tileLatentMinSize;
+    const out = tiled && large ? tiledDecode(z, { sample: this.tileSampleMinSize, latent: this.tileLatentMinSize, overlapFactor: this.tileOverlapFactor }, decodeTile) : decodeTile(z);
+    if (z !== latents) z.dispose();
+    return out;
+  }
+
+  /** images → decode(the posterior's mode, or a sample from `seed` with samplePosterior), as diffusers' forward. */
+  forward(images: dt.Tensor, options?: { samplePosterior?: boolean; seed?: number }): dt.Tensor {
+    const o = checkKnownOptions<{ samplePosterior: boolean; seed: number }>('AutoencoderKL options', options, ['samplePosterior', 'seed']);
+    return dt.tidy(() => {
+      const posterior = this.encode(images);
+      return this.decode(o.samplePosterior ? posterior.sample(o.seed) : posterior.mode());
+    });
+  }
+
+  // a 4-D tensor on the model's mesh with `channels` channels and the model's dtype, its batch
+  // split over 'dp' (a local slice when it is replicated there)
+  private input(what: string, x: dt.Tensor, channels: number, key: string): dt.Tensor {
+    if (!(x instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `${what} must be a Tensor [batch, ${channels}, height, width], got ${typeof x}`);
+    if (!x.mesh.equals(this.mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what} is on ${x.mesh} but the model on ${this.mesh}; create it on the model's mesh`);
+    if (x.ndim !== 4 || x.shape[1] !== channels) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what} must be [batch, ${channels}, height, width] (${channels} = the config's ${key}), got ${x.describe()}`);
+    }
+    if (x.dtype !== this.dtype) throw new DTorchError(ErrorCode.DtypeMismatch, `${what} are ${x.dtype} but the model is ${this.dtype}; convert them with .to('${this.dtype}')`);
+    const batch = batchPlacements(this.mesh);
+    const dp = batch.findIndex((p) => p.isShard(0));
+    if (dp < 0 || !x.placements[dp]!.isReplicate()) return x;
+    return x.redistribute(x.placements.map((p, d) => (d === dp ? dt.Shard(0) : p)));
+  }
+}

@@ -1,0 +1,32 @@
+// ResnetBlock2D as the VAE uses it (no time embedding, pre-norm, output scale 1): norm1, act,
+// conv1, norm2, act, conv2, plus the input (through a 1x1 conv_shortcut when the channel count
+// changes). Keys as diffusers' resnet.py.
+import type * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import type { Activation } from '../activations.js';
+
+export class ResnetBlock2D extends nn.Module {
+  readonly act: Activation;
+  norm1: nn.GroupNorm;
+  conv1: nn.Conv2d;
+  norm2: nn.GroupNorm;
+  conv2: nn.Conv2d;
+  conv_shortcut: nn.Conv2d | undefined;
+
+  constructor(inChannels: number, outChannels: number, groups: number, eps: number, act: Activation, options: ModelOptions) {
+    super();
+    this.act = act;
+    this.norm1 = new nn.GroupNorm(groups, inChannels, { ...options, eps });
+    this.conv1 = new nn.Conv2d(inChannels, outChannels, 3, { ...options, padding: 1 });
+    this.norm2 = new nn.GroupNorm(groups, outChannels, { ...options, eps });
+    this.conv2 = new nn.Conv2d(outChannels, outChannels, 3, { ...options, padding: 1 });
+    this.conv_shortcut = inChannels !== outChannels ? new nn.Conv2d(inChannels, outChannels, 1, options) : undefined;
+  }
+
+  forward(x: dt.Tensor): dt.Tensor {
+    const h = this.conv1.forward(this.act(this.norm1.forward(x)));
+    const out = this.conv2.forward(this.act(this.norm2.forward(h)));
+    return (this.conv_shortcut ? this.conv_shortcut.forward(x) : x).add(out);
+  }
+}

@@ -1,0 +1,37 @@
+// The VAE mid block's self-attention over pixels (diffusers' Attention as UNetMidBlock2D builds
+// it: a group norm first, one head per block_out_channels[-1] channels, biases, the input added
+// back). Keys group_norm, to_q, to_k, to_v, to_out.0; checkpoints of the older attention block
+// (query, key, value, proj_attn) load through AutoencoderKL.keyAliases.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+
+export class VAEAttention extends nn.Module {
+  readonly heads: number;
+  group_norm: nn.GroupNorm;
+  to_q: nn.Linear;
+  to_k: nn.Linear;
+  to_v: nn.Linear;
+  to_out: nn.ModuleList<nn.Linear>;
+
+  constructor(channels: number, headDim: number, groups: number, eps: number, options: ModelOptions) {
+    super();
+    this.heads = channels / headDim;
+    this.group_norm = new nn.GroupNorm(groups, channels, { ...options, eps });
+    this.to_q = new nn.Linear(channels, channels, options);
+    this.to_k = new nn.Linear(channels, channels, options);
+    this.to_v = new nn.Linear(channels, channels, options);
+    this.to_out = new nn.ModuleList([new nn.Linear(channels, channels, options)]); // to_out.1 is a dropout
+  }
+
+  /** x [batch, channels, height, width] → the same shape. */
+  forward(x: dt.Tensor): dt.Tensor {
+    const [batch, channels, height, width] = x.shape as [number, number, number, number];
+    // pixels as a sequence [batch, height * width, channels]
+    const tokens = this.group_norm.forward(x).reshape([batch, channels, height * width]).transpose(1, 2);
+    const heads = (t: dt.Tensor) => t.reshape([batch, -1, this.heads, channels / this.heads]).transpose(1, 2);
+    const out = dt.F.scaledDotProductAttention(heads(this.to_q.forward(tokens)), heads(this.to_k.forward(tokens)), heads(this.to_v.forward(tokens)));
+    const projected = this.to_out.at(0).forward(out.transpose(1, 2).reshape([batch, -1, channels]));
+    return projected.transpose(1, 2).reshape([batch, channels, height, width]).add(x);
+  }
+}
