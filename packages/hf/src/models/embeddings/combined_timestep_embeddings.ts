@@ -1,0 +1,49 @@
+// The conditioning vector of Flux and SD3 as diffusers' CombinedTimestepTextProjEmbeddings (the
+// timestep's embedding plus the pooled text's projection) and
+// CombinedTimestepGuidanceTextProjEmbeddings (plus the guidance scale's embedding, FLUX.1-dev).
+// The timesteps are taken as given (Flux's model multiplies them by 1000 before).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { PixArtAlphaTextProjection } from './text_projection.js';
+import { TimestepEmbedding, timestepSinusoids } from './timestep_embedding.js';
+
+const PROJ_CHANNELS = 256; // diffusers' Timesteps(num_channels=256, flip_sin_to_cos=True, downscale_freq_shift=0)
+const project = (t: dt.Tensor, dtype: dt.DType) => timestepSinusoids(t, PROJ_CHANNELS, { flipSinToCos: true, downscaleFreqShift: 0 }).to(dtype);
+
+export class CombinedTimestepTextProjEmbeddings extends nn.Module {
+  timestep_embedder: TimestepEmbedding;
+  text_embedder: PixArtAlphaTextProjection;
+
+  constructor(embeddingDim: number, pooledProjectionDim: number, options: ModelOptions) {
+    super();
+    this.timestep_embedder = new TimestepEmbedding(PROJ_CHANNELS, embeddingDim, options);
+    this.text_embedder = new PixArtAlphaTextProjection(pooledProjectionDim, embeddingDim, { ...options, actFn: 'silu' });
+  }
+
+  /** [N, embeddingDim] for `timestep` [N] and `pooledProjection` [N, pooledProjectionDim]. */
+  forward(timestep: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
+    const time = this.timestep_embedder.forward(project(timestep, pooledProjection.dtype));
+    return time.add(this.text_embedder.forward(pooledProjection));
+  }
+}
+
+export class CombinedTimestepGuidanceTextProjEmbeddings extends nn.Module {
+  timestep_embedder: TimestepEmbedding;
+  guidance_embedder: TimestepEmbedding;
+  text_embedder: PixArtAlphaTextProjection;
+
+  constructor(embeddingDim: number, pooledProjectionDim: number, options: ModelOptions) {
+    super();
+    this.timestep_embedder = new TimestepEmbedding(PROJ_CHANNELS, embeddingDim, options);
+    this.guidance_embedder = new TimestepEmbedding(PROJ_CHANNELS, embeddingDim, options);
+    this.text_embedder = new PixArtAlphaTextProjection(pooledProjectionDim, embeddingDim, { ...options, actFn: 'silu' });
+  }
+
+  /** [N, embeddingDim] for `timestep` [N], `guidance` [N] and `pooledProjection` [N, pooledProjectionDim]. */
+  forward(timestep: dt.Tensor, guidance: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
+    const dtype = pooledProjection.dtype;
+    const time = this.timestep_embedder.forward(project(timestep, dtype)).add(this.guidance_embedder.forward(project(guidance, dtype)));
+    return time.add(this.text_embedder.forward(pooledProjection));
+  }
+}

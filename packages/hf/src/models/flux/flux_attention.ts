@@ -1,0 +1,91 @@
+// FluxAttention with diffusers' FluxAttnProcessor: q/k/v projections with per-head RMS norms;
+// in the double-stream blocks the text tokens' own projections (add_*_proj, norm_added_*) join
+// the sequence first; rotary embeddings on q and k over the joint sequence; sdpa; the output
+// split back into image (to_out.0) and text (to_add_out) parts. The single-stream blocks use it
+// without the added projections and without an output projection (pre_only).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { joinSequence, splitSequence } from '../../parallel/sequence_parallel.js';
+
+export type RotaryTables = readonly [dt.Tensor, dt.Tensor];
+
+export interface FluxAttentionOptions extends ModelOptions {
+  heads: number;
+  dimHead: number;
+  /** Width of the text stream's own projections (double-stream blocks), none for single-stream. */
+  addedKvProjDim?: number;
+  /** No output projection (single-stream blocks). */
+  preOnly?: boolean;
+  eps: number;
+}
+
+export class FluxAttention extends nn.Module {
+  readonly heads: number;
+  readonly headDim: number;
+  norm_q: nn.RMSNorm;
+  norm_k: nn.RMSNorm;
+  to_q: nn.Linear;
+  to_k: nn.Linear;
+  to_v: nn.Linear;
+  to_out: nn.ModuleList | undefined;
+  norm_added_q: nn.RMSNorm | undefined;
+  norm_added_k: nn.RMSNorm | undefined;
+  add_q_proj: nn.Linear | undefined;
+  add_k_proj: nn.Linear | undefined;
+  add_v_proj: nn.Linear | undefined;
+  to_add_out: nn.Linear | undefined;
+
+  constructor(queryDim: number, options: FluxAttentionOptions) {
+    super();
+    const { heads, dimHead, addedKvProjDim, preOnly = false, eps, mesh, dtype } = options;
+    const layer = { mesh, dtype };
+    this.heads = heads;
+    this.headDim = dimHead;
+    const inner = heads * dimHead;
+    this.norm_q = new nn.RMSNorm(dimHead, { ...layer, eps });
+    this.norm_k = new nn.RMSNorm(dimHead, { ...layer, eps });
+    this.to_q = new nn.Linear(queryDim, inner, layer);
+    this.to_k = new nn.Linear(queryDim, inner, layer);
+    this.to_v = new nn.Linear(queryDim, inner, layer);
+    this.to_out = preOnly ? undefined : new nn.ModuleList([new nn.Linear(inner, queryDim, layer), new nn.Dropout(0)]);
+    if (addedKvProjDim !== undefined) {
+      this.norm_added_q = new nn.RMSNorm(dimHead, { ...layer, eps });
+      this.norm_added_k = new nn.RMSNorm(dimHead, { ...layer, eps });
+      this.add_q_proj = new nn.Linear(addedKvProjDim, inner, layer);
+      this.add_k_proj = new nn.Linear(addedKvProjDim, inner, layer);
+      this.add_v_proj = new nn.Linear(addedKvProjDim, inner, layer);
+      this.to_add_out = new nn.Linear(inner, queryDim, layer);
+    }
+  }
+
+  // [B, S, inner] to [B, heads, S, headDim]; the head count follows from headDim (fewer per device under tp)
+  #heads(t: dt.Tensor, norm?: nn.RMSNorm): dt.Tensor {
+    const split = t.unflatten(-1, [-1, this.headDim]);
+    return (norm ? norm.forward(split) : split).transpose(1, 2);
+  }
+
+  /**
+   * Attention over `hidden` [B, S, D] (single-stream: the joint sequence; double-stream: the image
+   * tokens, with `encoder` [B, T, D] the text tokens joined before them). Returns the attended
+   * image part (projected unless preOnly) and, with `encoder`, the projected text part.
+   */
+  forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables): [dt.Tensor, dt.Tensor | undefined] {
+    let q = this.#heads(this.to_q.forward(hidden), this.norm_q);
+    let k = this.#heads(this.to_k.forward(hidden), this.norm_k);
+    let v = this.#heads(this.to_v.forward(hidden));
+    const textLength = encoder?.shape[1] ?? 0;
+    if (encoder) {
+      // text tokens first
+      q = joinSequence([this.#heads(this.add_q_proj!.forward(encoder), this.norm_added_q), q], 2);
+      k = joinSequence([this.#heads(this.add_k_proj!.forward(encoder), this.norm_added_k), k], 2);
+      v = joinSequence([this.#heads(this.add_v_proj!.forward(encoder)), v], 2);
+    }
+    q = dt.F.applyRotaryEmb(q, rotary);
+    k = dt.F.applyRotaryEmb(k, rotary);
+    const out = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).flatten(2);
+    if (!encoder) return [out, undefined];
+    const [text, image] = splitSequence(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
+    return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];
+  }
+}

@@ -1,0 +1,34 @@
+// FluxSingleTransformerBlock (single stream): the joint sequence (text first) through one
+// adaptive norm, attention and a tanh-GELU MLP side by side, their outputs concatenated into
+// proj_out, gated, added to the input.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { AdaLayerNormZeroSingle } from '../normalization/ada_layer_norm.js';
+import { FluxAttention, type RotaryTables } from './flux_attention.js';
+
+export class FluxSingleTransformerBlock extends nn.Module {
+  readonly mlpHiddenDim: number;
+  norm: AdaLayerNormZeroSingle;
+  proj_mlp: nn.Linear;
+  proj_out: nn.Linear;
+  attn: FluxAttention;
+
+  constructor(dim: number, numAttentionHeads: number, attentionHeadDim: number, options: ModelOptions, mlpRatio = 4.0) {
+    super();
+    this.mlpHiddenDim = Math.floor(dim * mlpRatio);
+    this.norm = new AdaLayerNormZeroSingle(dim, options);
+    this.proj_mlp = new nn.Linear(dim, this.mlpHiddenDim, options);
+    this.proj_out = new nn.Linear(dim + this.mlpHiddenDim, dim, options);
+    this.attn = new FluxAttention(dim, { ...options, heads: numAttentionHeads, dimHead: attentionHeadDim, preOnly: true, eps: 1e-6 });
+  }
+
+  /** The joint sequence [B, T + S, D] after the block. */
+  forward(joint: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables): dt.Tensor {
+    const [normed, gate] = this.norm.forward(joint, temb);
+    const mlp = dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' });
+    const [attnOut] = this.attn.forward(normed, undefined, rotary);
+    const out = joint.add(gate.unsqueeze(1).mul(this.proj_out.forward(dt.cat([attnOut, mlp], 2))));
+    return out.dtype === 'float16' ? out.clamp(-65504, 65504) : out;
+  }
+}

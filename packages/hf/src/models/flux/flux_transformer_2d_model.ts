@@ -1,0 +1,136 @@
+// FluxTransformer2DModel: the denoiser of FLUX.1 (dev and schnell) as diffusers'
+// transformer_flux.py: image tokens (x_embedder) and text tokens (context_embedder), a
+// conditioning vector from the timestep, the pooled text and (dev) the guidance scale, double-
+// stream blocks, then single-stream blocks over the joint sequence (text first), an adaptive
+// output norm and proj_out over the image tokens. Rotary tables from the position ids of text
+// then image tokens. Keys as diffusers' checkpoints (subfolder "transformer").
+// Sequence parallel (mesh dims 'ulysses' / 'ring'): tokens split, as fluxSequenceParallelPlan
+// says; data parallel ('dp'): the batch split.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
+import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { gatherSequence, joinSequence, placeInputs, splitSequence, type SequenceParallelPlan } from '../../parallel/sequence_parallel.js';
+import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
+import { rotaryFromIds } from '../embeddings/rotary_pos_embed.js';
+import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
+import { FluxSingleTransformerBlock } from './flux_single_transformer_block.js';
+import { FluxTransformerBlock } from './flux_transformer_block.js';
+
+/** Image and text tokens (and their ids) split over 'ulysses' / 'ring'; every batch-first input over 'dp'. */
+export const fluxSequenceParallelPlan: SequenceParallelPlan = {
+  sequence: { hiddenStates: 1, encoderHiddenStates: 1, imgIds: 0, txtIds: 0 },
+  batch: ['hiddenStates', 'encoderHiddenStates', 'pooledProjections', 'timestep', 'guidance'],
+};
+
+export interface FluxTransformerCallOptions {
+  /** Text tokens [batch, textLength, joint_attention_dim] (T5's last hidden state). */
+  encoderHiddenStates: dt.Tensor;
+  /** [batch, pooled_projection_dim] (CLIP's pooled output). */
+  pooledProjections: dt.Tensor;
+  /** [batch] (or one number for every row), in [0, 1]: multiplied by 1000 inside, as diffusers does. */
+  timestep: dt.Tensor | number;
+  /** Guidance scale [batch] (or one number), for models with guidance_embeds (FLUX.1-dev) only; also multiplied by 1000. */
+  guidance?: dt.Tensor | number;
+  /** Position ids of the image tokens [imageLength, axes]. */
+  imgIds: dt.Tensor;
+  /** Position ids of the text tokens [textLength, axes] (zeros in the Flux pipeline). */
+  txtIds: dt.Tensor;
+}
+
+export class FluxTransformer2DModel extends PreTrainedModel {
+  readonly config: FluxTransformer2DConfig;
+  time_text_embed: CombinedTimestepTextProjEmbeddings | CombinedTimestepGuidanceTextProjEmbeddings;
+  context_embedder: nn.Linear;
+  x_embedder: nn.Linear;
+  transformer_blocks: nn.ModuleList<FluxTransformerBlock>;
+  single_transformer_blocks: nn.ModuleList<FluxSingleTransformerBlock>;
+  norm_out: AdaLayerNormContinuous;
+  proj_out: nn.Linear;
+
+  constructor(config: FluxTransformer2DConfig, options: ModelOptions = {}) {
+    super();
+    this.config = config;
+    const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
+    const dim = config.innerDim;
+    const heads = [config.numAttentionHeads, config.attentionHeadDim] as const;
+    this.time_text_embed = config.guidanceEmbeds
+      ? new CombinedTimestepGuidanceTextProjEmbeddings(dim, config.pooledProjectionDim, o)
+      : new CombinedTimestepTextProjEmbeddings(dim, config.pooledProjectionDim, o);
+    this.context_embedder = new nn.Linear(config.jointAttentionDim, dim, o);
+    this.x_embedder = new nn.Linear(config.inChannels, dim, o);
+    this.transformer_blocks = new nn.ModuleList(Array.from({ length: config.numLayers }, () => new FluxTransformerBlock(dim, ...heads, o)));
+    this.single_transformer_blocks = new nn.ModuleList(Array.from({ length: config.numSingleLayers }, () => new FluxSingleTransformerBlock(dim, ...heads, o)));
+    this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
+    this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
+  }
+
+  static readConfig(path: string): FluxTransformer2DConfig {
+    return FluxTransformer2DConfig.fromFile(path);
+  }
+
+  get mesh(): dt.DeviceMesh {
+    return this.x_embedder.weight.mesh;
+  }
+
+  /**
+   * The predicted sample [batch, imageLength, patch² · out_channels] for the packed latents
+   * `hiddenStates` [batch, imageLength, in_channels]: diffusers' FluxTransformer2DModel.forward
+   * (its `.sample`).
+   */
+  forward(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions): dt.Tensor {
+    const inputs = placeInputs('FluxTransformer2DModel', fluxSequenceParallelPlan, this.mesh, this.#checkInputs(hiddenStates, options));
+    const { encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = inputs;
+
+    let hidden = this.x_embedder.forward(inputs.hiddenStates);
+    const t = timestep.to(hidden.dtype).mul(1000);
+    const temb =
+      this.time_text_embed instanceof CombinedTimestepGuidanceTextProjEmbeddings
+        ? this.time_text_embed.forward(t, guidance!.to(hidden.dtype).mul(1000), pooledProjections)
+        : this.time_text_embed.forward(t, pooledProjections);
+    let context = this.context_embedder.forward(encoderHiddenStates);
+    const rotary = rotaryFromIds(joinSequence([txtIds, imgIds], 0), this.config.axesDimsRope);
+
+    for (const block of this.transformer_blocks) [context, hidden] = block.call(hidden, context, temb, rotary);
+    const textLength = context.shape[1]!;
+    let joint = joinSequence([context, hidden], 1);
+    for (const block of this.single_transformer_blocks) joint = block.call(joint, temb, rotary);
+    const image = splitSequence(joint, [textLength, joint.shape[1]! - textLength], 1)[1]!;
+    return gatherSequence(this.proj_out.forward(this.norm_out.forward(image, temb)));
+  }
+
+  // the inputs as tensors on the model's mesh, their shapes checked against each other and the config
+  #checkInputs(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions) {
+    const what = 'FluxTransformer2DModel';
+    const o = checkOptions<FluxTransformerCallOptions>(`${what} options`, options);
+    const c = this.config;
+    const mesh = this.mesh;
+    const tensor = (name: string, value: unknown, shape: (number | string)[]): dt.Tensor => {
+      if (!(value instanceof dt.Tensor)) throw invalidParameter(`${what} ${name}`, `a Tensor [${shape.join(', ')}]`, value);
+      if (!value.mesh.equals(mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what}: ${name} is on ${value.mesh} but the model on ${mesh}; create it on the model's mesh`);
+      const ok = value.ndim === shape.length && shape.every((s, i) => typeof s === 'string' || value.shape[i] === s);
+      if (!ok) throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: ${name} must be [${shape.join(', ')}], got ${value.describe()}`);
+      return value;
+    };
+    const hidden = tensor('hiddenStates', hiddenStates, ['batch', 'imageLength', c.inChannels]);
+    const [batch, imageLength] = hidden.shape as [number, number];
+    const context = tensor('encoderHiddenStates', o.encoderHiddenStates, [batch, 'textLength', c.jointAttentionDim]);
+    const textLength = context.shape[1]!;
+    const pooled = tensor('pooledProjections', o.pooledProjections, [batch, c.pooledProjectionDim]);
+    const perRow = (name: string, value: unknown) =>
+      typeof value === 'number' && Number.isFinite(value) ? dt.full([batch], value, { dtype: hidden.dtype, mesh }) : tensor(name, value, [batch]);
+    const timestep = perRow('timestep', o.timestep);
+    if (c.guidanceEmbeds && o.guidance === undefined) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: this model has guidance embeddings (guidance_embeds, as FLUX.1-dev): pass { guidance } (e.g. 3.5)`);
+    }
+    if (!c.guidanceEmbeds && o.guidance !== undefined) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: this model has no guidance embeddings (guidance_embeds false, as FLUX.1-schnell): leave out { guidance }`);
+    }
+    const guidance = o.guidance === undefined ? undefined : perRow('guidance', o.guidance);
+    const axes = c.axesDimsRope.length;
+    const imgIds = tensor('imgIds', o.imgIds, [imageLength, axes]);
+    const txtIds = tensor('txtIds', o.txtIds, [textLength, axes]);
+    return { hiddenStates: hidden, encoderHiddenStates: context, pooledProjections: pooled, timestep, guidance, imgIds, txtIds };
+  }
+}

@@ -1,0 +1,50 @@
+// FluxTransformerBlock (double stream): image and text tokens each with their own adaptive
+// norms and feed-forward, sharing one attention over the joint sequence (text first).
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { FeedForward } from '../attention/feed_forward.js';
+import { AdaLayerNormZero } from '../normalization/ada_layer_norm.js';
+import { FluxAttention, type RotaryTables } from './flux_attention.js';
+
+const clampFloat16 = (x: dt.Tensor) => (x.dtype === 'float16' ? x.clamp(-65504, 65504) : x);
+const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor) => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+
+export class FluxTransformerBlock extends nn.Module {
+  norm1: AdaLayerNormZero;
+  norm1_context: AdaLayerNormZero;
+  attn: FluxAttention;
+  norm2: nn.LayerNorm;
+  ff: FeedForward;
+  norm2_context: nn.LayerNorm;
+  ff_context: FeedForward;
+
+  constructor(dim: number, numAttentionHeads: number, attentionHeadDim: number, options: ModelOptions) {
+    super();
+    const { mesh, dtype } = options;
+    const plainNorm = () => new nn.LayerNorm(dim, { mesh, dtype, elementwiseAffine: false, eps: 1e-6 });
+    this.norm1 = new AdaLayerNormZero(dim, options);
+    this.norm1_context = new AdaLayerNormZero(dim, options);
+    this.attn = new FluxAttention(dim, { ...options, heads: numAttentionHeads, dimHead: attentionHeadDim, addedKvProjDim: dim, eps: 1e-6 });
+    this.norm2 = plainNorm();
+    this.ff = new FeedForward(dim, { ...options, activationFn: 'gelu-approximate' });
+    this.norm2_context = plainNorm();
+    this.ff_context = new FeedForward(dim, { ...options, activationFn: 'gelu-approximate' });
+  }
+
+  /** [encoderHidden, hidden] after the block, for hidden [B, S, D], encoderHidden [B, T, D], temb [B, D]. */
+  forward(hidden: dt.Tensor, encoderHidden: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables): [dt.Tensor, dt.Tensor] {
+    const [normed, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.norm1.forward(hidden, temb);
+    const [normedContext, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = this.norm1_context.forward(encoderHidden, temb);
+    const [attnOut, contextAttnOut] = this.attn.forward(normed, normedContext, rotary);
+
+    let h = hidden.add(gateMsa.unsqueeze(1).mul(attnOut));
+    const ffOut = this.ff.forward(modulate(this.norm2.forward(h), shiftMlp, scaleMlp));
+    h = h.add(gateMlp.unsqueeze(1).mul(ffOut));
+
+    let c = encoderHidden.add(cGateMsa.unsqueeze(1).mul(contextAttnOut!));
+    const contextFfOut = this.ff_context.forward(modulate(this.norm2_context.forward(c), cShiftMlp, cScaleMlp));
+    c = clampFloat16(c.add(cGateMlp.unsqueeze(1).mul(contextFfOut)));
+    return [c, h];
+  }
+}

@@ -1,0 +1,74 @@
+// Adaptive layer norms as diffusers' (normalization.py): a conditioning vector, through SiLU and
+// `linear`, gives the shift, scale (and gates) that modulate a parameter-free layer norm:
+//   AdaLayerNormZero        6 chunks: shift, scale, gate (attention) and shift, scale, gate (MLP)
+//   AdaLayerNormZeroSingle  3 chunks: shift, scale, gate
+//   AdaLayerNormContinuous  2 chunks: scale, shift (in that order), the norm at the model's end
+// x [B, S, D] and emb [B, C]; the chunks broadcast over the sequence.
+import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+
+const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor) => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+
+/** diffusers' AdaLayerNormZero (no class-label embedding): norm(x) modulated, and the four other chunks. */
+export class AdaLayerNormZero extends nn.Module {
+  linear: nn.Linear;
+  norm: nn.LayerNorm;
+
+  constructor(embeddingDim: number, options: ModelOptions & { bias?: boolean } = {}) {
+    super();
+    this.linear = new nn.Linear(embeddingDim, 6 * embeddingDim, options);
+    this.norm = new nn.LayerNorm(embeddingDim, { mesh: options.mesh, dtype: options.dtype, elementwiseAffine: false, eps: 1e-6 });
+  }
+
+  /** [norm(x) · (1 + scaleMsa) + shiftMsa, gateMsa, shiftMlp, scaleMlp, gateMlp]. */
+  forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor] {
+    const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.linear.forward(dt.F.silu(emb)).chunk(6, 1) as [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor];
+    return [modulate(this.norm.forward(x), shiftMsa, scaleMsa), gateMsa, shiftMlp, scaleMlp, gateMlp];
+  }
+}
+
+/** diffusers' AdaLayerNormZeroSingle: norm(x) modulated, and the gate. */
+export class AdaLayerNormZeroSingle extends nn.Module {
+  linear: nn.Linear;
+  norm: nn.LayerNorm;
+
+  constructor(embeddingDim: number, options: ModelOptions & { bias?: boolean } = {}) {
+    super();
+    this.linear = new nn.Linear(embeddingDim, 3 * embeddingDim, options);
+    this.norm = new nn.LayerNorm(embeddingDim, { mesh: options.mesh, dtype: options.dtype, elementwiseAffine: false, eps: 1e-6 });
+  }
+
+  /** [norm(x) · (1 + scale) + shift, gate]. */
+  forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor] {
+    const [shift, scale, gate] = this.linear.forward(dt.F.silu(emb)).chunk(3, 1) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    return [modulate(this.norm.forward(x), shift, scale), gate];
+  }
+}
+
+export interface AdaLayerNormContinuousOptions extends ModelOptions {
+  /** The norm's own weight (and bias); Flux and SD3 use false. */
+  elementwiseAffine: boolean;
+  eps: number;
+  /** A bias on `linear` and (with elementwiseAffine) on the norm; default true. */
+  bias?: boolean;
+}
+
+/** diffusers' AdaLayerNormContinuous with norm_type "layer_norm". */
+export class AdaLayerNormContinuous extends nn.Module {
+  linear: nn.Linear;
+  norm: nn.LayerNorm;
+
+  constructor(embeddingDim: number, conditioningEmbeddingDim: number, options: AdaLayerNormContinuousOptions) {
+    super();
+    const { elementwiseAffine, eps, bias = true, mesh, dtype } = options;
+    this.linear = new nn.Linear(conditioningEmbeddingDim, 2 * embeddingDim, { mesh, dtype, bias });
+    this.norm = new nn.LayerNorm(embeddingDim, { mesh, dtype, elementwiseAffine, bias, eps });
+  }
+
+  forward(x: dt.Tensor, conditioning: dt.Tensor): dt.Tensor {
+    const emb = this.linear.forward(dt.F.silu(conditioning).to(x.dtype));
+    const [scale, shift] = emb.chunk(2, 1) as [dt.Tensor, dt.Tensor];
+    return modulate(this.norm.forward(x), shift, scale);
+  }
+}

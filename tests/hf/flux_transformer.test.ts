@@ -1,0 +1,124 @@
+// FluxTransformer2DModel loaded with fromPretrained from folders that diffusers' save_pretrained
+// wrote (tools/reference/make_flux_fixtures.py: tiny FLUX.1-dev and -schnell layouts) gives
+// diffusers' sample: float32 within 1e-4 of the largest reference value (max |got - want| /
+// max |want|) on one CPU device, and the same model code on sequence-parallel meshes ('ulysses'
+// 2, 'ring' 2, 2x2 ring x ulysses: image and text tokens split, the joint sequence joined piece
+// by piece) and on 'dp' 2 (the batch split). Bad input is a DTorchError at the call.
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import { readSafetensorsHeader } from '@dtorch/external';
+import { fixtureTensor } from '../fixture_tensors.js';
+
+const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
+const io = readSafetensorsHeader(folder('flux-io.safetensors'));
+
+async function relativeError(got: dt.Tensor, want: dt.Tensor): Promise<number> {
+  expect(got.shape).toEqual(want.shape);
+  const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
+  want.dispose();
+  let [worst, scale] = [0, 0];
+  w.forEach((v, i) => {
+    worst = Math.max(worst, Math.abs(v - g[i]!));
+    scale = Math.max(scale, Math.abs(v));
+  });
+  return worst / scale;
+}
+
+const models = [
+  { name: 'flux-dev', guidance: true },
+  { name: 'flux-schnell', guidance: false },
+];
+
+const meshes = [
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
+  { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']) },
+  { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']) },
+  { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']) },
+  { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']) },
+];
+
+function inputs(name: string, guidance: boolean, mesh: dt.DeviceMesh) {
+  const t = (key: string) => fixtureTensor(io, `${name}.${key}`, { mesh });
+  return {
+    hidden: t('hidden_states'),
+    options: {
+      encoderHiddenStates: t('encoder_hidden_states'),
+      pooledProjections: t('pooled_projections'),
+      timestep: t('timestep'),
+      ...(guidance ? { guidance: t('guidance') } : {}),
+      imgIds: t('img_ids'),
+      txtIds: t('txt_ids'),
+    } as hf.FluxTransformerCallOptions,
+  };
+}
+
+describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ make }) => {
+  it.each(models)('$name', async ({ name, guidance }) => {
+    const before = dt.memory().numTensors;
+    const mesh = make();
+    const model = await hf.FluxTransformer2DModel.fromPretrained(folder(name), { mesh, subfolder: 'transformer' });
+    expect(model.config.guidanceEmbeds).toBe(guidance);
+    expect('guidance_embedder' in model.time_text_embed).toBe(guidance);
+    const { hidden, options } = inputs(name, guidance, mesh);
+    const sample = model.call(hidden, options);
+    const error = await relativeError(sample, fixtureTensor(io, `${name}.sample`, { mesh }));
+    if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} on ${mesh}: ${error.toExponential(2)}`);
+    expect(error).toBeLessThanOrEqual(1e-4);
+    for (const x of [sample, hidden, ...Object.values(options)]) (x as dt.Tensor).dispose();
+    model.dispose();
+    await dt.sync();
+    expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+  });
+});
+
+describe('joinSequence on sequence-parallel meshes', () => {
+  it.each(meshes.slice(1, 4))('$name: the joint sequence stays split, piece r = text piece r then image piece r', async ({ make }) => {
+    const mesh = make();
+    const split = mesh.shape.map(() => dt.Shard(1));
+    const text = dt.arange(0, 8, 1, { dtype: 'float32', mesh }).reshape([1, 8, 1]).redistribute(split);
+    const image = dt.arange(100, 116, 1, { dtype: 'float32', mesh }).reshape([1, 16, 1]).redistribute(split);
+    const joint = hf.joinSequence([text, image], 1);
+    expect(joint.placements.map(String)).toEqual(split.map(String));
+    const pieces = mesh.size;
+    const local = await joint.toLocal(pieces - 1).data();
+    const [t, i] = [8 / pieces, 16 / pieces];
+    expect([...local]).toEqual([...Array.from({ length: t }, (_, k) => 8 - t + k), ...Array.from({ length: i }, (_, k) => 116 - i + k)]);
+    const [textBack, imageBack] = hf.splitSequence(joint, [8, 16], 1) as [dt.Tensor, dt.Tensor];
+    expect([...(await textBack.data())]).toEqual([...(await text.data())]);
+    expect([...(await imageBack.data())]).toEqual([...(await image.data())]);
+    expect(imageBack.placements.map(String)).toEqual(split.map(String));
+    dt.dispose([text, image, joint, textBack, imageBack]);
+  });
+});
+
+describe('FluxTransformer2DModel bad input', () => {
+  it('is a DTorchError at the call', async () => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const dev = await hf.FluxTransformer2DModel.fromPretrained(folder('flux-dev'), { mesh, subfolder: 'transformer' });
+    const schnell = await hf.FluxTransformer2DModel.fromPretrained(folder('flux-schnell'), { mesh, subfolder: 'transformer' });
+    const { hidden, options } = inputs('flux-dev', true, mesh);
+    const { guidance, ...noGuidance } = options;
+    const bad = (model: hf.FluxTransformer2DModel, x: dt.Tensor, o: object) => () => model.call(x, o as hf.FluxTransformerCallOptions);
+    expect(bad(dev, hidden, noGuidance)).toThrow(/has guidance embeddings.*pass \{ guidance \}/);
+    expect(bad(schnell, hidden, options)).toThrow(/has no guidance embeddings/);
+    expect(bad(dev, hidden.narrow(2, 0, 8), options)).toThrow(/hiddenStates must be \[batch, imageLength, 16\], got/);
+    expect(bad(dev, hidden, { ...options, encoderHiddenStates: options.encoderHiddenStates.narrow(0, 0, 1) })).toThrow(/encoderHiddenStates must be \[2, textLength, 32\]/);
+    expect(bad(dev, hidden, { ...options, txtIds: options.imgIds })).toThrow(/txtIds must be \[8, 3\]/);
+    expect(bad(dev, hidden, { ...options, timestep: 'soon' })).toThrow(/timestep/);
+    expect(bad(dev, hidden, { ...options, pooledProjections: undefined })).toThrow(/pooledProjections/);
+    const other = new dt.DeviceMesh('cpu', [1]);
+    const elsewhere = dt.zeros([2, 16, 16], { mesh: other });
+    expect(bad(dev, elsewhere, options)).toThrow(/is on .* but the model on/);
+    expect(bad(dev, hidden, noGuidance)).toThrow(dt.DTorchError);
+    // tokens that do not split over the sequence-parallel dims
+    const ulysses = new dt.DeviceMesh('cpu', [0, 1], ['ulysses']);
+    const split = await hf.FluxTransformer2DModel.fromPretrained(folder('flux-schnell'), { mesh: ulysses, subfolder: 'transformer' });
+    const s = inputs('flux-schnell', false, ulysses);
+    const odd = { ...s.options, encoderHiddenStates: s.options.encoderHiddenStates.narrow(1, 0, 7), txtIds: s.options.txtIds.narrow(0, 0, 7) };
+    expect(bad(split, s.hidden, odd)).toThrow(/encoderHiddenStates has 7 tokens, which do not split evenly .*2 pieces/);
+    dt.dispose([hidden, elsewhere, s.hidden, guidance as dt.Tensor, ...Object.values(noGuidance), ...Object.values(s.options), odd.encoderHiddenStates, odd.txtIds] as dt.Tensor[]);
+    for (const m of [dev, schnell, split]) m.dispose();
+  });
+});
