@@ -2,7 +2,7 @@
 // (tools/reference/make_autoencoder_kl_fixtures.py) gives diffusers' encode and decode: float32
 // within 1e-4 of the largest reference value (max |got - want| / max |want|) on one CPU device;
 // decode and encode with the batch split over a 'dp' mesh of 2 equal one device (within 1e-5); tiled decoding equals
-// diffusers' tiled_decode; a bfloat16 checkpoint loads into float32, and the older attention
+// diffusers' tiled_decode and _tiled_encode; a bfloat16 checkpoint loads into float32, and the older attention
 // names (query, key, value, proj_attn) load too.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -76,6 +76,19 @@ describe('AutoencoderKL matches diffusers on one CPU device', () => {
     const whole = vae.decode(latents);
     expect(await relativeError(whole, tiled), 'tiles differ from one pass').toBeGreaterThan(1e-3);
     dt.dispose([latents, tiled, again, whole]);
+    vae.dispose();
+  });
+
+  it('tiled encoding matches diffusers _tiled_encode (2 x 2 overlapping tiles of 32, the last ones cut)', async () => {
+    const vae = await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl'));
+    const images = reference('autoencoder_kl.tiled.images');
+    const posterior = vae.encode(images, { tiled: true });
+    expect(posterior.mean.shape).toEqual([1, 4, 12, 12]);
+    await expectClose(posterior.mean, reference('autoencoder_kl.tiled.mean'), 1e-4, 'tiled encode mean');
+    await expectClose(posterior.logvar, reference('autoencoder_kl.tiled.logvar'), 1e-4, 'tiled encode logvar');
+    const whole = vae.encode(images);
+    expect(await relativeError(whole.mean, posterior.mean), 'tiles differ from one pass').toBeGreaterThan(1e-3);
+    dt.dispose([images, posterior, whole]);
     vae.dispose();
   });
 

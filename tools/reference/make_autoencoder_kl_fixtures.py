@@ -17,6 +17,7 @@ and autoencoder_kl_io.safetensors beside them, for each <name> (float32):
   "<name>.sample"                     latent_dist.sample(torch.Generator().manual_seed(7))
   "<name>.decoded"                    decode(latents).sample
   "autoencoder_kl.tiled.latents", "autoencoder_kl.tiled.decoded"   enable_tiling(); decode(...)
+  "autoencoder_kl.tiled.images", "autoencoder_kl.tiled.mean", ".logvar"   enable_tiling(); encode(...)
   "autoencoder_kl-bf16.decoded"       decode by the bfloat16 weights held in float32
 """
 import json
@@ -77,10 +78,15 @@ def main():
     save(sd, "autoencoder_kl")
     references(io, "autoencoder_kl", sd, torch.randn(2, 3, 32, 32, generator=g), torch.randn(2, 4, 8, 8, generator=g))
     tiled = torch.randn(1, 4, 12, 12, generator=g)  # 2 x 2 tiles of 8 (step 6), the last ones cut to 6
+    tiled_images = torch.randn(1, 3, 48, 48, generator=g)  # 2 x 2 tiles of 32 (step 24), the last ones cut to 24
     sd.enable_tiling()
     with torch.no_grad():
         io["autoencoder_kl.tiled.latents"] = tiled
         io["autoencoder_kl.tiled.decoded"] = sd.decode(tiled).sample
+        io["autoencoder_kl.tiled.images"] = tiled_images
+        dist = sd.encode(tiled_images).latent_dist
+        io["autoencoder_kl.tiled.mean"] = dist.mean
+        io["autoencoder_kl.tiled.logvar"] = dist.logvar
     sd.disable_tiling()
 
     flux = build(3, block_out_channels=[8, 8], layers_per_block=1, norm_num_groups=4, latent_channels=16, use_quant_conv=False,

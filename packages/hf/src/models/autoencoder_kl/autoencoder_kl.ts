@@ -11,11 +11,14 @@ import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchPlacements } from '../../parallel/batch.js';
 import { diagonalGaussian, type DiagonalGaussianDistribution } from './diagonal_gaussian.js';
-import { tiledDecode } from './tiling.js';
+import { decodeTiling, encodeTiling, tiled } from './tiling.js';
 import { Decoder, Encoder } from './vae.js';
 
-export interface AutoencoderKLDecodeOptions {
-  /** Decode in overlapping tiles (diffusers' tiled_decode); default whether enableTiling() was called. */
+export interface AutoencoderKLTilingOptions {
+  /**
+   * Run in overlapping tiles (diffusers' tiled_decode / _tiled_encode) when the input is larger
+   * than one tile; default whether enableTiling() was called.
+   */
   tiled?: boolean;
 }
 
@@ -28,7 +31,7 @@ export class AutoencoderKL extends PreTrainedModel {
   decoder: Decoder;
   quant_conv: nn.Conv2d | undefined;
   post_quant_conv: nn.Conv2d | undefined;
-  /** Whether decode() tiles latents larger than one tile (enableTiling / disableTiling). */
+  /** Whether encode() and decode() tile inputs larger than one tile (enableTiling / disableTiling), as diffusers' use_tiling. */
   useTiling = false;
   /** The side of a decoded tile; default the config's sample_size. */
   tileSampleMinSize: number;
@@ -88,22 +91,29 @@ export class AutoencoderKL extends PreTrainedModel {
   }
 
   /** images [batch, in_channels, H, W] (about [-1, 1]) → the latent distribution. */
-  encode(images: dt.Tensor): DiagonalGaussianDistribution {
+  encode(images: dt.Tensor, options?: AutoencoderKLTilingOptions): DiagonalGaussianDistribution {
+    const useTiles = this.tilingOption('AutoencoderKL.encode', options);
     const x = this.input('AutoencoderKL.encode images', images, this.config.inChannels, 'in_channels');
-    return dt.tidy(() => {
-      const moments = this.encoder.forward(x);
-      return diagonalGaussian(this.quant_conv ? this.quant_conv.forward(moments) : moments);
-    });
+    const encodeTile = (tile: dt.Tensor) =>
+      dt.tidy(() => {
+        const moments = this.encoder.forward(tile);
+        return this.quant_conv ? this.quant_conv.forward(moments) : moments;
+      });
+    const large = x.shape[2]! > this.tileSampleMinSize || x.shape[3]! > this.tileSampleMinSize;
+    const moments = useTiles && large ? tiled(x, encodeTiling(this.tileSampleMinSize, this.tileLatentMinSize, this.tileOverlapFactor), encodeTile) : encodeTile(x);
+    if (x !== images) x.dispose();
+    const posterior = dt.tidy(() => diagonalGaussian(moments));
+    moments.dispose();
+    return posterior;
   }
 
   /** latents [batch, latent_channels, h, w] (already unscaled) → images [batch, out_channels, h × 2^levels, w × 2^levels]. */
-  decode(latents: dt.Tensor, options?: AutoencoderKLDecodeOptions): dt.Tensor {
-    const o = checkKnownOptions<AutoencoderKLDecodeOptions>('AutoencoderKL.decode options', options, ['tiled']);
-    const tiled = o.tiled === undefined ? this.useTiling : checkBoolean('AutoencoderKL.decode tiled', o.tiled);
+  decode(latents: dt.Tensor, options?: AutoencoderKLTilingOptions): dt.Tensor {
+    const useTiles = this.tilingOption('AutoencoderKL.decode', options);
     const z = this.input('AutoencoderKL.decode latents', latents, this.config.latentChannels, 'latent_channels');
     const decodeTile = (tile: dt.Tensor) => dt.tidy(() => this.decoder.forward(this.post_quant_conv ? this.post_quant_conv.forward(tile) : tile));
     const large = z.shape[2]! > this.tileLatentMinSize || z.shape[3]! > this.tileLatentMinSize;
-    const out = tiled && large ? tiledDecode(z, { sample: this.tileSampleMinSize, latent: this.tileLatentMinSize, overlapFactor: this.tileOverlapFactor }, decodeTile) : decodeTile(z);
+    const out = useTiles && large ? tiled(z, decodeTiling(this.tileSampleMinSize, this.tileLatentMinSize, this.tileOverlapFactor), decodeTile) : decodeTile(z);
     if (z !== latents) z.dispose();
     return out;
   }
@@ -115,6 +125,11 @@ export class AutoencoderKL extends PreTrainedModel {
       const posterior = this.encode(images);
       return this.decode(o.samplePosterior ? posterior.sample(o.seed) : posterior.mode());
     });
+  }
+
+  private tilingOption(what: string, options: AutoencoderKLTilingOptions | undefined): boolean {
+    const o = checkKnownOptions<AutoencoderKLTilingOptions>(`${what} options`, options, ['tiled']);
+    return o.tiled === undefined ? this.useTiling : checkBoolean(`${what} tiled`, o.tiled);
   }
 
   // a 4-D tensor on the model's mesh with `channels` channels and the model's dtype, its batch

@@ -1,16 +1,28 @@
-// Tiled decoding as diffusers' AutoencoderKL.tiled_decode: the latents cut into overlapping
-// square tiles (tileLatentMinSize, stepping 1 - overlap factor), each decoded alone, each tile
-// blended linearly into the (already blended) tile above and to its left over the overlap, then
-// cropped and put back together. Memory follows the tile size, not the image size.
+// Tiled encoding and decoding as diffusers' AutoencoderKL._tiled_encode / tiled_decode: the
+// input cut into overlapping square tiles (stepping 1 - overlap factor of a tile), each run
+// alone, each output tile blended linearly into the (already blended) tile above and to its
+// left over the overlap, then cropped and put back together. Memory follows the tile size, not
+// the image size.
 import * as dt from '@dtorch/api';
 
-export interface TileSizes {
-  /** The side of a decoded tile (the config's sample_size). */
-  sample: number;
-  /** The side of a latent tile: sample / 2^downsamplings. */
-  latent: number;
-  /** 0.25 in diffusers. */
-  overlapFactor: number;
+/** One tiling: input tiles of `tile`, `step` apart; outputs blended over `extent`, cropped to `limit`. */
+export interface Tiling {
+  tile: number;
+  step: number;
+  extent: number;
+  limit: number;
+}
+
+/** Decoding: latent tiles of `latent` (sample / 2^downsamplings), decoded tiles of `sample`. */
+export function decodeTiling(sample: number, latent: number, overlapFactor: number): Tiling {
+  const extent = Math.floor(sample * overlapFactor);
+  return { tile: latent, step: Math.floor(latent * (1 - overlapFactor)), extent, limit: sample - extent };
+}
+
+/** Encoding: image tiles of `sample`, encoded tiles of `latent`. */
+export function encodeTiling(sample: number, latent: number, overlapFactor: number): Tiling {
+  const extent = Math.floor(latent * overlapFactor);
+  return { tile: sample, step: Math.floor(sample * (1 - overlapFactor)), extent, limit: latent - extent };
 }
 
 // b's first `extent` entries along `dim` faded in from a's last ones: a·(1 − y/e) + b·(y/e)
@@ -31,27 +43,23 @@ function replaced(old: dt.Tensor, next: dt.Tensor): dt.Tensor {
   return next;
 }
 
-/** `decodeTile` over the tiles of z [batch, c, h, w], blended and joined into one image. */
-export function tiledDecode(z: dt.Tensor, sizes: TileSizes, decodeTile: (tile: dt.Tensor) => dt.Tensor): dt.Tensor {
-  const step = Math.floor(sizes.latent * (1 - sizes.overlapFactor));
-  const extent = Math.floor(sizes.sample * sizes.overlapFactor);
-  const limit = sizes.sample - extent;
-  const [height, width] = [z.shape[2]!, z.shape[3]!];
+/** `run` over the tiles of x [batch, c, h, w], its outputs blended and joined into one tensor. */
+export function tiled(x: dt.Tensor, t: Tiling, run: (tile: dt.Tensor) => dt.Tensor): dt.Tensor {
+  const [height, width] = [x.shape[2]!, x.shape[3]!];
   return dt.tidy(() => {
     const rows: dt.Tensor[][] = [];
-    for (let i = 0; i < height; i += step) {
+    for (let i = 0; i < height; i += t.step) {
       const row: dt.Tensor[] = [];
-      for (let j = 0; j < width; j += step) {
-        const tile = z.narrow(2, i, Math.min(sizes.latent, height - i)).narrow(3, j, Math.min(sizes.latent, width - j));
-        let decoded = decodeTile(tile);
+      for (let j = 0; j < width; j += t.step) {
+        let out = run(x.narrow(2, i, Math.min(t.tile, height - i)).narrow(3, j, Math.min(t.tile, width - j)));
         // blended into the tile above and the one to the left, both already blended, as diffusers' in-place updates leave them
-        if (rows.length > 0) decoded = replaced(decoded, blend(rows.at(-1)![row.length]!, decoded, extent, 2));
-        if (row.length > 0) decoded = replaced(decoded, blend(row.at(-1)!, decoded, extent, 3));
-        row.push(decoded);
+        if (rows.length > 0) out = replaced(out, blend(rows.at(-1)![row.length]!, out, t.extent, 2));
+        if (row.length > 0) out = replaced(out, blend(row.at(-1)!, out, t.extent, 3));
+        row.push(out);
       }
       rows.push(row);
     }
-    const crop = (t: dt.Tensor) => t.narrow(2, 0, Math.min(limit, t.shape[2]!)).narrow(3, 0, Math.min(limit, t.shape[3]!));
+    const crop = (o: dt.Tensor) => o.narrow(2, 0, Math.min(t.limit, o.shape[2]!)).narrow(3, 0, Math.min(t.limit, o.shape[3]!));
     return dt.cat(rows.map((row) => dt.cat(row.map(crop), 3)), 2);
   });
 }
