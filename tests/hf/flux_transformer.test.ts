@@ -3,7 +3,8 @@
 // diffusers' sample: float32 within 1e-4 of the largest reference value (max |got - want| /
 // max |want|) on one CPU device, and the same model code on sequence-parallel meshes ('ulysses'
 // 2, 'ring' 2, 2x2 ring x ulysses: image and text tokens split, the joint sequence joined piece
-// by piece) and on 'dp' 2 (the batch split). Bad input is a DTorchError at the call.
+// by piece), on 'dp' 2 (the batch split) and on 'tp' 2 (heads and MLP features split,
+// fluxTpPlan). Bad input is a DTorchError at the call.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -37,6 +38,7 @@ const meshes = [
   { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']) },
   { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']) },
   { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']) },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
 ];
 
 function inputs(name: string, guidance: boolean, mesh: dt.DeviceMesh) {
@@ -61,6 +63,10 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
     const model = await hf.FluxTransformer2DModel.fromPretrained(folder(name), { mesh, subfolder: 'transformer' });
     expect(model.config.guidanceEmbeds).toBe(guidance);
     expect('guidance_embedder' in model.time_text_embed).toBe(guidance);
+    if (mesh.dimNames?.includes('tp')) {
+      const q = model.transformer_blocks.at(0).attn.to_q;
+      expect(q.weight.placements.map(String), 'q is split by heads over tp').toContain('S(0)');
+    }
     const { hidden, options } = inputs(name, guidance, mesh);
     const sample = model.call(hidden, options);
     const error = await relativeError(sample, fixtureTensor(io, `${name}.sample`, { mesh }));

@@ -5,12 +5,14 @@
 // output norm and proj_out over the image tokens. Rotary tables from the position ids of text
 // then image tokens. Keys as diffusers' checkpoints (subfolder "transformer").
 // Sequence parallel (mesh dims 'ulysses' / 'ring'): tokens split, as fluxSequenceParallelPlan
-// says; data parallel ('dp'): the batch split.
+// says; tensor parallel ('tp'): heads and MLP features split (fluxTpPlan); data parallel
+// ('dp'): the batch split.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
 import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
 import { gatherSequence, joinSequence, placeInputs, splitSequence, type SequenceParallelPlan } from '../../parallel/sequence_parallel.js';
 import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
 import { rotaryFromIds } from '../embeddings/rotary_pos_embed.js';
@@ -22,6 +24,30 @@ import { FluxTransformerBlock } from './flux_transformer_block.js';
 export const fluxSequenceParallelPlan: SequenceParallelPlan = {
   sequence: { hiddenStates: 1, encoderHiddenStates: 1, imgIds: 0, txtIds: 0 },
   batch: ['hiddenStates', 'encoderHiddenStates', 'pooledProjections', 'timestep', 'guidance'],
+};
+
+/**
+ * Heads and MLP features over 'tp' (diffusers' _tp_plan): q/k/v and MLP-in colwise, the output
+ * projections rowwise (one all-reduce each). The single blocks' proj_out, whose input joins the
+ * attention's and the MLP's split features, stays whole: its input is gathered first.
+ */
+export const fluxTpPlan: TpPlan = {
+  'transformer_blocks.*.attn.to_q': 'colwise',
+  'transformer_blocks.*.attn.to_k': 'colwise',
+  'transformer_blocks.*.attn.to_v': 'colwise',
+  'transformer_blocks.*.attn.to_out.0': 'rowwise',
+  'transformer_blocks.*.attn.add_q_proj': 'colwise',
+  'transformer_blocks.*.attn.add_k_proj': 'colwise',
+  'transformer_blocks.*.attn.add_v_proj': 'colwise',
+  'transformer_blocks.*.attn.to_add_out': 'rowwise',
+  'transformer_blocks.*.ff.net.0.proj': 'colwise',
+  'transformer_blocks.*.ff.net.2': 'rowwise',
+  'transformer_blocks.*.ff_context.net.0.proj': 'colwise',
+  'transformer_blocks.*.ff_context.net.2': 'rowwise',
+  'single_transformer_blocks.*.attn.to_q': 'colwise',
+  'single_transformer_blocks.*.attn.to_k': 'colwise',
+  'single_transformer_blocks.*.attn.to_v': 'colwise',
+  'single_transformer_blocks.*.proj_mlp': 'colwise',
 };
 
 export interface FluxTransformerCallOptions {
@@ -54,6 +80,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
     const dim = config.innerDim;
+    checkTpDivides(o.mesh, 'FluxTransformer2DModel', 'num_attention_heads', config.numAttentionHeads);
     const heads = [config.numAttentionHeads, config.attentionHeadDim] as const;
     this.time_text_embed = config.guidanceEmbeds
       ? new CombinedTimestepGuidanceTextProjEmbeddings(dim, config.pooledProjectionDim, o)
@@ -64,6 +91,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     this.single_transformer_blocks = new nn.ModuleList(Array.from({ length: config.numSingleLayers }, () => new FluxSingleTransformerBlock(dim, ...heads, o)));
     this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
     this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
+    applyTpPlan(this, o.mesh, fluxTpPlan);
   }
 
   static readConfig(path: string): FluxTransformer2DConfig {
