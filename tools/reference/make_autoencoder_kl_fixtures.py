@@ -19,7 +19,9 @@ and autoencoder_kl_io.safetensors beside them, for each <name> (float32):
   "autoencoder_kl.tiled.latents", "autoencoder_kl.tiled.decoded"   enable_tiling(); decode(...)
   "autoencoder_kl.tiled.images", "autoencoder_kl.tiled.mean", ".logvar"   enable_tiling(); encode(...)
   "autoencoder_kl-bf16.decoded"       decode by the bfloat16 weights held in float32
+  "autoencoder_kl-16ch.bf16.decoded", "autoencoder_kl-16ch.bf16.mean"   weights and compute in bfloat16
 """
+import copy
 import json
 import pathlib
 import shutil
@@ -94,7 +96,13 @@ def main():
     save(flux, "autoencoder_kl-16ch")
     references(io, "autoencoder_kl-16ch", flux, torch.randn(2, 3, 16, 16, generator=g), torch.randn(2, 16, 8, 8, generator=g))
 
-    # the same weights in bfloat16; the reference runs them held in float32
+    # weights and compute in bfloat16
+    half = copy.deepcopy(flux).to(torch.bfloat16)
+    with torch.no_grad():
+        io["autoencoder_kl-16ch.bf16.decoded"] = half.decode(io["autoencoder_kl-16ch.latents"].bfloat16()).sample.float()
+        io["autoencoder_kl-16ch.bf16.mean"] = half.encode(io["autoencoder_kl-16ch.images"].bfloat16()).latent_dist.mean.float()
+
+    # the same weights saved in bfloat16; the reference runs them held in float32
     bf16 = save(flux.to(torch.bfloat16), "autoencoder_kl-bf16")
     flux.float()
     rounded = AutoencoderKL.from_pretrained(bf16, torch_dtype=torch.float32).eval()
