@@ -56,6 +56,31 @@ function inputs(name: string, guidance: boolean, mesh: dt.DeviceMesh) {
   };
 }
 
+describe('FluxTransformer2DConfig', () => {
+  it("has diffusers' defaults (FLUX.1's sizes)", () => {
+    const c = hf.FluxTransformer2DConfig.fromDict({});
+    expect([c.patchSize, c.inChannels, c.outChannels, c.numLayers, c.numSingleLayers, c.attentionHeadDim, c.numAttentionHeads]).toEqual([1, 64, 64, 19, 38, 128, 24]);
+    expect([c.jointAttentionDim, c.pooledProjectionDim, c.guidanceEmbeds, c.axesDimsRope, c.innerDim]).toEqual([4096, 768, false, [16, 56, 56], 3072]);
+    expect(hf.FluxTransformer2DConfig.fromDict({ in_channels: 16, out_channels: null }).outChannels).toBe(16);
+    expect(hf.FluxTransformer2DConfig.fromDict({ out_channels: 8 }).outChannels).toBe(8);
+  });
+
+  it('reads the fixture and keeps the keys it does not read', () => {
+    const c = hf.FluxTransformer2DConfig.fromFile(`${folder('flux-dev')}/transformer/config.json`);
+    expect([c.guidanceEmbeds, c.axesDimsRope, c.innerDim, c.numLayers, c.numSingleLayers]).toEqual([true, [4, 6, 6], 32, 1, 1]);
+    expect(Object.keys(c.extra)).toContain('_class_name');
+  });
+
+  it('refuses bad values with BAD_CONFIG naming the key', () => {
+    const bad = (values: hf.JsonObject) => () => hf.FluxTransformer2DConfig.fromDict(values);
+    expect(bad({ axes_dims_rope: [16, 56, 50] })).toThrow(/"axes_dims_rope" must be even dims adding up to attention_head_dim \(128\)/);
+    expect(bad({ axes_dims_rope: [3, 61, 64] })).toThrow(/"axes_dims_rope" must be a non-empty array of positive even integers/);
+    expect(bad({ guidance_embeds: 'yes' })).toThrow(/"guidance_embeds" must be a boolean/);
+    expect(bad({ num_attention_heads: 0 })).toThrow(/"num_attention_heads" must be a positive integer/);
+    expect(bad({ num_layers: 1.5 })).toThrow(dt.DTorchError);
+  });
+});
+
 describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ make }) => {
   it.each(models)('$name', async ({ name, guidance }) => {
     const before = dt.memory().numTensors;
@@ -76,6 +101,27 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
     model.dispose();
     await dt.sync();
     expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+  });
+});
+
+describe.each([meshes[0]!, meshes[1]!])('FluxTransformer2DModel in bfloat16 on $name', ({ make }) => {
+  // loaded as bfloat16 from the float32 checkpoint, inputs (but the ids) in bfloat16, as diffusers
+  // run in bfloat16 (rotary tables float32, attention inputs rotated in float32 and cast back)
+  it.each(models)('$name within 1e-2 of diffusers in bfloat16', async ({ name, guidance }) => {
+    const mesh = make();
+    const model = await hf.FluxTransformer2DModel.fromPretrained(folder(name), { mesh, subfolder: 'transformer', dtype: 'bfloat16' });
+    expect(model.x_embedder.weight.dtype).toBe('bfloat16');
+    const { hidden, options } = inputs(name, guidance, mesh);
+    const b = (t: dt.Tensor | number | undefined) => (t as dt.Tensor | undefined)?.to('bfloat16');
+    const bf16Options = { ...options, encoderHiddenStates: b(options.encoderHiddenStates)!, pooledProjections: b(options.pooledProjections)!, timestep: b(options.timestep)!, guidance: b(options.guidance) };
+    if (!guidance) delete bf16Options.guidance;
+    const sample = model.call(b(hidden)!, bf16Options);
+    expect(sample.dtype).toBe('bfloat16');
+    const error = await relativeError(sample.to('float32'), fixtureTensor(io, `${name}.bf16.sample`, { mesh }));
+    if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} bf16 on ${mesh}: ${error.toExponential(2)}`);
+    expect(error).toBeLessThanOrEqual(1e-2);
+    dt.dispose([sample, hidden, options, bf16Options] as unknown as dt.Tensor[]);
+    model.dispose();
   });
 });
 

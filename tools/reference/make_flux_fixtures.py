@@ -12,7 +12,8 @@ channels, axes_dims_rope [4, 6, 6]. Inputs per <name>: "<name>.hidden_states" [2
 grid of image tokens), "<name>.encoder_hidden_states" [2, 8, 32], "<name>.pooled_projections"
 [2, 16], "<name>.timestep" [2] (in [0, 1]: the model multiplies by 1000), "<name>.guidance" [2]
 (dev), "<name>.img_ids" [16, 3], "<name>.txt_ids" [8, 3] (distinct, so that a wrong order of text
-and image tokens shows), and the output "<name>.sample" [2, 16, 16]; all float32. Weights are
+and image tokens shows), and the output "<name>.sample" [2, 16, 16]; "<name>.bf16.sample": weights, activations and the
+inputs (but the ids) in bfloat16, as the Flux pipeline runs; all stored as float32. Weights are
 diffusers' own initialisation from a fixed seed; norm weights and biases perturbed so that a
 wrong one shows.
 """
@@ -65,6 +66,12 @@ def run(name, guidance_embeds, seed, io):
             hidden_states=hidden, encoder_hidden_states=context, pooled_projections=pooled, timestep=timestep,
             img_ids=img_ids, txt_ids=txt_ids, guidance=guidance,
         ).sample
+        bf16 = model.to(torch.bfloat16)
+        b = lambda t: None if t is None else t.to(torch.bfloat16)  # noqa: E731
+        io[f"{name}.bf16.sample"] = bf16(
+            hidden_states=b(hidden), encoder_hidden_states=b(context), pooled_projections=b(pooled), timestep=b(timestep),
+            img_ids=img_ids, txt_ids=txt_ids, guidance=b(guidance),
+        ).sample.float()
     io[f"{name}.hidden_states"] = hidden
     io[f"{name}.encoder_hidden_states"] = context
     io[f"{name}.pooled_projections"] = pooled
