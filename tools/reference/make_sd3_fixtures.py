@@ -6,7 +6,7 @@ Writes tests/fixtures/hf/models/<name>/transformer/ as SD3Transformer2DModel.sav
 writes it (config.json, diffusion_pytorch_model.safetensors; the subfolder of a pipeline), and
 tests/fixtures/hf/models/sd3_io.safetensors with the inputs and diffusers' outputs (batch 2):
   sd3-medium   SD3 style: no qk norm, no dual attention (the last block context_pre_only)
-  sd3.5        SD3.5 style: qk_norm "rms_norm", dual_attention_layers [0]
+  sd3.5        SD3.5 style: qk_norm "rms_norm", dual_attention_layers [0], 4 heads of 4
 io, for each <name>: "<name>.hidden_states" [2, 4, 8, 6] (a latent smaller than the
   pos_embed_max_size grid, not square, so the crop is off-centre on one axis),
   "<name>.encoder_hidden_states" [2, 5, 16], "<name>.pooled_projections" [2, 8],
@@ -31,7 +31,8 @@ TINY = dict(
 )
 CASES = {
     "sd3-medium": dict(TINY),
-    "sd3.5": dict(TINY, qk_norm="rms_norm", dual_attention_layers=(0,)),
+    # 4 heads of 4: heads split over tp=2 x ulysses=2
+    "sd3.5": dict(TINY, attention_head_dim=4, num_attention_heads=4, qk_norm="rms_norm", dual_attention_layers=(0,)),
 }
 
 

@@ -7,6 +7,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { headsToTokens, tokensToHeads } from './sd3_sequence_parallel.js';
 
 type Layout = Required<ModelOptions>;
 
@@ -60,8 +61,7 @@ export class SD3Attention extends nn.Module {
 
   // [B, N, heads·headDim] to [B, heads, N, headDim], normalised per head when the model has a norm
   private heads_(x: dt.Tensor, norm: nn.LayerNorm | nn.RMSNorm | undefined): dt.Tensor {
-    const [batch, length] = x.shape as [number, number];
-    const split = x.reshape([batch, length, this.heads, this.headDim]);
+    const split = x.unflatten(2, [this.heads, this.headDim]);
     return (norm ? norm.forward(split) : split).transpose(1, 2);
   }
 
@@ -70,23 +70,26 @@ export class SD3Attention extends nn.Module {
     let q = this.heads_(this.to_q.forward(x), this.norm_q);
     let k = this.heads_(this.to_k.forward(x), this.norm_k);
     let v = this.heads_(this.to_v.forward(x), undefined);
-    if (context && this.add_q_proj) {
-      // JointAttnProcessor2_0's order: the image tokens first, then the text tokens
-      q = dt.cat([q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q)], 2);
-      k = dt.cat([k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k)], 2);
-      v = dt.cat([v, this.heads_(this.add_v_proj!.forward(context), undefined)], 2);
-    }
-    const attended = dt.F.scaledDotProductAttention(q, k, v);
-    const [batch, , length] = attended.shape as [number, number, number];
-    const out = attended.transpose(1, 2).reshape([batch, length, -1]);
-    const image = x.shape[1]!;
     const toOut = this.to_out.at(0) as nn.Linear;
-    if (!context || !this.add_q_proj) return [toOut.forward(out), undefined];
-    const imageOut = toOut.forward(out.narrow(1, 0, image));
-    const textOut = out.narrow(1, image, length - image);
+    // self-attention (attn2): sdpa runs Ulysses itself when the tokens are split over 'ulysses'
+    if (!context || !this.add_q_proj) return [toOut.forward(tokens(dt.F.scaledDotProductAttention(q, k, v))), undefined];
+    // JointAttnProcessor2_0's order: the image tokens first, then the text tokens; split by
+    // tokens over 'ulysses', each stream is first regrouped by heads, so the join is whole
+    const like = q;
+    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.cat([tokensToHeads(image), tokensToHeads(text)], 2);
+    q = joined(q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q));
+    k = joined(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
+    v = joined(v, this.heads_(this.add_v_proj!.forward(context), undefined));
+    const attended = dt.F.scaledDotProductAttention(q, k, v);
+    const image = x.shape[1]!;
+    const imageOut = toOut.forward(tokens(headsToTokens(attended.narrow(2, 0, image), like)));
+    const textOut = tokens(headsToTokens(attended.narrow(2, image, attended.shape[2]! - image), like));
     return [imageOut, this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
   }
 }
+
+// [B, heads, N, headDim] back to [B, N, heads·headDim]
+const tokens = (t: dt.Tensor) => t.transpose(1, 2).reshape([t.shape[0]!, t.shape[2]!, -1]);
 
 /** diffusers' GELU(dim, inner, approximate="tanh"): its projection, then the tanh GELU. */
 export class GELUProjection extends nn.Module {

@@ -6,7 +6,7 @@
 // (time_text_embed) that modulates every block; joint blocks attend over cat(image, text);
 // norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
 // Parallel: 'dp' splits the batch (inputs made with batchPlacements), 'tp' splits heads and
-// feed-forward features (sd3TpPlan).
+// feed-forward features (sd3TpPlan), 'ulysses' splits the tokens (sd3_sequence_parallel.ts).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
@@ -16,6 +16,7 @@ import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan
 import { JointTransformerBlock } from './joint_transformer_block.js';
 import { CombinedTimestepTextProjEmbeddings, PatchEmbed } from './sd3_embeddings.js';
 import { AdaLayerNormContinuous } from './sd3_normalization.js';
+import { checkUlyssesDivides, gatherTokens, splitTokens } from './sd3_sequence_parallel.js';
 
 const attentionPlan = (prefix: string, joint: boolean): Record<string, 'colwise' | 'rowwise'> => ({
   [`${prefix}.to_q`]: 'colwise',
@@ -61,6 +62,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
     checkTpDivides(o.mesh, what, 'num_attention_heads', config.numAttentionHeads);
+    checkUlyssesDivides(o.mesh, what, config.numAttentionHeads);
     const dim = config.innerDim;
     this.pos_embed = new PatchEmbed(config.sampleSize, config.patchSize, config.inChannels, dim, config.posEmbedMaxSize, o);
     this.time_text_embed = new CombinedTimestepTextProjEmbeddings(dim, config.pooledProjectionDim, o);
@@ -96,15 +98,16 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     const { latent, context, pooled, timestep } = this.checkInputs(hiddenStates, options);
     const { patchSize: p, outChannels } = this.config;
     const [batch, , height, width] = latent.shape as [number, number, number, number];
-    let hidden = this.pos_embed.forward(latent);
+    // on a 'ulysses' mesh dim both token streams are split by tokens from here to proj_out
+    let hidden = splitTokens(this.pos_embed.forward(latent));
     const temb = this.time_text_embed.forward(timestep, pooled);
-    let text: dt.Tensor | undefined = this.context_embedder.forward(context);
+    let text: dt.Tensor | undefined = splitTokens(this.context_embedder.forward(context));
     for (const [i, block] of [...this.transformer_blocks].entries()) {
       const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb); // each block's intermediates freed at its end
       if (i > 0) dt.dispose([hidden, text]);
       [text, hidden] = [nextText, nextHidden];
     }
-    const out = this.proj_out.forward(this.norm_out.forward(hidden, temb));
+    const out = gatherTokens(this.proj_out.forward(this.norm_out.forward(hidden, temb)));
     const [h, w] = [height / p, width / p];
     return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
   }
