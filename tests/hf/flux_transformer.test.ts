@@ -38,6 +38,7 @@ const meshes = [
   { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']) },
   { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']) },
   { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']) },
+  { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']) },
   { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
 ];
 
@@ -169,7 +170,7 @@ describe('FluxTransformer2DModel bad input', () => {
     const split = await hf.FluxTransformer2DModel.fromPretrained(folder('flux-schnell'), { mesh: ulysses, subfolder: 'transformer' });
     const s = inputs('flux-schnell', false, ulysses);
     const odd = { ...s.options, encoderHiddenStates: s.options.encoderHiddenStates.narrow(1, 0, 7), txtIds: s.options.txtIds.narrow(0, 0, 7) };
-    expect(bad(split, s.hidden, odd)).toThrow(/encoderHiddenStates has 7 tokens, which do not split evenly .*2 pieces/);
+    expect(bad(split, s.hidden, odd)).toThrow(/encoderHiddenStates has 7 tokens, which do not split evenly over the 2 devices/);
     dt.dispose([hidden, elsewhere, s.hidden, guidance as dt.Tensor, ...Object.values(noGuidance), ...Object.values(s.options), odd.encoderHiddenStates, odd.txtIds] as dt.Tensor[]);
     for (const m of [dev, schnell, split]) m.dispose();
   });
