@@ -4,13 +4,14 @@
 // SD3 and SD3.5 (qk rms norm, dual attention) style, on one CPU device, dp=2 (the batch split),
 // tp=2 (heads and feed-forward features split), ulysses=2 (tokens split; 5 text tokens, so
 // unevenly), dp=2 x ulysses=2 and tp=2 x ulysses=2; in bfloat16 within 3e-2 of diffusers run
-// in bfloat16. Bad inputs throw DTorchErrors at the call.
+// in bfloat16; with skipLayers and ControlNet residuals too. Bad inputs throw DTorchErrors at the call.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(folder('sd3_io.safetensors'));
@@ -62,10 +63,12 @@ const meshes = [
   { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']) },
   // heads split over both dims: the sd3.5 fixture has 4 heads (sd3-medium's 2 cannot split in 4)
   { name: 'tp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ulysses']), only: 'sd3.5' },
+  { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
+  { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2) },
 ];
 
-describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make, only }) => {
-  it.each(models.filter((m) => !only || m === only))('%s', async (name) => {
+describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make, only, skip }) => {
+  it.skipIf(skip ?? false).each(models.filter((m) => !only || m === only))('%s', async (name) => {
     const before = dt.memory().numTensors;
     const mesh = make();
     const model = await load(name, { mesh });
@@ -74,7 +77,12 @@ describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ nam
     const sample = model.call(x.hiddenStates, x.options);
     if (meshName.startsWith('dp')) expect(sample.placements.map(String)[0], 'the batch stays split').toBe('S(0)');
     await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), 1e-4, `${name} sample`);
-    dt.dispose(sample);
+    const skipped = model.call(x.hiddenStates, { ...x.options, skipLayers: [0] });
+    await expectClose(skipped, fixtureTensor(io, `${name}.skip_layers_0.sample`, { mesh }), 1e-4, `${name} skip_layers [0]`);
+    const residual = dt.tidy(() => fixtureTensor(io, `${name}.controlnet.residual`, { mesh }).redistribute(hf.batchPlacements(mesh)));
+    const controlled = model.call(x.hiddenStates, { ...x.options, blockControlnetHiddenStates: [residual] });
+    await expectClose(controlled, fixtureTensor(io, `${name}.controlnet.sample`, { mesh }), 1e-4, `${name} controlnet`);
+    dt.dispose([sample, skipped, residual, controlled]);
     disposeInputs(x);
     model.dispose();
     expect(dt.memory().numTensors, 'every tensor released').toBeLessThanOrEqual(before);
@@ -143,6 +151,8 @@ describe('SD3Transformer2DModel', () => {
       code(bad(x.hiddenStates, { pooledProjections: dt.zeros([3, 8], { mesh }) }), 'SHAPE_MISMATCH', /pooledProjections must be \[2, 8\]/);
       code(bad(x.hiddenStates, { timestep: [1, 2, 3] }), 'INVALID_ARGUMENT', /timestep/);
       code(bad(x.hiddenStates, { timestep: dt.zeros([3], { mesh }) }), 'SHAPE_MISMATCH', /timestep must be \[2\]/);
+      code(bad(x.hiddenStates, { skipLayers: [2] }), 'INVALID_ARGUMENT', /skipLayers/);
+      code(bad(x.hiddenStates, { blockControlnetHiddenStates: [dt.zeros([2, 11, 16], { mesh })] }), 'SHAPE_MISMATCH', /blockControlnetHiddenStates\[0\] must be \[2, 12, 16\]/);
       const other = new dt.DeviceMesh('cpu', [1]);
       code(bad(dt.zeros([2, 4, 8, 6], { mesh: other }), {}), 'MESH_MISMATCH', /hiddenStates is on .* but the model on/);
     });

@@ -11,7 +11,10 @@ io, for each <name>: "<name>.hidden_states" [2, 4, 8, 6] (a latent smaller than 
   pos_embed_max_size grid, not square, so the crop is off-centre on one axis),
   "<name>.encoder_hidden_states" [2, 5, 16], "<name>.pooled_projections" [2, 8],
   "<name>.timestep" [2] (float32), "<name>.sample" [2, 4, 8, 6];
-  "<name>.bf16.sample": the model and inputs in bfloat16 (stored as float32).
+  "<name>.bf16.sample": the model and inputs in bfloat16 (stored as float32);
+  "<name>.skip_layers_0.sample": with skip_layers [0] (SD3.5's skip-layer guidance);
+  "<name>.controlnet.residual" [2, 12, 16] and "<name>.controlnet.sample": with it as the one
+  block_controlnet_hidden_states entry (added after every block but the context_pre_only last).
 Weights are diffusers' initialisation from a fixed seed; norm weights and biases perturbed so a
 wrong one shows. pos_embed.pos_embed is diffusers' own buffer (persistent: it is in the file).
 """
@@ -58,12 +61,18 @@ def run(name, kwargs, seed, io):
     t = torch.tensor([981.0, 37.5])
     with torch.no_grad():
         sample = model(hidden_states=x, encoder_hidden_states=ctx, pooled_projections=pooled, timestep=t).sample
+        skipped = model(hidden_states=x, encoder_hidden_states=ctx, pooled_projections=pooled, timestep=t, skip_layers=[0]).sample
+        control = torch.randn(1, 2, 12, 16, generator=g)[0]  # one residual for both blocks (the last one takes none)
+        controlled = model(
+            hidden_states=x, encoder_hidden_states=ctx, pooled_projections=pooled, timestep=t, block_controlnet_hidden_states=[control]
+        ).sample
         bf16 = model.to(torch.bfloat16)
         b = lambda v: v.to(torch.bfloat16)
         bf16_sample = bf16(hidden_states=b(x), encoder_hidden_states=b(ctx), pooled_projections=b(pooled), timestep=t).sample.float()
     io.update({
         f"{name}.hidden_states": x, f"{name}.encoder_hidden_states": ctx, f"{name}.pooled_projections": pooled,
         f"{name}.timestep": t, f"{name}.sample": sample, f"{name}.bf16.sample": bf16_sample,
+        f"{name}.skip_layers_0.sample": skipped, f"{name}.controlnet.residual": control, f"{name}.controlnet.sample": controlled,
     })
 
 

@@ -43,6 +43,14 @@ export interface SD3TransformerCallOptions {
   pooledProjections: dt.Tensor;
   /** The denoising step of each sample: a [B] tensor, one number for every sample, or B numbers. */
   timestep: dt.Tensor | number | readonly number[];
+  /** Blocks not run (diffusers' skip_layers, SD3.5's skip-layer guidance). */
+  skipLayers?: readonly number[];
+  /**
+   * A ControlNet's residuals [B, image tokens, dim], added to the image stream after every
+   * block but the last (diffusers' block_controlnet_hidden_states): block i takes entry
+   * floor(i / (num_layers / entries)).
+   */
+  blockControlnetHiddenStates?: readonly dt.Tensor[];
 }
 
 const what = 'SD3Transformer2DModel';
@@ -95,17 +103,29 @@ export class SD3Transformer2DModel extends PreTrainedModel {
    * of patch_size): [B, out_channels, H, W], as diffusers' forward(...).sample.
    */
   forward(hiddenStates: dt.Tensor, options: SD3TransformerCallOptions): dt.Tensor {
-    const { latent, context, pooled, timestep } = this.checkInputs(hiddenStates, options);
+    const { latent, context, pooled, timestep, skip, controls } = this.checkInputs(hiddenStates, options);
     const { patchSize: p, outChannels } = this.config;
     const [batch, , height, width] = latent.shape as [number, number, number, number];
     // on a 'ulysses' mesh dim both token streams are split by tokens from here to proj_out
     let hidden = splitTokens(this.pos_embed.forward(latent));
     const temb = this.time_text_embed.forward(timestep, pooled);
     let text: dt.Tensor | undefined = splitTokens(this.context_embedder.forward(context));
-    for (const [i, block] of [...this.transformer_blocks].entries()) {
-      const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb); // each block's intermediates freed at its end
-      if (i > 0) dt.dispose([hidden, text]);
-      [text, hidden] = [nextText, nextHidden];
+    const made = new Set<dt.Tensor>(); // the blocks' outputs, freed once the next block has them
+    const replace = (next: dt.Tensor | undefined, old: dt.Tensor | undefined) => {
+      if (next !== old && old && made.has(old)) old.dispose();
+      if (next) made.add(next);
+      return next;
+    };
+    const blocks = [...this.transformer_blocks];
+    for (const [i, block] of blocks.entries()) {
+      if (!skip.has(i)) {
+        const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb); // each block's intermediates freed at its end
+        text = replace(nextText, text);
+        hidden = replace(nextHidden, hidden)!;
+      }
+      if (controls.length && !block.contextPreOnly) {
+        hidden = replace(hidden.add(controls[Math.floor(i / (blocks.length / controls.length))]!), hidden)!;
+      }
     }
     const out = gatherTokens(this.proj_out.forward(this.norm_out.forward(hidden, temb)));
     const [h, w] = [height / p, width / p];
@@ -140,7 +160,20 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     for (const [name, t] of [['hiddenStates', latent], ['encoderHiddenStates', context], ['pooledProjections', pooled]] as const) {
       if (!['float32', 'float16', 'bfloat16', 'float64'].includes(t.dtype)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${name} must be floating point, got ${t.describe()}`);
     }
-    return { latent, context, pooled, timestep: timestepTensor(o.timestep, batch, latent) };
+    const skipLayers = o.skipLayers ?? [];
+    if (!Array.isArray(skipLayers) || !skipLayers.every((i) => Number.isInteger(i) && i >= 0 && i < c.numLayers)) {
+      throw invalidParameter(`${what} skipLayers`, `an array of block indices in [0, ${c.numLayers})`, o.skipLayers);
+    }
+    const controls = o.blockControlnetHiddenStates ?? [];
+    if (!Array.isArray(controls)) throw invalidParameter(`${what} blockControlnetHiddenStates`, 'an array of Tensors', controls);
+    const tokens = (height / c.patchSize) * (width / c.patchSize);
+    for (const [i, t] of controls.entries()) {
+      const r = onMesh(`blockControlnetHiddenStates[${i}]`, t, mesh);
+      if (r.ndim !== 3 || r.shape[0] !== batch || r.shape[1] !== tokens || r.shape[2] !== c.innerDim) {
+        throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: blockControlnetHiddenStates[${i}] must be [${batch}, ${tokens}, ${c.innerDim}] (batch, image tokens, width), got ${r.describe()}`);
+      }
+    }
+    return { latent, context, pooled, timestep: timestepTensor(o.timestep, batch, latent), skip: new Set(skipLayers), controls: controls as dt.Tensor[] };
   }
 }
 
