@@ -1,10 +1,10 @@
 // FluxSingleTransformerBlock (single stream): the joint sequence (text first) through one
 // adaptive norm, attention and a tanh-GELU MLP side by side, their outputs concatenated into
-// proj_out, gated, added to the input.
+// proj_out (computed block by block: packedLinear), gated, added to the input.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
-import { catFeatures } from '../../parallel/gather_features.js';
+import { packedLinear } from '../../parallel/packed_rowwise.js';
 import { AdaLayerNormZeroSingle } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
@@ -29,7 +29,7 @@ export class FluxSingleTransformerBlock extends nn.Module {
     const [normed, gate] = this.norm.forward(joint, temb);
     const mlp = dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' });
     const [attnOut] = this.attn.forward(normed, undefined, rotary);
-    const out = joint.add(gate.unsqueeze(1).mul(this.proj_out.forward(catFeatures([attnOut, mlp], 2))));
+    const out = joint.add(gate.unsqueeze(1).mul(packedLinear(this.proj_out, [attnOut, mlp])));
     return out.dtype === 'float16' ? out.clamp(-65504, 65504) : out;
   }
 }

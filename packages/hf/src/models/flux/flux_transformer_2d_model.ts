@@ -29,7 +29,8 @@ export const fluxSequenceParallelPlan: SequenceParallelPlan = {
 /**
  * Heads and MLP features over 'tp' (diffusers' _tp_plan): q/k/v and MLP-in colwise, the output
  * projections rowwise (one all-reduce each). The single blocks' proj_out, whose input joins the
- * attention's and the MLP's split features, stays whole: its input is gathered first.
+ * attention's and the MLP's split features, keeps its whole weight; each device multiplies its
+ * features by their columns and the sums are reduced once (packedLinear).
  */
 export const fluxTpPlan: TpPlan = {
   'transformer_blocks.*.attn.to_q': 'colwise',

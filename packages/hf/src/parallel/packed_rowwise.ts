@@ -1,0 +1,24 @@
+// A linear layer over concatenated inputs, computed as the sum of each part's product with its
+// own block of input columns (diffusers' PackedRowwiseParallel for Flux's single blocks, whose
+// proj_out takes the attention's output and the MLP's side by side). On one device it is the
+// same product without the concatenated copy; under 'tp' each part arrives split by features
+// (from colwise layers), meets the matching columns of the whole weight (sliced locally), and the
+// partial sums are reduced once, where torch.cat of the split parts would have to gather them.
+import * as dt from '@dtorch/api';
+import type * as nn from '@dtorch/nn';
+
+/** linear.forward(cat(parts, -1)), as Σ parts[i] · weight[:, block i]ᵀ, reduced, plus the bias. */
+export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt.Tensor {
+  return dt.tidy(() => {
+    let offset = 0;
+    let sum: dt.Tensor | undefined;
+    for (const part of parts) {
+      const width = part.shape.at(-1)!;
+      const product = dt.F.linear(part, linear.weight.narrow(1, offset, width));
+      sum = sum ? sum.add(product) : product;
+      offset += width;
+    }
+    const whole = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
+    return linear.bias ? whole.add(linear.bias) : whole;
+  });
+}
