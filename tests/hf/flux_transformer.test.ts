@@ -11,6 +11,7 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(folder('flux-io.safetensors'));
@@ -32,15 +33,24 @@ const models = [
   { name: 'flux-schnell', guidance: false },
 ];
 
-const meshes = [
-  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
-  { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']) },
-  { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']) },
-  { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']) },
-  { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']) },
-  { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']) },
-  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
+interface MeshCase {
+  name: string;
+  make: () => dt.DeviceMesh;
+  skip: string | false;
+}
+
+const meshes: MeshCase[] = [
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]), skip: false },
+  { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), skip: false },
+  { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']), skip: false },
+  { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']), skip: false },
+  { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']), skip: false },
+  { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']), skip: false },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), skip: false },
+  { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
+  { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2) },
 ];
+const cudaMeshes = meshes.filter((m) => m.name.startsWith('cuda'));
 
 function inputs(name: string, guidance: boolean, mesh: dt.DeviceMesh) {
   const t = (key: string) => fixtureTensor(io, `${name}.${key}`, { mesh });
@@ -82,8 +92,8 @@ describe('FluxTransformer2DConfig', () => {
   });
 });
 
-describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ make }) => {
-  it.each(models)('$name', async ({ name, guidance }) => {
+describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ make, skip }) => {
+  it.skipIf(skip).each(models)('$name', async ({ name, guidance }) => {
     const before = dt.memory().numTensors;
     const mesh = make();
     const model = await hf.FluxTransformer2DModel.fromPretrained(folder(name), { mesh, subfolder: 'transformer' });
@@ -105,10 +115,10 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
   });
 });
 
-describe.each([meshes[0]!, meshes[1]!])('FluxTransformer2DModel in bfloat16 on $name', ({ make }) => {
+describe.each([meshes[0]!, meshes[1]!, ...cudaMeshes])('FluxTransformer2DModel in bfloat16 on $name', ({ make, skip }) => {
   // loaded as bfloat16 from the float32 checkpoint, inputs (but the ids) in bfloat16, as diffusers
   // run in bfloat16 (rotary tables float32, attention inputs rotated in float32 and cast back)
-  it.each(models)('$name within 1e-2 of diffusers in bfloat16', async ({ name, guidance }) => {
+  it.skipIf(skip).each(models)('$name within 1e-2 of diffusers in bfloat16', async ({ name, guidance }) => {
     const mesh = make();
     const model = await hf.FluxTransformer2DModel.fromPretrained(folder(name), { mesh, subfolder: 'transformer', dtype: 'bfloat16' });
     expect(model.x_embedder.weight.dtype).toBe('bfloat16');
