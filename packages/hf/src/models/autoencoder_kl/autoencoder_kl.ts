@@ -121,9 +121,10 @@ export class AutoencoderKL extends PreTrainedModel {
   /** images → decode(the posterior's mode, or a sample from `seed` with samplePosterior), as diffusers' forward. */
   forward(images: dt.Tensor, options?: { samplePosterior?: boolean; seed?: number }): dt.Tensor {
     const o = checkKnownOptions<{ samplePosterior: boolean; seed: number }>('AutoencoderKL options', options, ['samplePosterior', 'seed']);
+    const sampled = o.samplePosterior === undefined ? false : checkBoolean('AutoencoderKL samplePosterior', o.samplePosterior);
     return dt.tidy(() => {
       const posterior = this.encode(images);
-      return this.decode(o.samplePosterior ? posterior.sample(o.seed) : posterior.mode());
+      return this.decode(sampled ? posterior.sample(o.seed) : posterior.mode());
     });
   }
 
