@@ -5,6 +5,7 @@
 // tp=2 (heads and feed-forward features split), ulysses=2 (tokens split; 5 text tokens, so
 // unevenly), dp=2 x ulysses=2 and tp=2 x ulysses=2; in bfloat16 within 3e-2 of diffusers run
 // in bfloat16; with skipLayers and ControlNet residuals too. Bad inputs throw DTorchErrors at the call.
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -112,6 +113,17 @@ describe('SD3Transformer2DModel', () => {
     expect(Math.max(...a.map((v, i) => Math.abs(v - b[i]!)))).toBeLessThan(1e-6);
     built.dispose();
     loaded.dispose();
+  });
+
+  // the released checkpoints' configs give diffusers' state-dict keys and shapes, key for key
+  // (built without values: nothing is allocated)
+  const released = JSON.parse(readFileSync(folder('sd3_state_dict_shapes.json'), 'utf8')) as Record<string, { config: Record<string, number>; keys: Record<string, number[]> }>;
+  it.each(Object.keys(released))('has the keys and shapes of diffusers for the %s config', (name) => {
+    const { config, keys } = released[name]!;
+    const model = hf.nn.skipInit(() => new hf.SD3Transformer2DModel(hf.SD3Transformer2DConfig.fromDict(config), { mesh: new dt.DeviceMesh('cpu', [0]) }));
+    const ours = Object.fromEntries([...model.namedParameters(), ...model.namedBuffers()].map(([k, t]) => [k, [...t.shape]]));
+    expect(ours).toEqual(keys);
+    model.dispose();
   });
 
   it('reads diffusers config keys and defaults', () => {

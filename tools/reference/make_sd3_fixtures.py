@@ -15,9 +15,13 @@ io, for each <name>: "<name>.hidden_states" [2, 4, 8, 6] (a latent smaller than 
   "<name>.skip_layers_0.sample": with skip_layers [0] (SD3.5's skip-layer guidance);
   "<name>.controlnet.residual" [2, 12, 16] and "<name>.controlnet.sample": with it as the one
   block_controlnet_hidden_states entry (added after every block but the context_pre_only last).
+tests/fixtures/hf/models/sd3_state_dict_shapes.json: for the configs of the released checkpoints
+(sd3-medium, sd3.5-medium, sd3.5-large, as their transformer/config.json give them), the config and
+every state-dict key with its shape (built on the meta device: no weights).
 Weights are diffusers' initialisation from a fixed seed; norm weights and biases perturbed so a
 wrong one shows. pos_embed.pos_embed is diffusers' own buffer (persistent: it is in the file).
 """
+import json
 import pathlib
 import shutil
 
@@ -76,7 +80,35 @@ def run(name, kwargs, seed, io):
     })
 
 
+RELEASED = {
+    "sd3-medium": dict(
+        sample_size=128, patch_size=2, in_channels=16, num_layers=24, attention_head_dim=64, num_attention_heads=24,
+        joint_attention_dim=4096, caption_projection_dim=1536, pooled_projection_dim=2048, out_channels=16, pos_embed_max_size=192,
+    ),
+    "sd3.5-medium": dict(
+        sample_size=128, patch_size=2, in_channels=16, num_layers=24, attention_head_dim=64, num_attention_heads=24,
+        joint_attention_dim=4096, caption_projection_dim=1536, pooled_projection_dim=2048, out_channels=16, pos_embed_max_size=384,
+        qk_norm="rms_norm", dual_attention_layers=list(range(13)),
+    ),
+    "sd3.5-large": dict(
+        sample_size=128, patch_size=2, in_channels=16, num_layers=38, attention_head_dim=64, num_attention_heads=38,
+        joint_attention_dim=4096, caption_projection_dim=2432, pooled_projection_dim=2048, out_channels=16, pos_embed_max_size=192,
+        qk_norm="rms_norm",
+    ),
+}
+
+
+def state_dict_shapes():
+    shapes = {}
+    for name, kwargs in RELEASED.items():
+        with torch.device("meta"):
+            model = SD3Transformer2DModel(**kwargs)
+        shapes[name] = {"config": kwargs, "keys": {k: list(v.shape) for k, v in model.state_dict().items()}}
+    (out / "sd3_state_dict_shapes.json").write_text(json.dumps(shapes, separators=(",", ":")))
+
+
 def main():
+    state_dict_shapes()
     io = {}
     for i, (name, kwargs) in enumerate(CASES.items()):
         run(name, kwargs, 10 + i, io)
