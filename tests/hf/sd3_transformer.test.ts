@@ -4,8 +4,8 @@
 // SD3 and SD3.5 (qk rms norm, dual attention) style, on one CPU device, dp=2 (the batch split),
 // tp=2 (heads and feed-forward features split), ulysses=2 (tokens split; 5 text tokens, so
 // unevenly), dp=2 x ulysses=2 and tp=2 x ulysses=2; in bfloat16 within 3e-2 of diffusers run
-// in bfloat16; with skipLayers and ControlNet residuals too. On CUDA (when present) within 5e-3
-// (TF32 convolutions). Bad inputs throw DTorchErrors at the call.
+// in bfloat16; with skipLayers and ControlNet residuals too; also on CUDA meshes where present.
+// Bad inputs throw DTorchErrors at the call.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -65,13 +65,11 @@ const meshes = [
   { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']) },
   // heads split over both dims: the sd3.5 fixture has 4 heads (sd3-medium's 2 cannot split in 4)
   { name: 'tp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ulysses']), only: 'sd3.5' },
-  // float32 convolutions on CUDA run in TF32 (cuDNN's default in LibTorch, as in PyTorch): the
-  // patch embedding rounds its inputs to 10-bit mantissas, hence the wider tolerance there
-  { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1), tolerance: 5e-3 },
-  { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2), tolerance: 5e-3 },
+  { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
+  { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2) },
 ];
 
-describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make, only, skip, tolerance = 1e-4 }) => {
+describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make, only, skip }) => {
   it.skipIf(skip ?? false).each(models.filter((m) => !only || m === only))('%s', async (name) => {
     const before = dt.memory().numTensors;
     const mesh = make();
@@ -80,12 +78,12 @@ describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ nam
     const x = inputs(name, mesh);
     const sample = model.call(x.hiddenStates, x.options);
     if (meshName.startsWith('dp')) expect(sample.placements.map(String)[0], 'the batch stays split').toBe('S(0)');
-    await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), tolerance, `${name} sample`);
+    await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), 1e-4, `${name} sample`);
     const skipped = model.call(x.hiddenStates, { ...x.options, skipLayers: [0] });
-    await expectClose(skipped, fixtureTensor(io, `${name}.skip_layers_0.sample`, { mesh }), tolerance, `${name} skip_layers [0]`);
+    await expectClose(skipped, fixtureTensor(io, `${name}.skip_layers_0.sample`, { mesh }), 1e-4, `${name} skip_layers [0]`);
     const residual = dt.tidy(() => fixtureTensor(io, `${name}.controlnet.residual`, { mesh }).redistribute(hf.batchPlacements(mesh)));
     const controlled = model.call(x.hiddenStates, { ...x.options, blockControlnetHiddenStates: [residual] });
-    await expectClose(controlled, fixtureTensor(io, `${name}.controlnet.sample`, { mesh }), tolerance, `${name} controlnet`);
+    await expectClose(controlled, fixtureTensor(io, `${name}.controlnet.sample`, { mesh }), 1e-4, `${name} controlnet`);
     dt.dispose([sample, skipped, residual, controlled]);
     disposeInputs(x);
     model.dispose();
