@@ -84,7 +84,14 @@ void reshapeRows(const InferContext& ctx, SignatureRows& rows) {
   const Shape b = reshapeTarget(ctx);
   partialRows(1, rows);
   if (ctx.inputs[0]->numel() == 0) return;
-  const int64_t meshSize = ctx.meshes.get(ctx.inputs[0]->meshId).size();
+  // how many pieces each input dim is cut into: the product of the mesh dims that shard it (a
+  // merge or split keeps a shard only where its pieces divide the outer size evenly)
+  const DeviceMesh& mesh = ctx.meshes.get(ctx.inputs[0]->meshId);
+  std::vector<int64_t> pieces(a.size(), 1);
+  const Placements& placements = ctx.inputs[0]->placements;
+  for (size_t d = 0; d < placements.size(); ++d) {
+    if (placements[d].isShard() && placements[d].dim >= 0 && placements[d].dim < static_cast<int32_t>(a.size())) pieces[placements[d].dim] *= mesh.shape[d];
+  }
   std::vector<int64_t> ai, bi;
   for (int64_t i = 0; i < static_cast<int64_t>(a.size()); ++i) {
     if (a[i] != 1) ai.push_back(i);
@@ -102,8 +109,8 @@ void reshapeRows(const InferContext& ctx, SignatureRows& rows) {
       else return;
     }
     const bool oneToOne = x - x0 == 1 && y - y0 == 1;
-    const bool merge = x - x0 > 1 && y - y0 == 1 && a[ai[x0]] % meshSize == 0;
-    const bool split = x - x0 == 1 && y - y0 > 1 && b[bi[y0]] % meshSize == 0;
+    const bool merge = x - x0 > 1 && y - y0 == 1 && a[ai[x0]] % pieces[ai[x0]] == 0;
+    const bool split = x - x0 == 1 && y - y0 > 1 && b[bi[y0]] % pieces[ai[x0]] == 0;
     if (oneToOne || merge || split) {
       rows.push_back(row({Placement::shard(static_cast<int32_t>(ai[x0]))}, Placement::shard(static_cast<int32_t>(bi[y0]))));
     }
