@@ -3,9 +3,9 @@
 // code stays single-device code. Attention (dt.F.sdpa) sees q, k and v split by tokens on those
 // dims and runs Ulysses or ring attention; everything else acts token by token.
 //
-// A joint sequence (Flux's text tokens, then image tokens) is joined piece by piece: each part
-// cut into as many rows as the mesh has devices, row j of the joint sequence is row j of the
-// text then row j of the image, so each device keeps its own tokens and no others. That is a permutation of the single-device order,
+// A joint sequence (Flux's text tokens, then image tokens) is joined piece by piece: on N
+// sequence pieces, piece r of the joint sequence is piece r of the text then piece r of the
+// image, so each device keeps its own tokens and no others. That is a permutation of the single-device order,
 // the same for queries, keys, values and their rotary tables; attention does not depend on the
 // order of its keys and gives each query its own row, so the parts split back out are equal to
 // a single device's. With one piece (any other mesh) joining is torch.cat.
@@ -45,8 +45,7 @@ export function sequencePieces(t: dt.Tensor, dim: number): number {
  * not split evenly over the sequence dims is a SHAPE_MISMATCH error naming `what`.
  */
 export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(what: string, plan: SequenceParallelPlan, mesh: dt.DeviceMesh, inputs: T): T {
-  // joined piece by piece in rows of 1 / mesh.size of each part (see joinSequence)
-  const pieces = mesh.shape.some((_, d) => isSequenceDim(mesh.dimNames?.[d])) ? mesh.size : 1;
+  const pieces = mesh.shape.reduce((n, size, d) => (isSequenceDim(mesh.dimNames?.[d]) ? n * size : n), 1);
   const placed: Record<string, dt.Tensor | undefined> = { ...inputs };
   for (const [name, t] of Object.entries(inputs)) {
     if (!t) continue;
@@ -56,7 +55,7 @@ export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(wha
     if (sequenceDim !== undefined && t.shape[sequenceDim]! % pieces !== 0) {
       throw new DTorchError(
         ErrorCode.ShapeMismatch,
-        `${what}: ${name} has ${t.shape[sequenceDim]} tokens, which do not split evenly over the ${pieces} devices of a mesh with sequence-parallel dims; use a token count divisible by ${pieces}`,
+        `${what}: ${name} has ${t.shape[sequenceDim]} tokens, which do not split evenly over the mesh's sequence-parallel dims (${pieces} pieces); use a token count divisible by ${pieces}`,
       );
     }
     placed[name] = t.redistribute(inputPlacements(mesh, sequenceDim, batchFirst));
@@ -64,9 +63,8 @@ export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(wha
   return placed as T;
 }
 
-// The rows a joined dim is cut into: as many as the mesh has devices (the reshape rules split a
-// sharded dim into rows only by a multiple of the mesh size), so each device's piece is whole rows.
-const rowsOf = (t: dt.Tensor) => t.mesh.size;
+// The rows a joined dim is cut into: one per sequence piece, so each device's piece is one row.
+const rowsOf = (t: dt.Tensor, dim: number) => sequencePieces(t, dim);
 
 // t with `dim` cut into [rows, length / rows]
 const byRows = (t: dt.Tensor, dim: number, rows: number) => t.reshape([...t.shape.slice(0, dim), rows, t.shape[dim]! / rows, ...t.shape.slice(dim + 1)]);
@@ -75,14 +73,14 @@ const merged = (t: dt.Tensor, dim: number) => t.reshape([...t.shape.slice(0, dim
 /** `parts` joined along `dim` piece by piece (torch.cat on one piece); the parts must be split alike. */
 export function joinSequence(parts: readonly dt.Tensor[], dim: number): dt.Tensor {
   if (sequencePieces(parts[0]!, dim) === 1) return dt.cat(parts, dim);
-  const rows = rowsOf(parts[0]!);
+  const rows = rowsOf(parts[0]!, dim);
   return dt.tidy(() => merged(dt.cat(parts.map((p) => byRows(p, dim, rows)), dim + 1), dim));
 }
 
 /** The inverse of joinSequence: `t` split along `dim` into parts of `sizes` (their totals, as on one device). */
 export function splitSequence(t: dt.Tensor, sizes: readonly number[], dim: number): dt.Tensor[] {
   if (sequencePieces(t, dim) === 1) return t.split(sizes, dim);
-  const rows = rowsOf(t);
+  const rows = rowsOf(t, dim);
   return dt.tidy(() =>
     byRows(t, dim, rows)
       .split(sizes.map((s) => s / rows), dim + 1)
