@@ -107,8 +107,15 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
       const q = model.transformer_blocks.at(0).attn.to_q;
       expect(q.weight.placements.map(String), 'q is split by heads over tp').toContain('S(0)');
     }
+    // the tokens stay split through every block: the last single block's attention sees its share
+    const seen: string[][] = [];
+    const toQ = model.single_transformer_blocks.at(-1).attn.to_q;
+    const forward = toQ.forward.bind(toQ);
+    toQ.forward = (x: dt.Tensor) => (seen.push(x.placements.map(String)), forward(x));
     const { hidden, options } = inputs(name, guidance, mesh);
     const sample = model.call(hidden, options);
+    const sequenceDims = (mesh.dimNames ?? []).flatMap((n, d) => (n === 'ulysses' || n === 'ring' ? [d] : []));
+    for (const d of sequenceDims) expect(seen[0]![d], 'joint tokens split on the sequence-parallel dims').toBe('S(1)');
     const error = await relativeError(sample, fixtureTensor(io, `${name}.sample`, { mesh }));
     if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} on ${mesh}: ${error.toExponential(2)}`);
     expect(error).toBeLessThanOrEqual(1e-4);
