@@ -7,6 +7,7 @@
 // on 2x2 dp x ulysses, dp x tp and tp x ulysses, and on CUDA where present (an H200: 8.2e-6).
 // Loaded as bfloat16, within 1e-2 of diffusers in bfloat16 (4.1e-3 here, 6.1e-3 on the H200).
 // Bad input is a DTorchError at the call.
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -93,6 +94,23 @@ describe('FluxTransformer2DConfig', () => {
     expect(bad({ guidance_embeds: 'yes' })).toThrow(/"guidance_embeds" must be a boolean/);
     expect(bad({ num_attention_heads: 0 })).toThrow(/"num_attention_heads" must be a positive integer/);
     expect(bad({ num_layers: 1.5 })).toThrow(dt.DTorchError);
+  });
+});
+
+describe('FluxTransformer2DModel for the released configs', () => {
+  // FLUX.1-dev's and -schnell's configs give diffusers' state-dict keys and shapes, key for key
+  // (built without values: nothing is allocated)
+  const released = JSON.parse(readFileSync(folder('flux_state_dict_shapes.json'), 'utf8')) as { config: hf.JsonObject; keys: Record<string, number[]>; schnell_lacks: string[] };
+  it.each([
+    { name: 'FLUX.1-dev', guidance: true },
+    { name: 'FLUX.1-schnell', guidance: false },
+  ])('$name has the keys and shapes of diffusers', ({ guidance }) => {
+    const config = hf.FluxTransformer2DConfig.fromDict({ ...released.config, guidance_embeds: guidance });
+    const model = hf.nn.skipInit(() => new hf.FluxTransformer2DModel(config, { mesh: new dt.DeviceMesh('cpu', [0]) }));
+    const ours = Object.fromEntries([...model.namedParameters(), ...model.namedBuffers()].map(([k, t]) => [k, [...t.shape]]));
+    const want = Object.fromEntries(Object.entries(released.keys).filter(([k]) => guidance || !released.schnell_lacks.includes(k)));
+    expect(ours).toEqual(want);
+    model.dispose();
   });
 });
 

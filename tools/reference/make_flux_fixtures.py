@@ -16,7 +16,11 @@ and image tokens shows), and the output "<name>.sample" [2, 16, 16]; "<name>.bf1
 inputs (but the ids) in bfloat16, as the Flux pipeline runs; all stored as float32. Weights are
 diffusers' own initialisation from a fixed seed; norm weights and biases perturbed so that a
 wrong one shows.
+tests/fixtures/hf/models/flux_state_dict_shapes.json: FLUX.1-dev's config (diffusers' defaults with
+guidance_embeds true) and every state-dict key with its shape, built on the meta device (no
+weights), and the keys FLUX.1-schnell's (guidance_embeds false) lacks beside them.
 """
+import json
 import pathlib
 import shutil
 
@@ -83,8 +87,24 @@ def run(name, guidance_embeds, seed, io):
     io[f"{name}.sample"] = sample
 
 
+def state_dict_shapes():
+    with torch.device("meta"):
+        dev = FluxTransformer2DModel(guidance_embeds=True)
+        schnell = FluxTransformer2DModel(guidance_embeds=False)
+    keys = {k: list(v.shape) for k, v in dev.state_dict().items()}
+    schnell_keys = {k: list(v.shape) for k, v in schnell.state_dict().items()}
+    assert all(keys[k] == v for k, v in schnell_keys.items())
+    shapes = {
+        "config": {k: v for k, v in dev.config.items() if not k.startswith("_")},
+        "keys": keys,
+        "schnell_lacks": sorted(set(keys) - set(schnell_keys)),
+    }
+    (out / "flux_state_dict_shapes.json").write_text(json.dumps(shapes, separators=(",", ":")))
+
+
 def main():
     out.mkdir(parents=True, exist_ok=True)
+    state_dict_shapes()
     io = {}
     run("flux-dev", True, 11, io)
     run("flux-schnell", False, 12, io)
