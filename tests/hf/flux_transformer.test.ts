@@ -204,6 +204,10 @@ describe('FluxTransformer2DModel bad input', () => {
     const elsewhere = dt.zeros([2, 16, 16], { mesh: other });
     expect(bad(dev, elsewhere, options)).toThrow(/is on .* but the model on/);
     expect(bad(dev, hidden, noGuidance)).toThrow(dt.DTorchError);
+    // diffusers' deprecated [1, length, axes] ids give the same sample
+    const [plain, batched] = dt.tidy(() => [dev.call(hidden, options), dev.call(hidden, { ...options, imgIds: options.imgIds.unsqueeze(0), txtIds: options.txtIds.unsqueeze(0) })]);
+    expect([...(await batched.data())]).toEqual([...(await plain.data())]);
+    dt.dispose([plain, batched]);
     // tokens that do not split over the sequence-parallel dims
     const ulysses = new dt.DeviceMesh('cpu', [0, 1], ['ulysses']);
     const split = await hf.FluxTransformer2DModel.fromPretrained(folder('flux-schnell'), { mesh: ulysses, subfolder: 'transformer' });

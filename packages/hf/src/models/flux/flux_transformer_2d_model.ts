@@ -9,7 +9,7 @@
 // ('dp'): the batch split.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkOptions, invalidParameter, log } from '@dtorch/common';
 import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
@@ -60,7 +60,7 @@ export interface FluxTransformerCallOptions {
   timestep: dt.Tensor | number;
   /** Guidance scale [batch] (or one number), for models with guidance_embeds (FLUX.1-dev) only; also multiplied by 1000. */
   guidance?: dt.Tensor | number;
-  /** Position ids of the image tokens [imageLength, axes]. */
+  /** Position ids of the image tokens [imageLength, axes] (diffusers' deprecated [1, imageLength, axes] too). */
   imgIds: dt.Tensor;
   /** Position ids of the text tokens [textLength, axes] (zeros in the Flux pipeline). */
   txtIds: dt.Tensor;
@@ -158,8 +158,16 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     }
     const guidance = o.guidance === undefined ? undefined : perRow('guidance', o.guidance);
     const axes = c.axesDimsRope.length;
-    const imgIds = tensor('imgIds', o.imgIds, [imageLength, axes]);
-    const txtIds = tensor('txtIds', o.txtIds, [textLength, axes]);
+    // diffusers still takes the older [1, length, axes] ids, with a deprecation warning
+    const ids = (name: string, value: unknown, length: number) => {
+      if (value instanceof dt.Tensor && value.ndim === 3 && value.shape[0] === 1) {
+        log.warn(`${what}: ${name} [1, length, axes] is deprecated (as in diffusers); pass [length, axes]`);
+        return tensor(name, value, [1, length, axes]).squeeze(0);
+      }
+      return tensor(name, value, [length, axes]);
+    };
+    const imgIds = ids('imgIds', o.imgIds, imageLength);
+    const txtIds = ids('txtIds', o.txtIds, textLength);
     return { hiddenStates: hidden, encoderHiddenStates: context, pooledProjections: pooled, timestep, guidance, imgIds, txtIds };
   }
 }
