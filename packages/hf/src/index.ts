@@ -1,17 +1,46 @@
 // @dtorch/hf: HuggingFace models on DTorch (`import * as hf from '@dtorch/hf'`): configs read
 // from config.json, fromPretrained from a local folder or the hub (through the HF cache), the
-// T5 and CLIP text encoders with transformers' keys and outputs, on any mesh, and their
-// tokenizers (HF's Rust tokenizers: Python's ids).
-export { ConfigReader, readJsonFile, type Json, type JsonObject } from './configs/config_file.js';
-export { PretrainedConfig } from './configs/pretrained_config.js';
-export { T5Config } from './configs/t5_config.js';
-export { CLIPTextConfig } from './configs/clip_text_config.js';
-export { PreTrainedModel, type ModelOptions, type PretrainedModelClass } from './loading/pretrained_model.js';
-export { type FromPretrainedOptions, type SourceOptions } from './loading/options.js';
-export { AutoTokenizer, PreTrainedTokenizer, type BatchEncoding, type DecodeOptions, type EncodeOptions } from './tokenizers/index.js';
-export { applyTpPlan, checkTpDivides, type TpPlan, type TpStyle } from './parallel/tp_plan.js';
-export { batchPlacements, batchInput } from './parallel/batch.js';
-export { T5EncoderModel, T5Stack, t5TpPlan, type T5EncoderOutput } from './models/t5/t5_encoder_model.js';
+// T5 and CLIP text encoders with transformers' keys and outputs, their tokenizers (HF's Rust
+// tokenizers: Python's ids), and the diffusion models with diffusers' keys and outputs (SD3 and
+// Flux transformers, AutoencoderKL, the flow-matching scheduler), on any mesh.
+export {
+  ConfigReader,
+  readJsonFile,
+  type Json,
+  type JsonObject,
+} from "./configs/config_file.js";
+export { PretrainedConfig } from "./configs/pretrained_config.js";
+export { T5Config } from "./configs/t5_config.js";
+export { CLIPTextConfig } from "./configs/clip_text_config.js";
+export {
+  PreTrainedModel,
+  type ModelOptions,
+  type PretrainedModelClass,
+} from "./loading/pretrained_model.js";
+export {
+  type FromPretrainedOptions,
+  type SourceOptions,
+} from "./loading/options.js";
+export {
+  AutoTokenizer,
+  PreTrainedTokenizer,
+  type BatchEncoding,
+  type DecodeOptions,
+  type EncodeOptions,
+} from "./tokenizers/index.js";
+export {
+  applyTpPlan,
+  checkTpDivides,
+  type TpPlan,
+  type TpStyle,
+} from "./parallel/tp_plan.js";
+export { batchPlacements, batchInput } from "./parallel/batch.js";
+export {
+  T5EncoderModel,
+  T5Stack,
+  t5TpPlan,
+  type T5EncoderOutput,
+} from "./models/t5/t5_encoder_model.js";
 export {
   CLIPTextModel,
   CLIPTextModelWithProjection,
@@ -20,5 +49,44 @@ export {
   type CLIPTextCallOptions,
   type CLIPTextOutput,
   type CLIPTextWithProjectionOutput,
-} from './models/clip/clip_text_model.js';
-export * as nn from '@dtorch/nn';
+} from "./models/clip/clip_text_model.js";
+export { AutoencoderKLConfig } from "./configs/autoencoder_kl_config.js";
+export {
+  AutoencoderKL,
+  type AutoencoderKLTilingOptions,
+} from "./models/autoencoder_kl/autoencoder_kl.js";
+export { type DiagonalGaussianDistribution } from "./models/autoencoder_kl/diagonal_gaussian.js";
+export {
+  SD3Transformer2DConfig,
+  type SD3QkNorm,
+} from "./configs/sd3_transformer_config.js";
+export {
+  SD3Transformer2DModel,
+  sd3TpPlan,
+  type SD3TransformerCallOptions,
+} from "./models/sd3/sd3_transformer_2d_model.js";
+export {
+  FlowMatchEulerDiscreteScheduler,
+  FlowMatchEulerDiscreteConfig,
+  calculateShift,
+  type FlowMatchEulerDiscreteSchedulerOutput,
+  type SchedulerStepOptions,
+  type SetTimestepsOptions,
+  type TimeShiftType,
+} from "./schedulers/index.js";
+export { FluxTransformer2DConfig } from "./configs/flux_transformer_config.js";
+export {
+  FluxTransformer2DModel,
+  fluxSequenceParallelPlan,
+  fluxTpPlan,
+  type FluxTransformerCallOptions,
+} from "./models/flux/flux_transformer_2d_model.js";
+export {
+  joinSequence,
+  splitSequence,
+  gatherSequence,
+  placeInputs,
+  sequencePieces,
+  type SequenceParallelPlan,
+} from "./parallel/sequence_parallel.js";
+export * as nn from "@dtorch/nn";
