@@ -4,11 +4,10 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
-import { AdaLayerNormZero } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormZero, modulate } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
 const clampFloat16 = (x: dt.Tensor) => (x.dtype === 'float16' ? x.clamp(-65504, 65504) : x);
-const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor) => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
 
 export class FluxTransformerBlock extends nn.Module {
   norm1: AdaLayerNormZero;

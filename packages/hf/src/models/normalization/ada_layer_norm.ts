@@ -3,12 +3,14 @@
 //   AdaLayerNormZero        6 chunks: shift, scale, gate (attention) and shift, scale, gate (MLP)
 //   AdaLayerNormZeroSingle  3 chunks: shift, scale, gate
 //   AdaLayerNormContinuous  2 chunks: scale, shift (in that order), the norm at the model's end
-// x [B, S, D] and emb [B, C]; the chunks broadcast over the sequence.
+// x [B, S, D] and emb [B, C]; the chunks broadcast over the sequence. Flux and SD3 use them
+// (SD3.5's 9-chunk SD35AdaLayerNormZeroX is in ../sd3/).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
-const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor) => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+/** x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. */
+export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
 
 /** diffusers' AdaLayerNormZero (no class-label embedding): norm(x) modulated, and the four other chunks. */
 export class AdaLayerNormZero extends nn.Module {

@@ -91,30 +91,3 @@ export class SD3Attention extends nn.Module {
 // [B, heads, N, headDim] back to [B, N, heads·headDim]
 const tokens = (t: dt.Tensor) => t.transpose(1, 2).reshape([t.shape[0]!, t.shape[2]!, -1]);
 
-/** diffusers' GELU(dim, inner, approximate="tanh"): its projection, then the tanh GELU. */
-export class GELUProjection extends nn.Module {
-  proj: nn.Linear;
-
-  constructor(dim: number, inner: number, options: Layout) {
-    super();
-    this.proj = new nn.Linear(dim, inner, options);
-  }
-
-  forward(x: dt.Tensor): dt.Tensor {
-    return dt.F.gelu(this.proj.forward(x), { approximate: 'tanh' });
-  }
-}
-
-/** diffusers' FeedForward(dim, activation_fn="gelu-approximate"): net.0 (proj + GELU), net.1 dropout, net.2. */
-export class FeedForward extends nn.Module {
-  net: nn.ModuleList;
-
-  constructor(dim: number, options: Layout) {
-    super();
-    this.net = new nn.ModuleList([new GELUProjection(dim, 4 * dim, options), new nn.Dropout(0), new nn.Linear(4 * dim, dim, options)]);
-  }
-
-  forward(x: dt.Tensor): dt.Tensor {
-    return (this.net.at(2) as nn.Linear).forward((this.net.at(0) as GELUProjection).forward(x));
-  }
-}

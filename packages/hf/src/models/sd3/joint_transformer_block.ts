@@ -7,8 +7,10 @@ import type * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
-import { FeedForward, SD3Attention } from './joint_attention.js';
-import { AdaLayerNormContinuous, AdaLayerNormZero, SD35AdaLayerNormZeroX, modulate } from './sd3_normalization.js';
+import { FeedForward } from '../attention/feed_forward.js';
+import { AdaLayerNormContinuous, AdaLayerNormZero, modulate } from '../normalization/ada_layer_norm.js';
+import { SD3Attention } from './joint_attention.js';
+import { SD35AdaLayerNormZeroX } from './sd35_ada_layer_norm_zero_x.js';
 
 type Layout = Required<ModelOptions>;
 
@@ -38,35 +40,32 @@ export class JointTransformerBlock extends nn.Module {
     this.contextPreOnly = o.contextPreOnly;
     const attention = { heads: o.heads, headDim: o.headDim, qkNorm: o.qkNorm };
     const plainNorm = () => new nn.LayerNorm(dim, { ...options, eps: 1e-6, elementwiseAffine: false });
+    const feedForward = () => new FeedForward(dim, { ...options, activationFn: 'gelu-approximate' });
     this.norm1 = o.dualAttention ? new SD35AdaLayerNormZeroX(dim, options) : new AdaLayerNormZero(dim, options);
-    this.norm1_context = o.contextPreOnly ? new AdaLayerNormContinuous(dim, dim, options) : new AdaLayerNormZero(dim, options);
+    this.norm1_context = o.contextPreOnly ? new AdaLayerNormContinuous(dim, dim, { ...options, elementwiseAffine: false, eps: 1e-6 }) : new AdaLayerNormZero(dim, options);
     this.attn = new SD3Attention(dim, { ...attention, joint: true, contextPreOnly: o.contextPreOnly }, options);
     this.attn2 = o.dualAttention ? new SD3Attention(dim, { ...attention, joint: false, contextPreOnly: false }, options) : undefined;
     this.norm2 = plainNorm();
-    this.ff = new FeedForward(dim, options);
+    this.ff = feedForward();
     this.norm2_context = o.contextPreOnly ? undefined : plainNorm();
-    this.ff_context = o.contextPreOnly ? undefined : new FeedForward(dim, options);
+    this.ff_context = o.contextPreOnly ? undefined : feedForward();
   }
 
   /** One step of both streams: [text, image] as diffusers returns them (text undefined after the last block). */
   forward(hidden: dt.Tensor, context: dt.Tensor, temb: dt.Tensor): [dt.Tensor | undefined, dt.Tensor] {
     // SD35AdaLayerNormZeroX also gives the second attention's input and gate
-    const image: ReturnType<AdaLayerNormZero['forward']> & { x2?: dt.Tensor; gateMsa2?: dt.Tensor } = this.norm1.forward(hidden, temb);
-    let text: ReturnType<AdaLayerNormZero['forward']> | undefined;
-    let normedText: dt.Tensor;
-    if (this.norm1_context instanceof AdaLayerNormZero) {
-      text = this.norm1_context.forward(context, temb);
-      normedText = text.x;
-    } else {
-      normedText = this.norm1_context.forward(context, temb);
-    }
-    const [attnOut, contextAttnOut] = this.attn.forward(image.x, normedText);
-    let h = gated(hidden, image.gateMsa, attnOut);
-    if (this.attn2 && image.x2 && image.gateMsa2) h = gated(h, image.gateMsa2, this.attn2.forward(image.x2)[0]);
-    h = gated(h, image.gateMlp, this.ff.forward(modulate(this.norm2.forward(h), image.shiftMlp, image.scaleMlp)));
+    const [normed, gateMsa, shiftMlp, scaleMlp, gateMlp, normed2, gateMsa2] = this.norm1.forward(hidden, temb) as [...ReturnType<AdaLayerNormZero['forward']>, dt.Tensor?, dt.Tensor?];
+    // the last block's text stream only feeds the attention (AdaLayerNormContinuous, no gates)
+    const text = this.norm1_context instanceof AdaLayerNormZero ? this.norm1_context.forward(context, temb) : undefined;
+    const normedText = text ? text[0] : (this.norm1_context as AdaLayerNormContinuous).forward(context, temb);
+    const [attnOut, contextAttnOut] = this.attn.forward(normed, normedText);
+    let h = gated(hidden, gateMsa, attnOut);
+    if (this.attn2 && normed2 && gateMsa2) h = gated(h, gateMsa2, this.attn2.forward(normed2)[0]);
+    h = gated(h, gateMlp, this.ff.forward(modulate(this.norm2.forward(h), shiftMlp, scaleMlp)));
     if (!text) return [undefined, h];
-    let c = gated(context, text.gateMsa, contextAttnOut!);
-    c = gated(c, text.gateMlp, this.ff_context!.forward(modulate(this.norm2_context!.forward(c), text.shiftMlp, text.scaleMlp)));
+    const [, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = text;
+    let c = gated(context, cGateMsa, contextAttnOut!);
+    c = gated(c, cGateMlp, this.ff_context!.forward(modulate(this.norm2_context!.forward(c), cShiftMlp, cScaleMlp)));
     return [c, h];
   }
 }

@@ -13,9 +13,10 @@ import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/
 import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
+import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { JointTransformerBlock } from './joint_transformer_block.js';
-import { CombinedTimestepTextProjEmbeddings, PatchEmbed } from './sd3_embeddings.js';
-import { AdaLayerNormContinuous } from './sd3_normalization.js';
+import { PatchEmbed } from './patch_embed.js';
 import { checkUlyssesDivides, gatherTokens, splitTokens } from './sd3_sequence_parallel.js';
 
 const attentionPlan = (prefix: string, joint: boolean): Record<string, 'colwise' | 'rowwise'> => ({
@@ -85,7 +86,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
       }, o),
     );
     this.transformer_blocks = new nn.ModuleList(blocks);
-    this.norm_out = new AdaLayerNormContinuous(dim, dim, o);
+    this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
     this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
     applyTpPlan(this, o.mesh, sd3TpPlan);
   }

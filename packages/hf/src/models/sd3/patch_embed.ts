@@ -1,6 +1,7 @@
-// SD3's input embeddings, as diffusers names them: the patch embedding with the 2-D sincos
-// position embedding cropped from a pos_embed_max_size grid (PatchEmbed), and the conditioning
-// vector from the timestep and the pooled text embedding (CombinedTimestepTextProjEmbeddings).
+// SD3's patch embedding, as diffusers' PatchEmbed: the latents cut into patches (proj) plus the
+// 2-D sincos position embedding cropped from the middle of a pos_embed_max_size grid. The
+// conditioning vector (CombinedTimestepTextProjEmbeddings) is shared with Flux, in
+// ../embeddings/combined_timestep_embeddings.ts.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode } from '@dtorch/common';
@@ -78,54 +79,5 @@ export class PatchEmbed extends nn.Module {
     const pos = this.croppedPosEmbed(h, w);
     const tokens = this.proj.forward(latent).flatten(2).transpose(1, 2);
     return tokens.add(pos).to(tokens.dtype);
-  }
-}
-
-/**
- * Sinusoidal timestep features [B, channels] as diffusers' Timesteps(channels, flip_sin_to_cos=True,
- * downscale_freq_shift=0): [cos, sin] of t · exp(-ln(10000) · i / (channels / 2)), in float32.
- */
-export function timestepFeatures(timestep: dt.Tensor, channels: number): dt.Tensor {
-  const half = Math.floor(channels / 2);
-  const exponent = dt.arange(half, undefined, 1, { mesh: timestep.mesh, dtype: 'float32' }).mul(-Math.log(10000)).div(half);
-  const args = timestep.to('float32').unsqueeze(1).mul(exponent.exp().unsqueeze(0));
-  const features = dt.cat([args.cos(), args.sin()], -1);
-  return channels % 2 === 1 ? dt.pad(features, [0, 1]) : features;
-}
-
-/** TimestepEmbedding: linear_1, SiLU, linear_2. */
-export class TimestepEmbedding extends nn.Module {
-  linear_1: nn.Linear;
-  linear_2: nn.Linear;
-
-  constructor(inChannels: number, dim: number, options: Layout) {
-    super();
-    this.linear_1 = new nn.Linear(inChannels, dim, options);
-    this.linear_2 = new nn.Linear(dim, dim, options);
-  }
-
-  forward(x: dt.Tensor): dt.Tensor {
-    return this.linear_2.forward(dt.F.silu(this.linear_1.forward(x)));
-  }
-}
-
-/** PixArtAlphaTextProjection with act_fn "silu": linear_1, SiLU, linear_2. */
-export class TextProjection extends TimestepEmbedding {}
-
-/** CombinedTimestepTextProjEmbeddings: the timestep's embedding plus the pooled text's. */
-export class CombinedTimestepTextProjEmbeddings extends nn.Module {
-  static readonly timestepChannels = 256;
-  timestep_embedder: TimestepEmbedding;
-  text_embedder: TextProjection;
-
-  constructor(dim: number, pooledProjectionDim: number, options: Layout) {
-    super();
-    this.timestep_embedder = new TimestepEmbedding(CombinedTimestepTextProjEmbeddings.timestepChannels, dim, options);
-    this.text_embedder = new TextProjection(pooledProjectionDim, dim, options);
-  }
-
-  forward(timestep: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
-    const features = timestepFeatures(timestep, CombinedTimestepTextProjEmbeddings.timestepChannels).to(pooledProjection.dtype);
-    return this.timestep_embedder.forward(features).add(this.text_embedder.forward(pooledProjection));
   }
 }
