@@ -9,6 +9,9 @@
 // the same for queries, keys, values and their rotary tables; attention does not depend on the
 // order of its keys and gives each query its own row, so the parts split back out are equal to
 // a single device's. With one piece (any other mesh) joining is torch.cat.
+//
+// SD3 joins its streams inside attention instead, trading tokens for heads over 'ulysses'
+// (ulysses_heads.ts: uneven token counts, no ring); both gather their output with gatherSequence.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 

@@ -7,7 +7,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
-import { headsToTokens, tokensToHeads } from './sd3_sequence_parallel.js';
+import { headsToTokens, tokensToHeads } from '../../parallel/ulysses_heads.js';
 
 type Layout = Required<ModelOptions>;
 

@@ -6,18 +6,19 @@
 // (time_text_embed) that modulates every block; joint blocks attend over cat(image, text);
 // norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
 // Parallel: 'dp' splits the batch (inputs made with batchPlacements), 'tp' splits heads and
-// feed-forward features (sd3TpPlan), 'ulysses' splits the tokens (sd3_sequence_parallel.ts).
+// feed-forward features (sd3TpPlan), 'ulysses' splits the tokens (parallel/ulysses_heads.ts).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
 import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import { gatherSequence } from '../../parallel/sequence_parallel.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { checkUlyssesDivides, splitTokens } from '../../parallel/ulysses_heads.js';
 import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
 import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { JointTransformerBlock } from './joint_transformer_block.js';
 import { PatchEmbed } from './patch_embed.js';
-import { checkUlyssesDivides, gatherTokens, splitTokens } from './sd3_sequence_parallel.js';
 
 const attentionPlan = (prefix: string, joint: boolean): Record<string, 'colwise' | 'rowwise'> => ({
   [`${prefix}.to_q`]: 'colwise',
@@ -128,7 +129,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
         hidden = replace(hidden.add(controls[Math.floor(i / (blocks.length / controls.length))]!), hidden)!;
       }
     }
-    const out = gatherTokens(this.proj_out.forward(this.norm_out.forward(hidden, temb)));
+    const out = gatherSequence(this.proj_out.forward(this.norm_out.forward(hidden, temb)));
     const [h, w] = [height / p, width / p];
     return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
   }

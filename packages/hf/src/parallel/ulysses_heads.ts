@@ -1,9 +1,12 @@
-// Ulysses sequence parallelism for SD3, as data-driven as the model allows: on a mesh with a dim
-// named 'ulysses', the image and text token streams are split by tokens over it after their
-// embeddings (every layer but attention acts token by token), and joint attention trades each
-// stream's token block for a block of heads (one all-to-all per q, k and v of each stream), joins
-// the streams whole on its heads, attends, and trades back. Token counts need not divide the
-// mesh dim (SD3's 333 text tokens): uneven splits follow torch.chunk sizes. Heads must divide.
+// Ulysses by explicit head trading, for attention that joins token streams itself (SD3's joint
+// attention over cat(image, text)): on a mesh with a dim named 'ulysses', the streams are split
+// by tokens over it after their embeddings (every layer but attention acts token by token), and
+// the attention trades each stream's token block for a block of heads (one all-to-all per q, k
+// and v of each stream), joins the streams whole on its heads, attends, and trades back. Token
+// counts need not divide the mesh dim (SD3's 333 text tokens): uneven splits follow torch.chunk
+// sizes. Heads must divide. Only 'ulysses' (not 'ring'). The output is gathered with
+// gatherSequence (sequence_parallel.ts), which also holds the plan-driven scheme (Flux: streams
+// joined piece by piece, sdpa running Ulysses or ring itself; token counts must divide).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
@@ -18,12 +21,6 @@ const withPlacement = (t: dt.Tensor, meshDim: number, p: dt.Placement) => t.redi
 export function splitTokens(t: dt.Tensor): dt.Tensor {
   const u = ulyssesDim(t.mesh);
   return u < 0 || t.placements[u]!.isShard(1) ? t : withPlacement(t, u, dt.Shard(1));
-}
-
-/** Tokens whole again on 'ulysses' (the model's output). */
-export function gatherTokens(t: dt.Tensor): dt.Tensor {
-  const u = ulyssesDim(t.mesh);
-  return u < 0 || t.placements[u]!.isReplicate() ? t : withPlacement(t, u, dt.Replicate());
 }
 
 /** [B, H, N, E] split by tokens (dim 2) over 'ulysses' to split by heads (dim 1); others as they are. */
