@@ -5,7 +5,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { packedLinear } from '../../parallel/packed_rowwise.js';
-import { AdaLayerNormZeroSingle } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormZeroSingle, gated } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
 export class FluxSingleTransformerBlock extends nn.Module {
@@ -29,7 +29,7 @@ export class FluxSingleTransformerBlock extends nn.Module {
     const [normed, gate] = this.norm.forward(joint, temb);
     const mlp = dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' });
     const [attnOut] = this.attn.forward(normed, undefined, rotary);
-    const out = joint.add(gate.unsqueeze(1).mul(packedLinear(this.proj_out, [attnOut, mlp])));
+    const out = gated(joint, gate, packedLinear(this.proj_out, [attnOut, mlp]));
     return out.dtype === 'float16' ? out.clamp(-65504, 65504) : out;
   }
 }

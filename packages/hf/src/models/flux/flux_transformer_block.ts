@@ -4,7 +4,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
-import { AdaLayerNormZero, modulate } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormZero, gated, modulate } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
 const clampFloat16 = (x: dt.Tensor) => (x.dtype === 'float16' ? x.clamp(-65504, 65504) : x);
@@ -37,13 +37,13 @@ export class FluxTransformerBlock extends nn.Module {
     const [normedContext, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = this.norm1_context.forward(encoderHidden, temb);
     const [attnOut, contextAttnOut] = this.attn.forward(normed, normedContext, rotary);
 
-    let h = hidden.add(gateMsa.unsqueeze(1).mul(attnOut));
+    let h = gated(hidden, gateMsa, attnOut);
     const ffOut = this.ff.forward(modulate(this.norm2.forward(h), shiftMlp, scaleMlp));
-    h = h.add(gateMlp.unsqueeze(1).mul(ffOut));
+    h = gated(h, gateMlp, ffOut);
 
-    let c = encoderHidden.add(cGateMsa.unsqueeze(1).mul(contextAttnOut!));
+    let c = gated(encoderHidden, cGateMsa, contextAttnOut!);
     const contextFfOut = this.ff_context.forward(modulate(this.norm2_context.forward(c), cShiftMlp, cScaleMlp));
-    c = clampFloat16(c.add(cGateMlp.unsqueeze(1).mul(contextFfOut)));
+    c = clampFloat16(gated(c, cGateMlp, contextFfOut));
     return [c, h];
   }
 }

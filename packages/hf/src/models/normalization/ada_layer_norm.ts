@@ -12,38 +12,53 @@ import type { ModelOptions } from '../../loading/pretrained_model.js';
 /** x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. */
 export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
 
-/** diffusers' AdaLayerNormZero (no class-label embedding): norm(x) modulated, and the four other chunks. */
-export class AdaLayerNormZero extends nn.Module {
+/** x + gate · y, the gate [B, D] over every token: the gated residual of the adaLN-Zero blocks. */
+export const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor): dt.Tensor => x.add(gate.unsqueeze(1).mul(y));
+
+/**
+ * What the adaLN-Zero norms share: `linear` from the conditioning (embeddingDim) to `chunks` ·
+ * embeddingDim, and the parameter-free LayerNorm (eps 1e-6). SD35AdaLayerNormZeroX extends it too.
+ */
+export abstract class AdaLayerNormChunks extends nn.Module {
   linear: nn.Linear;
   norm: nn.LayerNorm;
+  readonly #chunks: number;
 
-  constructor(embeddingDim: number, options: ModelOptions & { bias?: boolean } = {}) {
+  constructor(embeddingDim: number, chunks: number, options: ModelOptions & { bias?: boolean }) {
     super();
-    this.linear = new nn.Linear(embeddingDim, 6 * embeddingDim, options);
+    this.#chunks = chunks;
+    this.linear = new nn.Linear(embeddingDim, chunks * embeddingDim, options);
     this.norm = new nn.LayerNorm(embeddingDim, { mesh: options.mesh, dtype: options.dtype, elementwiseAffine: false, eps: 1e-6 });
+  }
+
+  /** linear(SiLU(emb)) cut into its chunks, each [B, embeddingDim]. */
+  protected chunks(emb: dt.Tensor): dt.Tensor[] {
+    return this.linear.forward(dt.F.silu(emb)).chunk(this.#chunks, 1);
+  }
+}
+
+/** diffusers' AdaLayerNormZero (no class-label embedding): norm(x) modulated, and the four other chunks. */
+export class AdaLayerNormZero extends AdaLayerNormChunks {
+  constructor(embeddingDim: number, options: ModelOptions & { bias?: boolean } = {}) {
+    super(embeddingDim, 6, options);
   }
 
   /** [norm(x) · (1 + scaleMsa) + shiftMsa, gateMsa, shiftMlp, scaleMlp, gateMlp]. */
   forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor] {
-    const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.linear.forward(dt.F.silu(emb)).chunk(6, 1) as [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor];
+    const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.chunks(emb) as [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor];
     return [modulate(this.norm.forward(x), shiftMsa, scaleMsa), gateMsa, shiftMlp, scaleMlp, gateMlp];
   }
 }
 
 /** diffusers' AdaLayerNormZeroSingle: norm(x) modulated, and the gate. */
-export class AdaLayerNormZeroSingle extends nn.Module {
-  linear: nn.Linear;
-  norm: nn.LayerNorm;
-
+export class AdaLayerNormZeroSingle extends AdaLayerNormChunks {
   constructor(embeddingDim: number, options: ModelOptions & { bias?: boolean } = {}) {
-    super();
-    this.linear = new nn.Linear(embeddingDim, 3 * embeddingDim, options);
-    this.norm = new nn.LayerNorm(embeddingDim, { mesh: options.mesh, dtype: options.dtype, elementwiseAffine: false, eps: 1e-6 });
+    super(embeddingDim, 3, options);
   }
 
   /** [norm(x) · (1 + scale) + shift, gate]. */
   forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor] {
-    const [shift, scale, gate] = this.linear.forward(dt.F.silu(emb)).chunk(3, 1) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    const [shift, scale, gate] = this.chunks(emb) as [dt.Tensor, dt.Tensor, dt.Tensor];
     return [modulate(this.norm.forward(x), shift, scale), gate];
   }
 }

@@ -8,7 +8,7 @@ import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
-import { AdaLayerNormContinuous, AdaLayerNormZero, modulate } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormContinuous, AdaLayerNormZero, gated, modulate } from '../normalization/ada_layer_norm.js';
 import { SD3Attention } from './joint_attention.js';
 import { SD35AdaLayerNormZeroX } from './sd35_ada_layer_norm_zero_x.js';
 
@@ -21,8 +21,6 @@ export interface JointBlockOptions {
   contextPreOnly: boolean;
   dualAttention: boolean;
 }
-
-const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor) => x.add(gate.unsqueeze(1).mul(y));
 
 export class JointTransformerBlock extends nn.Module {
   readonly contextPreOnly: boolean;
