@@ -3,6 +3,7 @@
 # the local node binary, the node_modules the tests and the native build need, and the built
 # TypeScript. The GPU machine has no Node.js, no npm and no registry.
 #   bash scripts/device/pack.sh      then run scripts/device/run.sh there with carry [".device"]
+#   DIFFUSERS_SRC=/work/diffusers-src/src bash scripts/device/pack.sh    packs diffusers' source too (BENCH=diffusion)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.device
@@ -21,5 +22,11 @@ tar -cJf "$out/node_modules.tar.xz" \
   --exclude='node_modules/tokenizers/tokenizers.linux-x64-musl*' \
   node_modules
 tar -cJf "$out/dist.tar.xz" packages/*/dist
+# diffusers' source for BENCH=diffusion (no diffusers wheel there), when DIFFUSERS_SRC names the
+# folder holding the diffusers package: DIFFUSERS_SRC=/work/diffusers-src/src bash scripts/device/pack.sh
+if [ -n "${DIFFUSERS_SRC:-}" ]; then
+  [ -f "$DIFFUSERS_SRC/diffusers/__init__.py" ] || { echo "pack.sh: no diffusers package under DIFFUSERS_SRC=$DIFFUSERS_SRC" >&2; exit 1; }
+  tar -cJf "$out/diffusers-src.tar.xz" --exclude='__pycache__' -C "$(dirname "$DIFFUSERS_SRC")" "$(basename "$DIFFUSERS_SRC")"
+fi
 du -sh "$out"/*
 echo "packed: $(du -sh "$out" | cut -f1) (the device tool carries at most 64 MiB with the working tree)"

@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -16,6 +16,14 @@ xz -dc .device/node.xz > /tmp/dtorch-bin/node && chmod +x /tmp/dtorch-bin/node
 export PATH=/tmp/dtorch-bin:$PATH
 tar -xJf .device/node_modules.tar.xz
 tar -xJf .device/dist.tar.xz
+# diffusers' source, for the diffusers side of BENCH=diffusion (the machine has no diffusers wheel):
+# .device/diffusers-src.tar.xz (pack.sh with DIFFUSERS_SRC set) unpacked to /tmp/diffusers-src;
+# DIFFUSERS_SRC names the folder holding the diffusers package
+if [ -f .device/diffusers-src.tar.xz ]; then
+  rm -rf /tmp/diffusers-src && mkdir -p /tmp/diffusers-src && tar -xJf .device/diffusers-src.tar.xz -C /tmp/diffusers-src
+  init=$(find /tmp/diffusers-src -maxdepth 4 -path '*/diffusers/__init__.py' | head -1)
+  [ -n "$init" ] && export DIFFUSERS_SRC=$(dirname "$(dirname "$init")") && echo "diffusers source: $DIFFUSERS_SRC"
+fi
 prefix=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.utils.cmake_prefix_path)))')
 version=$(python3 -c 'import torch; print(torch.__version__)')
 cuda=$(python3 -c 'import torch; print(str(torch.cuda.is_available()).lower())')
@@ -64,6 +72,13 @@ fi
 if bench hf && [ "$cuda" = true ]; then
   # T5-XXL, CLIP-L and CLIP-G text encoders beside transformers eager and compiled (HF_MODELS: a subset)
   DEVICE=cuda MODELS=${HF_MODELS:-t5-xxl,clip-l,clip-g} node bench/hf/text_encoders.mjs > "$OUT/hf-text-encoders-cuda.jsonl" 2>&1
+fi
+if bench diffusion && [ "$cuda" = true ]; then
+  # FLUX.1-dev's and SD3-medium's transformers (one step) and the SD3/Flux VAE decode beside
+  # diffusers eager and compiled (DIFFUSION_MODELS: a subset; COMPILE, BUDGET_S, ITERS pass through)
+  if [ -z "${DIFFUSERS_SRC:-}" ]; then echo "BENCH=diffusion: no diffusers source (.device/diffusers-src.tar.xz); the diffusers side will fail"; fi
+  DEVICE=cuda MODELS=${DIFFUSION_MODELS:-flux-dev,sd3-medium,vae-decode} node bench/hf/diffusion_models.mjs > "$OUT/hf-diffusion-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"done":true' -e '"error"' "$OUT/hf-diffusion-cuda.jsonl" | cut -c1-900
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
 # the device tool brings back a limited number of files: the logs travel as one archive

@@ -1,0 +1,338 @@
+#!/usr/bin/env node
+// bench/hf: one denoising step of FLUX.1-dev's transformer (1024x1024: 4,096 image + 512 text
+// tokens, batch 1), one of SD3-medium's (128x128 latents, 333 text tokens, batch 2 for
+// classifier-free guidance) and a decode of SD3's / Flux's VAE ([1, 16, 128, 128] latents to
+// 1024x1024), at full size with random weights, DTorch's @dtorch/hf models beside diffusers' own
+// classes (diffusion_models.py: eager, and under torch.compile where cheap enough) in one run.
+// Sizes: bench/hf/models.json (the hub configs; SIZE=tiny: their tiny configs, for a CPU check).
+// Weights: nn.skipInit, then values made on the device itself (a hash of each element's index,
+// scaled as PyTorch's default init; no download, no host-side random draws). Per model and side:
+//   latency_ms    one step, waited for: the best of ITERS after WARMUP (median_ms beside it)
+//   pipelined_ms  ITERS steps queued back to back, per step
+//   peak_gib      the allocator's peak over the timed steps, weights included
+//                 (dt.cuda.memoryStats / torch.cuda.max_memory_allocated); held_gib before them
+//                 (weights and inputs), peak_above_held_gib the difference (the activations)
+//   gpu_busy_ms   from a kernel trace of one step, taken after the timings; gpu_idle_share =
+//                 1 - busy / latency
+// Each model's sides run in processes of their own, one after another (GPU memory is free again
+// before the next side builds its model, and no profiler has run before a timing): diffusers
+// (eager, then compiled), then DTorch; at the end one process runs diffusers eager again for all
+// of them where BUDGET_S leaves time, and diffusers' better eager figure counts. A summary line
+// per model gives the ratios and whether the issue's targets (models.json "target") are met.
+//   DEVICE=cuda node bench/hf/diffusion_models.mjs
+//   DEVICE=cpu SIZE=tiny node bench/hf/diffusion_models.mjs
+// Env: MODELS (flux-dev,sd3-medium,vae-decode), ITERS (10), WARMUP (3), COMPILE (default: each
+// model's compile.default on cuda, SD3 and the VAE; 0; 1; or a list of model names),
+// COMPILE_MODE (torch.compile mode, default), TRACE (1), AGAIN (1: diffusers eager again after
+// DTorch), BUDGET_S (360: a step still running then is stopped, later ones skipped),
+// DIFFUSERS_SRC (the folder holding the `diffusers` package, put on PYTHONPATH; else the first of
+// /tmp/diffusers-src/src, /tmp/diffusers-src, /work/diffusers-src/src that holds it), PYTHON.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import * as nn from '@dtorch/nn';
+
+const self = fileURLToPath(import.meta.url);
+const here = dirname(self);
+const root = join(here, '..', '..');
+const device = process.env.DEVICE ?? 'cuda';
+const size = process.env.SIZE ?? 'full';
+const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
+const models = (process.env.MODELS ?? 'flux-dev,sd3-medium,vae-decode').split(',').filter(Boolean);
+const iters = Number(process.env.ITERS ?? 10);
+const warmup = Number(process.env.WARMUP ?? 3);
+const compileEnv = process.env.COMPILE ?? (device === 'cuda' ? 'default' : '0');
+const compileMode = process.env.COMPILE_MODE ?? 'default';
+const traceOn = (process.env.TRACE ?? '1') !== '0';
+const again = (process.env.AGAIN ?? '1') !== '0';
+const budgetS = Number(process.env.BUDGET_S ?? 360);
+const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
+const GIB = 1024 ** 3;
+const bench = 'hf_diffusion';
+dt.setCaptureStacks(false); // as under NODE_ENV=production
+
+const classes = {
+  FluxTransformer2DModel: [hf.FluxTransformer2DConfig, hf.FluxTransformer2DModel],
+  SD3Transformer2DModel: [hf.SD3Transformer2DConfig, hf.SD3Transformer2DModel],
+  AutoencoderKL: [hf.AutoencoderKLConfig, hf.AutoencoderKL],
+};
+
+// The spec's config and input sizes, with the tiny ones over them for SIZE=tiny.
+function specFor(name) {
+  const spec = specs[name];
+  if (!spec?.class || !classes[spec.class]) throw new Error(`diffusion_models: no diffusion model "${name}" in models.json`);
+  const tiny = size === 'tiny' ? spec.tiny : { config: {}, inputs: {} };
+  return { spec, config: { ...spec.config, ...tiny.config }, inputs: { ...spec.inputs, ...tiny.inputs } };
+}
+
+// Values in [-0.5, 0.5) from each element's index, made on the tensor's own device. The index is
+// split in two (rows x a run of trailing dims of at most 16,384 elements) so that both parts
+// stay exact in float32 however large the tensor.
+function noise(shape, mesh, seed) {
+  return dt.tidy(() => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    let cols = shape.length ? shape[shape.length - 1] : 1;
+    for (let d = shape.length - 2; d >= 0 && cols * shape[d] <= 16384; d--) cols *= shape[d];
+    const rows = n / cols;
+    const r = dt.arange(rows, undefined, 1, { mesh, dtype: 'float32' }).reshape([rows, 1]);
+    const c = dt.arange(cols, undefined, 1, { mesh, dtype: 'float32' }).reshape([1, cols]);
+    const h = r.mul(12.9898).add(c.mul(78.233)).add((seed % 1000) * 0.7071).sin().mul(43758.5453);
+    return h.sub(h.floor()).sub(0.5).reshape(shape);
+  });
+}
+
+// Weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch's default init of Linear and
+// Conv2d (what diffusers' models start from), norm weights near 1 and norm biases near 0, buffers
+// (SD3's position table) in [-1, 1).
+function fillRandom(model) {
+  const params = [...model.namedParameters()];
+  const shapes = new Map(params.map(([k, p]) => [k, p.shape]));
+  let seed = 0;
+  for (const [key, t] of [...params, ...model.namedBuffers()]) {
+    const weight = shapes.get(key.replace(/bias$/, 'weight'));
+    const fanIn = weight && weight.length >= 2 ? weight.slice(1).reduce((a, b) => a * b, 1) : 0;
+    const isParam = shapes.has(key);
+    const [scale, offset] = !isParam ? [2, 0] : fanIn ? [2 / Math.sqrt(fanIn), 0] : key.endsWith('weight') ? [0.1, 1] : [0.1, 0];
+    const value = dt.tidy(() => noise(t.shape, t.mesh, ++seed).mul(scale).add(offset).to(t.dtype));
+    model.setTensor(key, value);
+  }
+}
+
+// The model of `name` on one device with random weights, its step and the output's expected shape.
+function build(name) {
+  const { spec, config, inputs } = specFor(name);
+  const [Config, Model] = classes[spec.class];
+  const mesh = new dt.DeviceMesh(device, [0]);
+  const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
+  fillRandom(model);
+  const { batch: b, height: h, width: w } = inputs;
+  const r = (shape, seed) => dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype));
+  const f32 = { mesh, dtype: 'float32' };
+  let call, want, held;
+  if (spec.class === 'FluxTransformer2DModel') {
+    const t = inputs.text_tokens;
+    const ids = new Float32Array(h * w * 3);
+    for (let i = 0; i < h * w; i++) [ids[3 * i + 1], ids[3 * i + 2]] = [Math.floor(i / w), i % w];
+    const options = {
+      encoderHiddenStates: r([b, t, config.joint_attention_dim], 2),
+      pooledProjections: r([b, config.pooled_projection_dim], 3),
+      timestep: dt.full([b], inputs.timestep, f32),
+      ...(config.guidance_embeds ? { guidance: dt.full([b], inputs.guidance, f32) } : {}),
+      imgIds: dt.fromBuffer(new Uint8Array(ids.buffer), 'float32', [h * w, 3], { mesh }),
+      txtIds: dt.zeros([t, 3], f32),
+    };
+    const x = r([b, h * w, config.in_channels], 1);
+    call = () => model.call(x, options);
+    want = [b, h * w, config.in_channels];
+    held = [x, ...Object.values(options)];
+  } else if (spec.class === 'SD3Transformer2DModel') {
+    const options = {
+      encoderHiddenStates: r([b, inputs.text_tokens, config.joint_attention_dim], 2),
+      pooledProjections: r([b, config.pooled_projection_dim], 3),
+      timestep: dt.full([b], inputs.timestep, f32),
+    };
+    const x = r([b, config.in_channels, h, w], 1);
+    call = () => model.call(x, options);
+    want = [b, config.out_channels, h, w];
+    held = [x, ...Object.values(options)];
+  } else {
+    const z = r([b, config.latent_channels, h, w], 1);
+    const scale = 2 ** (config.block_out_channels.length - 1);
+    call = () => model.decode(z);
+    want = [b, config.out_channels ?? 3, h * scale, w * scale];
+    held = [z];
+  }
+  const once = async () => {
+    const out = call();
+    await dt.sync();
+    dt.dispose(out);
+  };
+  const release = async () => {
+    dt.dispose(held);
+    model.dispose();
+    await dt.sync();
+  };
+  return { call, once, release, want };
+}
+
+// DTorch's side of one model (run in a worker process of its own).
+async function measure(name) {
+  const start = process.hrtime.bigint();
+  const ms = (since) => Number(process.hrtime.bigint() - since) / 1e6;
+  const { call, once, release, want } = build(name);
+  await dt.sync();
+  const buildS = ms(start) / 1000;
+  const warm = process.hrtime.bigint();
+  for (let i = 0; i < warmup; i++) await once(); // kernels, allocator
+  const warmupS = ms(warm) / 1000;
+  const cuda = device === 'cuda';
+  const held = cuda ? dt.cuda.memoryStats(0).allocatedBytes : null;
+  if (cuda) dt.cuda.resetPeakMemoryStats(0);
+  const times = [];
+  for (let i = 0; i < iters; i++) {
+    const t0 = process.hrtime.bigint();
+    await once();
+    times.push(ms(t0));
+  }
+  const peak = cuda ? dt.cuda.memoryStats(0).peakAllocatedBytes : null;
+  const p0 = process.hrtime.bigint();
+  let previous;
+  for (let i = 0; i < iters; i++) {
+    const out = call();
+    await null; // ends the JS task: the segment goes to the controller before its output is released
+    dt.dispose(previous);
+    previous = out;
+  }
+  await dt.sync();
+  dt.dispose(previous);
+  const pipelined = ms(p0) / iters;
+  // after every timing: a profiler that has run leaves the process slower to launch kernels
+  let busy = null;
+  let top = null;
+  if (cuda && traceOn) {
+    const t = await dt.cuda.traceKernels(once, { top: 5 });
+    busy = t.devices.find((d) => d.device === 0) ?? null;
+    top = t.top.map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) }));
+  }
+  const out = call();
+  const [maxAbs, meanAbs] = await Promise.all(dt.tidy(() => [out.to('float32').abs().max(), out.to('float32').abs().mean()]).map(async (x) => {
+    const v = await x.item();
+    x.dispose();
+    return v;
+  }));
+  const shape = [...out.shape];
+  dt.dispose(out);
+  await release();
+  const sorted = [...times].sort((a, b) => a - b);
+  const latency = sorted[0];
+  return {
+    bench, side: 'dtorch', model: name, device, dtype, size, iters, warmup,
+    latency_ms: +latency.toFixed(3), median_ms: +sorted[Math.floor(sorted.length / 2)].toFixed(3), pipelined_ms: +pipelined.toFixed(3),
+    peak_gib: peak === null ? null : +(peak / GIB).toFixed(3), held_gib: held === null ? null : +(held / GIB).toFixed(3),
+    peak_above_held_gib: peak === null ? null : +((peak - held) / GIB).toFixed(3),
+    warmup_s: +warmupS.toFixed(1), build_s: +buildS.toFixed(1),
+    gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null,
+    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, top_kernels: top,
+    shape, shape_ok: shape.length === want.length && shape.every((s, i) => s === want[i]), finite: Number.isFinite(maxAbs), checksum: meanAbs,
+  };
+}
+
+// ---- the run: every side of every model in a process of its own ------------------------------
+
+function compileFor(name) {
+  if (compileEnv === 'default') return specs[name].compile?.default ? '1' : '0';
+  if (compileEnv === '0' || compileEnv === '1') return compileEnv;
+  return compileEnv.split(',').includes(name) ? '1' : '0';
+}
+
+function diffusersSrc() {
+  const given = process.env.DIFFUSERS_SRC;
+  if (given) return given;
+  return ['/tmp/diffusers-src/src', '/tmp/diffusers-src', '/work/diffusers-src/src'].find((d) => existsSync(join(d, 'diffusers', '__init__.py'))) ?? null;
+}
+
+const started = Date.now();
+const left = () => budgetS - (Date.now() - started) / 1000;
+
+// A child process's JSON lines; a line with the error when it failed or ran past the budget.
+function child(command, args, env, what) {
+  const timeout = Math.max(1, left()) * 1000;
+  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env }, timeout, killSignal: 'SIGKILL' });
+  const lines = [];
+  for (const line of (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))) {
+    // diffusers' kernel traces come after all its timings: merged into the timing lines
+    const timed = line.trace && lines.find((l) => l.model === line.model && l.side === line.side && l.pass === line.pass);
+    if (timed) Object.assign(timed, { gpu_busy_ms: line.gpu_busy_ms, gpu_events: line.gpu_events, gpu_idle_share: line.gpu_idle_share });
+    else lines.push(line);
+  }
+  if (r.status !== 0 && !lines.some((l) => l.error)) {
+    const why = r.error ? String(r.error.message) : r.signal ? `killed by ${r.signal} (BUDGET_S ${budgetS} reached?)` : `exit ${r.status}`;
+    lines.push({ bench, ...what, device, size, error: `${why}: ${(r.stderr ?? '').trim().split('\n').slice(-4).join(' | ').slice(0, 600)}` });
+  }
+  return lines;
+}
+
+function diffusers(names, pass, compile) {
+  const python = process.env.PYTHON ?? (existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3');
+  const src = diffusersSrc();
+  const env = { PYTHONUNBUFFERED: '1', ...(src ? { DIFFUSERS_SRC: src, PYTHONPATH: [src, process.env.PYTHONPATH].filter(Boolean).join(':') } : {}) };
+  const args = ['-W', 'ignore', join(here, 'diffusion_models.py'), '--models', names, '--device', device, '--dtype', dtype, '--size', size,
+    '--iters', String(iters), '--warmup', String(warmup), '--compile', compile, '--compile-mode', compileMode, '--trace', traceOn && pass === 'before' ? '1' : '0', '--pass', pass];
+  return child(python, args, env, { side: 'diffusers', model: names, pass });
+}
+
+function dtorch(name) {
+  return child(process.execPath, [self], { DIFFUSION_WORKER: name }, { side: 'dtorch', model: name });
+}
+
+async function main() {
+  const lines = [];
+  const emit = (ls) => {
+    for (const l of ls) {
+      lines.push(l);
+      console.log(JSON.stringify(l));
+    }
+  };
+  const skipped = (what) => emit([{ bench, ...what, device, size, skipped: `BUDGET_S ${budgetS} reached` }]);
+  for (const name of models) specFor(name); // unknown names fail before anything runs
+  // the order of importance: diffusers then DTorch for each model, then diffusers eager again
+  for (const name of models) {
+    if (left() > 20) emit(diffusers(name, 'before', compileFor(name)));
+    else skipped({ side: 'diffusers', model: name, pass: 'before' });
+    if (left() > 10) emit(dtorch(name));
+    else skipped({ side: 'dtorch', model: name });
+  }
+  // one process for all of them (eager only, no profiler: nothing slows the later timings)
+  if (again && left() > 30) emit(diffusers(models.join(','), 'after', '0'));
+  else if (again) for (const name of models) skipped({ side: 'diffusers', model: name, pass: 'after' });
+  for (const name of models) emit([summary(name, lines)]);
+  console.log(JSON.stringify({ bench, done: true, device, size, models, wall_s: +((Date.now() - started) / 1000).toFixed(1) }));
+}
+
+function summary(name, lines) {
+  const { spec } = specFor(name);
+  const ok = (l) => l.model === name && l.latency_ms !== undefined;
+  const ours = lines.find((l) => ok(l) && l.side === 'dtorch');
+  const eagers = lines.filter((l) => ok(l) && l.side === 'diffusers_eager');
+  const eager = [...eagers].sort((a, b) => a.latency_ms - b.latency_ms)[0];
+  const compiled = lines.find((l) => ok(l) && l.side === 'diffusers_compiled');
+  const ratio = (a, b) => (a != null && b ? +(a / b).toFixed(3) : null);
+  const full = size === 'full' && device === 'cuda';
+  const target = full ? (spec.target ?? {}) : {};
+  const msMet = ours && target.ms != null ? ours.latency_ms <= target.ms : null;
+  const peakMet = ours?.peak_gib != null && target.peak_gib != null ? ours.peak_gib <= target.peak_gib : null;
+  const issue = spec.issue ?? {};
+  return {
+    bench, summary: true, model: name, device, dtype, size,
+    dtorch_ms: ours?.latency_ms ?? null, dtorch_median_ms: ours?.median_ms ?? null, dtorch_pipelined_ms: ours?.pipelined_ms ?? null, dtorch_peak_gib: ours?.peak_gib ?? null,
+    diffusers_eager_ms: eager?.latency_ms ?? null, diffusers_eager_runs_ms: eagers.map((e) => e.latency_ms), diffusers_eager_peak_gib: eager?.peak_gib ?? null,
+    diffusers_compiled_ms: compiled?.latency_ms ?? null, diffusers_compiled_peak_gib: compiled?.peak_gib ?? null, diffusers_compile_s: compiled?.warmup_s ?? null,
+    ratio_vs_eager: ratio(ours?.latency_ms, eager?.latency_ms), ratio_vs_compiled: ratio(ours?.latency_ms, compiled?.latency_ms),
+    peak_ratio_vs_eager: ratio(ours?.peak_gib, eager?.peak_gib),
+    dtorch_peak_above_held_gib: ours?.peak_above_held_gib ?? null, diffusers_eager_peak_above_held_gib: eager?.peak_above_held_gib ?? null,
+    target_ms: target.ms ?? null, target_peak_gib: target.peak_gib ?? null, target_ms_met: msMet, target_peak_met: peakMet,
+    target_met: msMet === null ? null : msMet && peakMet !== false,
+    issue_diffusers_eager_ms: issue.diffusers_eager_ms ?? null, issue_diffusers_compiled_ms: issue.diffusers_compiled_ms ?? null,
+    ratio_vs_issue_compiled: full ? ratio(ours?.latency_ms, issue.diffusers_compiled_ms) : null,
+    shapes_ok: [ours, eager, compiled].filter(Boolean).every((l) => l.shape_ok), finite: [ours, eager, compiled].filter(Boolean).every((l) => l.finite),
+    dtorch_gpu_busy_ms: ours?.gpu_busy_ms ?? null, dtorch_gpu_idle_share: ours?.gpu_idle_share ?? null,
+    diffusers_eager_gpu_busy_ms: eagers.find((e) => e.gpu_busy_ms != null)?.gpu_busy_ms ?? null,
+    diffusers_compiled_gpu_busy_ms: compiled?.gpu_busy_ms ?? null,
+    errors: lines.filter((l) => String(l.model).split(',').includes(name) && (l.error || l.skipped)).map((l) => `${l.side}${l.pass ? ` ${l.pass}` : ''}: ${l.error ?? l.skipped}`),
+  };
+}
+
+if (process.env.DIFFUSION_WORKER) {
+  const name = process.env.DIFFUSION_WORKER;
+  try {
+    console.log(JSON.stringify(await measure(name)));
+  } catch (err) {
+    console.log(JSON.stringify({ bench, side: 'dtorch', model: name, device, dtype, size, error: String(err?.message ?? err).slice(0, 400) }));
+    process.exitCode = 1;
+  }
+} else {
+  await main();
+}
