@@ -7,6 +7,7 @@
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/group_norm.h"
 #include "external/cuda/rms_norm.h"
 
 namespace dtorch::core {
@@ -200,7 +201,8 @@ void runGroupNorm(KernelContext& ctx) {
   std::optional<at::Tensor> weight, bias;
   if (ctx.attr(1) != 0) weight = ctx.input(next++);
   if (ctx.attr(2) != 0) bias = ctx.input(next++);
-  ctx.outputs.push_back(at::group_norm(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3)));
+  std::optional<at::Tensor> fast = external::cuda::groupNormLongRows(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3));
+  ctx.outputs.push_back(fast ? std::move(*fast) : at::group_norm(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3)));
 }
 
 // ---- embedding(ids, weight[V, D]) ------------------------------------------------------------
