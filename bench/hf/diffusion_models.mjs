@@ -239,7 +239,7 @@ const left = () => budgetS - (Date.now() - started) / 1000;
 
 // A child process's JSON lines; a line with the error when it failed or ran past the budget.
 function child(command, args, env, what) {
-  const timeout = Math.max(1, left()) * 1000;
+  const timeout = Math.round(Math.max(1, left()) * 1000); // spawnSync takes whole milliseconds only
   const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env }, timeout, killSignal: 'SIGKILL' });
   const lines = [];
   for (const line of (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))) {
