@@ -12,29 +12,12 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { expectClose, relativeError } from './expect_close.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(folder('autoencoder_kl_io.safetensors'));
 const reference = (name: string, mesh?: dt.DeviceMesh) => fixtureTensor(io, name, mesh ? { mesh } : {});
-
-async function relativeError(got: dt.Tensor, want: dt.Tensor): Promise<number> {
-  expect(got.shape).toEqual(want.shape);
-  const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
-  let [worst, scale] = [0, 0];
-  w.forEach((v, i) => {
-    worst = Math.max(worst, Math.abs(v - g[i]!));
-    scale = Math.max(scale, Math.abs(v));
-  });
-  return worst / scale;
-}
-
-async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, what: string): Promise<void> {
-  const error = await relativeError(got, want);
-  want.dispose();
-  if (process.env.DTORCH_PRINT_ERRORS) console.log(`${what}: ${error.toExponential(2)}`);
-  expect(error, `${what}: largest error relative to the largest value`).toBeLessThanOrEqual(tolerance);
-}
 
 const devices = [
   { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]), skip: false as const },

@@ -14,22 +14,11 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { expectClose } from './expect_close.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(folder('flux-io.safetensors'));
-
-async function relativeError(got: dt.Tensor, want: dt.Tensor): Promise<number> {
-  expect(got.shape).toEqual(want.shape);
-  const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
-  want.dispose();
-  let [worst, scale] = [0, 0];
-  w.forEach((v, i) => {
-    worst = Math.max(worst, Math.abs(v - g[i]!));
-    scale = Math.max(scale, Math.abs(v));
-  });
-  return worst / scale;
-}
 
 const models = [
   { name: 'flux-dev', guidance: true },
@@ -134,9 +123,7 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
     const sample = model.call(hidden, options);
     const sequenceDims = (mesh.dimNames ?? []).flatMap((n, d) => (n === 'ulysses' || n === 'ring' ? [d] : []));
     for (const d of sequenceDims) expect(seen[0]![d], 'joint tokens split on the sequence-parallel dims').toBe('S(1)');
-    const error = await relativeError(sample, fixtureTensor(io, `${name}.sample`, { mesh }));
-    if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} on ${mesh}: ${error.toExponential(2)}`);
-    expect(error).toBeLessThanOrEqual(1e-4);
+    await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), 1e-4, `${name} on ${mesh}`);
     for (const x of [sample, hidden, ...Object.values(options)]) (x as dt.Tensor).dispose();
     model.dispose();
     await dt.sync();
@@ -157,9 +144,7 @@ describe.each([meshes[0]!, meshes[1]!, ...cudaMeshes])('FluxTransformer2DModel i
     if (!guidance) delete bf16Options.guidance;
     const sample = model.call(b(hidden)!, bf16Options);
     expect(sample.dtype).toBe('bfloat16');
-    const error = await relativeError(sample.to('float32'), fixtureTensor(io, `${name}.bf16.sample`, { mesh }));
-    if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} bf16 on ${mesh}: ${error.toExponential(2)}`);
-    expect(error).toBeLessThanOrEqual(1e-2);
+    await expectClose(sample, fixtureTensor(io, `${name}.bf16.sample`, { mesh }), 1e-2, `${name} bf16 on ${mesh}`);
     dt.dispose([sample, hidden, options, bf16Options] as unknown as dt.Tensor[]);
     model.dispose();
   });

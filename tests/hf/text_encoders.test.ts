@@ -10,26 +10,13 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { expectClose } from './expect_close.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(`${folder('io.safetensors')}`);
 
 const reference = (name: string, mesh: dt.DeviceMesh) => fixtureTensor(io, name, { mesh });
-
-async function expectClose(got: dt.Tensor, want: dt.Tensor, tolerance: number, what: string): Promise<void> {
-  expect(got.shape, what).toEqual(want.shape);
-  const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
-  want.dispose();
-  let [worst, scale] = [0, 0];
-  w.forEach((v, i) => {
-    worst = Math.max(worst, Math.abs(v - g[i]!));
-    scale = Math.max(scale, Math.abs(v));
-  });
-  expect(Number.isFinite(worst), `${what}: finite`).toBe(true);
-  if (process.env.DTORCH_PRINT_ERRORS) console.log(`${what}: ${(worst / scale).toExponential(2)}`);
-  expect(worst / scale, `${what}: largest error relative to the largest value`).toBeLessThanOrEqual(tolerance);
-}
 
 interface MeshCase {
   name: string;
