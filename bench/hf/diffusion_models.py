@@ -32,24 +32,11 @@ if src and src not in sys.path:
     sys.path.insert(0, src)
 
 import torch  # noqa: E402
+from gpu_busy import busy_ms  # noqa: E402
 
 GIB = 1024**3
 
 
-def busy_ms(run, sync):
-    """GPU busy time of one run(): the union of its kernels', copies' and fills' intervals."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        run()
-        sync()
-    intervals = sorted((e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    total, end = 0.0, float("-inf")
-    for s, e in intervals:
-        if s >= end:
-            total, end = total + (e - s), e
-        elif e > end:
-            total, end = total + (e - end), e
-    return total / 1000, len(intervals)
 
 
 def spec_for(specs, name, size):

@@ -15,6 +15,7 @@ import time
 
 import torch
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
+from gpu_busy import busy_ms
 
 classes = {"T5EncoderModel": (T5Config, T5EncoderModel), "CLIPTextModel": (CLIPTextConfig, CLIPTextModel),
            "CLIPTextModelWithProjection": (CLIPTextConfig, CLIPTextModelWithProjection)}
@@ -26,20 +27,6 @@ def input_ids(spec):
     return torch.tensor([[(i * 7919) % (vocab - 2) + 1 for i in range(tokens)]], dtype=torch.long)
 
 
-def busy_ms(run, sync):
-    """GPU busy time of one run(): the union of its kernels', copies' and fills' intervals."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        run()
-        sync()
-    intervals = sorted((e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    total, end = 0.0, float("-inf")
-    for s, e in intervals:
-        if s >= end:
-            total, end = total + (e - s), e
-        elif e > end:
-            total, end = total + (e - end), e
-    return total / 1000, len(intervals)
 
 
 def main():

@@ -27,6 +27,7 @@ import shutil
 import torch
 from diffusers import FluxTransformer2DModel
 from safetensors.torch import save_file
+from fixture_weights import perturb
 
 root = pathlib.Path(__file__).resolve().parents[2]
 out = root / "tests" / "fixtures" / "hf" / "models"
@@ -34,12 +35,6 @@ out = root / "tests" / "fixtures" / "hf" / "models"
 BATCH, IMG_SIDE, TXT = 2, 4, 8
 
 
-def perturb(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith(".bias"):
-                p.add_(torch.randn(p.shape, generator=g) * 0.2)
 
 
 def run(name, guidance_embeds, seed, io):

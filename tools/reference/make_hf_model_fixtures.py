@@ -23,6 +23,7 @@ import shutil
 import torch
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
+from fixture_weights import perturb
 
 root = pathlib.Path(__file__).resolve().parents[2]
 out = root / "tests" / "fixtures" / "hf" / "models"
@@ -53,13 +54,6 @@ def save(model, name, shards=1):
         assert len(list(folder.glob("*.safetensors"))) == shards, list(folder.iterdir())
 
 
-def perturb(model, seed):
-    """Norm weights and biases start at 1 and 0: give them values so a wrong one shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith(".bias"):
-                p.add_(torch.randn(p.shape, generator=g) * 0.2)
 
 
 def run_t5(name, feed_forward_proj, shards, seed, io):
