@@ -13,7 +13,8 @@
 //                 (dt.cuda.memoryStats / torch.cuda.max_memory_allocated); held_gib before them
 //                 (weights and inputs), peak_above_held_gib the difference (the activations)
 //   gpu_busy_ms   from a kernel trace of one step, taken after the timings; gpu_idle_share =
-//                 1 - busy / latency
+//                 1 - busy / latency; kernel_ms that step's kernel time by category (attention,
+//                 matmul, norm, elementwise, copy, ...: kernel_categories.json), top_kernels the 25 longest
 // Each model's sides run in processes of their own, one after another (GPU memory is free again
 // before the next side builds its model, and no profiler has run before a timing): diffusers
 // (eager, then compiled), then DTorch; at the end one process runs diffusers eager again for all
@@ -158,6 +159,17 @@ function build(name) {
   return { call, once, release, want };
 }
 
+// Where a step's GPU time goes, split as gpu_busy.py splits diffusers' (kernel_categories.json).
+const categories = JSON.parse(readFileSync(join(here, 'kernel_categories.json'), 'utf8')).categories.map(([c, p]) => [c, new RegExp(p, 'i')]);
+function kernelCategories(kernels) {
+  const ms = {};
+  for (const k of kernels) {
+    const c = categories.find(([, p]) => p.test(k.name))?.[0] ?? 'other';
+    ms[c] = (ms[c] ?? 0) + k.totalMs;
+  }
+  return Object.fromEntries(Object.entries(ms).sort((a, b) => b[1] - a[1]).map(([c, v]) => [c, +v.toFixed(3)]));
+}
+
 // DTorch's side of one model (run in a worker process of its own).
 async function measure(name) {
   const start = process.hrtime.bigint();
@@ -192,10 +204,12 @@ async function measure(name) {
   // after every timing: a profiler that has run leaves the process slower to launch kernels
   let busy = null;
   let top = null;
+  let kernelMs = null;
   if (cuda && traceOn) {
-    const t = await dt.cuda.traceKernels(once, { top: 5 });
+    const t = await dt.cuda.traceKernels(once, { top: 100000 });
     busy = t.devices.find((d) => d.device === 0) ?? null;
-    top = t.top.map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) }));
+    kernelMs = kernelCategories(t.top);
+    top = t.top.slice(0, 25).map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) }));
   }
   const out = call();
   const [maxAbs, meanAbs] = await Promise.all(dt.tidy(() => [out.to('float32').abs().max(), out.to('float32').abs().mean()]).map(async (x) => {
@@ -215,7 +229,7 @@ async function measure(name) {
     peak_above_held_gib: peak === null ? null : +((peak - held) / GIB).toFixed(3),
     warmup_s: +warmupS.toFixed(1), build_s: +buildS.toFixed(1),
     gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null,
-    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, top_kernels: top,
+    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, kernel_ms: kernelMs, top_kernels: top,
     shape, shape_ok: shape.length === want.length && shape.every((s, i) => s === want[i]), finite: Number.isFinite(maxAbs), checksum: meanAbs,
   };
 }
@@ -245,7 +259,7 @@ function child(command, args, env, what) {
   for (const line of (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))) {
     // diffusers' kernel traces come after all its timings: merged into the timing lines
     const timed = line.trace && lines.find((l) => l.model === line.model && l.side === line.side && l.pass === line.pass);
-    if (timed) Object.assign(timed, { gpu_busy_ms: line.gpu_busy_ms, gpu_events: line.gpu_events, gpu_idle_share: line.gpu_idle_share });
+    if (timed) Object.assign(timed, { gpu_busy_ms: line.gpu_busy_ms, gpu_events: line.gpu_events, gpu_idle_share: line.gpu_idle_share, kernel_ms: line.kernel_ms, top_kernels: line.top_kernels });
     else lines.push(line);
   }
   if (r.status !== 0 && !lines.some((l) => l.error)) {
@@ -319,6 +333,8 @@ function summary(name, lines) {
     ratio_vs_issue_compiled: full ? ratio(ours?.latency_ms, issue.diffusers_compiled_ms) : null,
     shapes_ok: [ours, eager, compiled].filter(Boolean).every((l) => l.shape_ok), finite: [ours, eager, compiled].filter(Boolean).every((l) => l.finite),
     dtorch_gpu_busy_ms: ours?.gpu_busy_ms ?? null, dtorch_gpu_idle_share: ours?.gpu_idle_share ?? null,
+    dtorch_kernel_ms: ours?.kernel_ms ?? null, diffusers_eager_kernel_ms: eagers.find((e) => e.kernel_ms)?.kernel_ms ?? null,
+    diffusers_compiled_kernel_ms: compiled?.kernel_ms ?? null,
     diffusers_eager_gpu_busy_ms: eagers.find((e) => e.gpu_busy_ms != null)?.gpu_busy_ms ?? null,
     diffusers_compiled_gpu_busy_ms: compiled?.gpu_busy_ms ?? null,
     errors: lines.filter((l) => String(l.model).split(',').includes(name) && (l.error || l.skipped)).map((l) => `${l.side}${l.pass ? ` ${l.pass}` : ''}: ${l.error ?? l.skipped}`),

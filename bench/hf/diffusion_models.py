@@ -32,7 +32,7 @@ if src and src not in sys.path:
     sys.path.insert(0, src)
 
 import torch  # noqa: E402
-from gpu_busy import busy_ms  # noqa: E402
+from gpu_busy import busy_ms, kernel_breakdown  # noqa: E402
 
 GIB = 1024**3
 
@@ -188,8 +188,9 @@ def run_one(specs, name, args, device, dtype, sync):
         if device == "cuda" and args.trace:
             for mode, m, latency in timed:
                 busy, events = busy_ms(lambda: step(m), sync)
+                kernels = kernel_breakdown(lambda: step(m), sync)
                 yield {"side": f"diffusers_{mode}", "trace": True, "gpu_busy_ms": round(busy, 3), "gpu_events": events,
-                       "gpu_idle_share": round(1 - busy / latency, 3)}
+                       "gpu_idle_share": round(1 - busy / latency, 3), "kernel_ms": kernels["categories"], "top_kernels": kernels["top"]}
 
 
 if __name__ == "__main__":
