@@ -1,5 +1,6 @@
 // Shape and view ops: reshape (and through it view, flatten, unflatten, squeeze, unsqueeze),
-// permute, expand, contiguous, clone, cat, split, slice, index_select, repeat, pad.
+// permute, expand, contiguous, clone, cat, split, join_shards, split_shards, slice, index_select,
+// repeat, pad.
 // Views stay views of their input's buffer on each rank, as in PyTorch.
 #include <ATen/ATen.h>
 
@@ -250,6 +251,82 @@ void runSplit(KernelContext& ctx) {
   for (at::Tensor& t : at::split_with_sizes(ctx.input(0), kernelList(ctx, 1), ctx.intAttr(0))) ctx.outputs.push_back(t);
 }
 
+// ---- join_shards / split_shards: cat and split piece by piece ------------------------------
+// Parts sharded alike on `dim` are joined with no data moving: each rank's piece of the result
+// is the local cat of its pieces of the parts. The global order is therefore piece by piece
+// (part 0's piece 0, part 1's piece 0, ..., part 0's piece 1, ...), not torch.cat's; with `dim`
+// unsharded it is torch.cat. The result is a Shard(dim) only when, on every rank, the parts'
+// pieces add up to the piece torch.chunk gives that rank of the joined length: infer checks it.
+// split_shards is the inverse: each rank splits its piece into the parts' pieces on that rank.
+
+// `dim`'s size on `rank` for a tensor of `shape` placed as `placements`.
+int64_t pieceLength(const Shape& shape, const Placements& placements, const DeviceMesh& mesh, int rank, int64_t dim) {
+  return localPiece(shape, placements, mesh, rank).shape[dim];
+}
+
+// Fails unless the parts' pieces make the whole's piece on every rank (parts placed alike).
+void checkPieces(const InferContext& ctx, const std::vector<Shape>& parts, const Shape& whole, const Placements& placements, int64_t dim,
+                 const char* remedy) {
+  const DeviceMesh& mesh = ctx.meshes.get(commonMesh(ctx));
+  int64_t pieces = 1;
+  for (size_t d = 0; d < placements.size(); ++d) {
+    if (placements[d].isShard() && placements[d].dim == dim) pieces *= mesh.shape[d];
+  }
+  if (pieces == 1) return;  // dim is whole on every rank: torch.cat / split
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    int64_t sum = 0;
+    std::string terms;
+    for (const Shape& part : parts) {
+      const int64_t n = pieceLength(part, placements, mesh, rank, dim);
+      sum += n;
+      terms += (terms.empty() ? "" : " + ") + std::to_string(n);
+    }
+    const int64_t want = pieceLength(whole, placements, mesh, rank, dim);
+    if (sum == want) continue;
+    std::string lengths;
+    for (const Shape& part : parts) lengths += (lengths.empty() ? "" : ", ") + std::to_string(part[dim]);
+    ctx.fail(kShapeMismatch, "parts of lengths [" + lengths + "] along dim " + std::to_string(dim) + ", each in " + std::to_string(pieces) +
+                                 " pieces (" + formatPlacements(placements) + "), do not make a Shard(" + std::to_string(dim) + ") of length " +
+                                 std::to_string(whole[dim]) + ": rank " + std::to_string(rank) + " holds " + terms + " = " + std::to_string(sum) +
+                                 " but torch.chunk gives it " + std::to_string(want) +
+                                 "; this holds when at most one part's length is not a multiple of " + std::to_string(pieces) +
+                                 " and that part's torch.chunk pieces are full but the last (333 over 2, 4 or 8 pieces; not 5 over 4); " + remedy);
+  }
+}
+
+bool placedAlike(c10::ArrayRef<const TensorMeta*> inputs) {
+  for (const TensorMeta* t : inputs) {
+    if (!(t->placements == inputs[0]->placements)) return false;
+  }
+  return true;
+}
+
+void inferJoinShards(const InferContext& ctx, Outputs& out) {
+  inferCat(ctx, out);
+  // parts placed differently match no signature row: the matcher names them
+  if (!placedAlike(ctx.inputs)) return;
+  const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), ctx.inputs[0]->ndim());
+  std::vector<Shape> parts;
+  for (const TensorMeta* t : ctx.inputs) parts.push_back(t->shape);
+  checkPieces(ctx, parts, out[0].shape, ctx.inputs[0]->placements, dim, "choose such lengths, or gather the parts on those mesh dims and use cat");
+}
+
+void inferSplitShards(const InferContext& ctx, Outputs& out) {
+  inferSplit(ctx, out);
+  const TensorMeta& in = *ctx.inputs[0];
+  const int64_t dim = normalizeDim(ctx, ctx.intAttr(0), in.ndim());
+  std::vector<Shape> parts;
+  for (const TensorMeta& t : out) parts.push_back(t.shape);
+  checkPieces(ctx, parts, in.shape, in.placements, dim, "choose such sizes, or gather the tensor on those mesh dims and use split");
+}
+// each rank's pieces of the parts: their lengths on this rank
+void runSplitShards(KernelContext& ctx) {
+  const int64_t dim = ctx.intAttr(0) < 0 ? ctx.intAttr(0) + ctx.input(0).dim() : ctx.intAttr(0);
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < ctx.node.outputMetas.size(); ++i) sizes.push_back(ctx.outputPiece(i).shape[dim]);
+  for (at::Tensor& t : at::split_with_sizes(ctx.input(0), sizes, dim)) ctx.outputs.push_back(t);
+}
+
 // ---- slice: attrs dim, start, end, step (Python slice semantics, clamped) ---------------------
 
 struct SliceArgs {
@@ -426,6 +503,8 @@ void registerShapeOps(OpRegistry& registry) {
   registry.add({"clone", 1, "", inferSame, runClone, linearShapeRows});
   registry.add({"cat", -1, "dim", inferCat, runCat, catRows});
   registry.add({"split", 1, "dim, nSizes, sizes...", inferSplit, runSplit, splitRows});
+  registry.add({"join_shards", -1, "dim", inferJoinShards, runCat, linearShapeRows});
+  registry.add({"split_shards", 1, "dim, nSizes, sizes...", inferSplitShards, runSplitShards, linearShapeRows});
   registry.add({"slice", 1, "dim, start, end, step", inferSlice, runSlice, sliceRows});
   registry.add({"index_select", 2, "dim", inferIndexSelect, runIndexSelect, indexSelectRows});
   registry.add({"slice_scatter", 2, "dim, start, end, step", inferSliceScatter, runSliceScatter, sliceRows});

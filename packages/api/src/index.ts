@@ -55,7 +55,7 @@ export { redistribute, explainRedistribute, toLocal, localShape, localShapes, vi
 export { to } from './ops/cast.js';
 export {
   reshape, view, flatten, unflatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, clone, cat, stack,
-  split, chunk, unbind, sliceAlong, narrow, indexSelect, repeat, repeatInterleave, pad, slice, get, set, Slice, type Index,
+  split, chunk, unbind, joinShards, splitShards, sliceAlong, narrow, indexSelect, repeat, repeatInterleave, pad, slice, get, set, Slice, type Index,
 } from './ops/shape.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime } from '@dtorch/external';

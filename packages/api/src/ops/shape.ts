@@ -1,6 +1,6 @@
 // Shape and view ops. The engine has a few primitives (reshape, permute, expand, cat, split,
-// slice, index_select, repeat, pad, contiguous, clone); the rest are written with them here,
-// as PyTorch defines them.
+// slice, index_select, repeat, pad, contiguous, clone, and joinShards / splitShards: cat and
+// split piece by piece); the rest are written with them here, as PyTorch defines them.
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, describeValue, invalidParameter, isInteger } from '@dtorch/common';
 import { checkTensor as checkInput, recordOp, recordOpOutputs } from '../record.js';
 import { Replicate } from '../placement.js';
@@ -136,6 +136,36 @@ export function split(x: Tensor, sizeOrSizes: number | readonly number[], dim = 
     sizes = checkIntList('split', 'sizes', sizeOrSizes);
   }
   return recordOpOutputs('split', [x], [d, sizes.length, ...sizes]);
+}
+
+/**
+ * `parts` joined along `dim` piece by piece, with no communication: each rank's piece of the
+ * result is its pieces of the parts, cat in order. The parts must be placed alike. Where `dim`
+ * is split into pieces (Shard(dim) on some mesh dims), the global order is therefore part 0's
+ * piece 0, part 1's piece 0, ..., part 0's piece 1, ... (not torch.cat's: a permutation of it);
+ * where it is whole, this is torch.cat. The result is Shard(dim) as the parts are, which needs
+ * each rank's pieces to add up to the torch.chunk piece of the joined length on that rank
+ * (SHAPE_MISMATCH otherwise): true when at most one part's length is not a multiple of the
+ * pieces and its torch.chunk pieces are full but the last (333 text and 4,096 image tokens over
+ * 2, 4 or 8 pieces; not 5 over 4). splitShards undoes it.
+ */
+export function joinShards(parts: readonly Tensor[], dim: number): Tensor {
+  const ts = checkTensors('joinShards', parts);
+  checkInteger('joinShards dim', dim);
+  if (ts.length === 1) return cat(ts, dim);
+  return recordOp('join_shards', ts, [dim]);
+}
+
+/**
+ * The inverse of joinShards: `x` split along `dim` into parts of global lengths `sizes`, each
+ * rank splitting its piece into its pieces of the parts (their torch.chunk sizes on that rank),
+ * with no communication. Where `dim` is whole, this is split(x, sizes, dim).
+ */
+export function splitShards(x: Tensor, sizes: readonly number[], dim: number): Tensor[] {
+  checkTensor('splitShards', x);
+  const d = normDim('splitShards', dim, x.ndim);
+  const s = checkIntList('splitShards', 'sizes', sizes);
+  return recordOpOutputs('split_shards', [x], [d, s.length, ...s]);
 }
 
 /** torch.chunk: pieces of ceil(size / chunks) along `dim`; there may be fewer than `chunks`. */
