@@ -179,10 +179,12 @@ export function chunk(x: Tensor, chunks: number, dim = 0): Tensor[] {
 /** The slices along `dim`, each without that dim. */
 export function unbind(x: Tensor, dim = 0): Tensor[] {
   const d = normDim('unbind', dim, checkTensor('unbind', x).ndim);
-  const pieces = split(x, 1, d);
-  const result = pieces.map((p) => squeeze(p, d));
-  for (const p of pieces) p.dispose();
-  return result;
+  return atomic(() => {
+    const pieces = split(x, 1, d);
+    const result = pieces.map((p) => squeeze(p, d));
+    for (const p of pieces) p.dispose();
+    return result;
+  });
 }
 
 // A slice bound or step: any integer, clamped into the exact integers (as Python clamps
