@@ -23,7 +23,7 @@ const surface: Record<string, AnyFn> = {
       'logicalNot', 'where', 'maskedFill', 'clamp', 'neg', 'abs', 'relu', 'square', 'floor', 'round', 'exp', 'log', 'log2',
       'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'silu', 'quickGelu', 'gelu', 'isnan', 'isinf', 'matmul', 'sum', 'mean',
       'any', 'all', 'max', 'min', 'argmax', 'softmax', 'logSoftmax', 'to', 'reshape', 'flatten', 'unflatten', 'squeeze',
-      'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'clone', 'cat', 'stack', 'split', 'chunk', 'unbind',
+      'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'clone', 'cat', 'stack', 'split', 'chunk', 'unbind', 'joinShards', 'splitShards',
       'narrow', 'indexSelect', 'repeat', 'repeatInterleave', 'get', 'outer', 'einsum', 'redistribute', 'toLocal',
       'zeros', 'ones', 'full', 'arange', 'rand', 'randn', 'randint', 'tensor',
     ].map((name) => [name, api[name]!]),
