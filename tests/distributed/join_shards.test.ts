@@ -1,7 +1,7 @@
 // dt.joinShards / dt.splitShards: cat and split piece by piece, with no communication. On one
 // device, and where the dim is not split, they are cat and split; where it is split (1-D meshes
 // of 2 and 4 CPU devices, 2x2 meshes splitting it over one or both mesh dims, other dims split
-// too), each rank's piece of the join is its pieces of the parts in order, so the global order
+// too; 8 devices), each rank's piece of the join is its pieces of the parts in order, so the global order
 // is part 0's piece 0, part 1's piece 0, ... (not cat's), and splitShards gives the parts back.
 // Uneven lengths work where the pieces add up to torch.chunk's (7 + 8 over 4: 2+2, 2+2, 2+2,
 // 1+2 = 15's 4, 4, 4, 3); where they do not (5 + 8 over 4: 5 is 2, 2, 1, 0) both refuse at the
@@ -70,6 +70,7 @@ describe('joinShards and splitShards', () => {
     { name: '2 ranks, three parts 4 + 3 + 6 (2+2+3, 2+1+3)', mesh: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']), lengths: [4, 3, 6], split: [dt.Shard(1)], pieces: 2 },
     { name: '4 ranks, 7 + 8 tokens (2+2, 2+2, 2+2, 1+2)', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['ring']), lengths: [7, 8], split: [dt.Shard(1)], pieces: 4 },
     { name: '4 ranks, 333 + 4096 tokens', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['ring']), lengths: [333, 4096], split: [dt.Shard(1)], pieces: 4 },
+    { name: '8 ranks, 4096 + 333 tokens (SD3: image, then text)', mesh: () => new dt.DeviceMesh('cpu', [0, 1, 2, 3, 4, 5, 6, 7], ['ring']), lengths: [4096, 333], split: [dt.Shard(1)], pieces: 8 },
     { name: '2x2, split over both mesh dims, 7 + 8', mesh: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']), lengths: [7, 8], split: [dt.Shard(1), dt.Shard(1)], pieces: 4 },
     { name: '2x2, split over the second mesh dim, the last dim over the first', mesh: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ring']), lengths: [5, 12], split: [dt.Shard(2), dt.Shard(1)], pieces: 2 },
   ];

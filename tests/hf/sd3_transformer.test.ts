@@ -3,14 +3,18 @@
 // sample: float32 within 1e-4 of the largest reference value (max |got - want| / max |want|),
 // SD3 and SD3.5 (qk rms norm, dual attention) style, on one CPU device, dp=2 (the batch split),
 // tp=2 (heads and feed-forward features split), ulysses=2 (tokens split; 5 text tokens, so
-// unevenly), dp=2 x ulysses=2 and tp=2 x ulysses=2; in bfloat16 within 3e-2 of diffusers run
-// in bfloat16; with skipLayers and ControlNet residuals too; also on CUDA meshes where present.
-// Bad inputs throw DTorchErrors at the call.
+// unevenly), dp=2 x ulysses=2 and tp=2 x ulysses=2, ring=2 (tokens split, the joint sequence
+// joined piece by piece for ring attention), ring=2 x ulysses=2 and ulysses=2 x ring=2, dp=2 x
+// ring=2 and tp=2 x ring=2; ring=4 against one device for 3 text tokens (its 5 do not join over
+// 4 pieces: refused); in bfloat16 within 3e-2 of diffusers run in bfloat16; with skipLayers and
+// ControlNet residuals too; also on CUDA meshes where present. Bad inputs throw DTorchErrors at
+// the call.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import { engine } from '@dtorch/core';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose } from './expect_close.js';
@@ -39,6 +43,24 @@ function inputs(name: string, mesh: dt.DeviceMesh, dtype: dt.DType = 'float32'):
   });
 }
 
+// How many nodes of op `name` `run` records.
+function countRecords(name: string, run: () => void): number {
+  const e = engine() as unknown as { record: (code: number, nIn: number, nAttr: number) => void; ops: Record<string, { code: number }> };
+  const code = e.ops[name]!.code;
+  const original = e.record;
+  let count = 0;
+  e.record = function (this: unknown, c: number, nIn: number, nAttr: number) {
+    if (c === code) count++;
+    return original.call(e, c, nIn, nAttr);
+  };
+  try {
+    run();
+  } finally {
+    e.record = original;
+  }
+  return count;
+}
+
 const disposeInputs = (x: Inputs) => dt.dispose([x.hiddenStates, x.options.encoderHiddenStates, x.options.pooledProjections, x.options.timestep as dt.Tensor]);
 
 const models = ['sd3-medium', 'sd3.5'];
@@ -50,6 +72,11 @@ const meshes = [
   { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']) },
   // heads split over both dims: the sd3.5 fixture has 4 heads (sd3-medium's 2 cannot split in 4)
   { name: 'tp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ulysses']), only: 'sd3.5' },
+  { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']) },
+  { name: 'ring=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ring', 'ulysses']) },
+  { name: 'ulysses=2 x ring=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['ulysses', 'ring']) },
+  { name: 'dp=2 x ring=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ring']) },
+  { name: 'tp=2 x ring=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ring']) },
   { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
   { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2) },
 ];
@@ -60,8 +87,24 @@ describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ nam
     const mesh = make();
     const model = await load(name, { mesh });
     if (meshName.startsWith('tp')) expect(model.transformer_blocks.at(0).attn.to_q.weight.placements.map(String)[0], 'q split by heads').toBe('S(0)');
+    // on 'ulysses' / 'ring' the tokens stay split through every block: the last block's joint
+    // attention and the sd3.5 fixture's attn2 (block 0) see their share of the image tokens
+    const seen: string[][] = [];
+    const blocks = [model.transformer_blocks.at(-1), model.transformer_blocks.at(0)];
+    for (const toQ of [blocks[0]!.attn.to_q, ...(blocks[1]!.attn2 ? [blocks[1]!.attn2.to_q] : [])]) {
+      const forward = toQ.forward.bind(toQ);
+      toQ.forward = (t: dt.Tensor) => (seen.push(t.placements.map(String)), forward(t));
+    }
     const x = inputs(name, mesh);
+    const ringAttentions = countRecords('ring_attention', () => dt.dispose(model.call(x.hiddenStates, x.options)));
+    // every attention of the model (joint, and sd3.5's attn2) runs as ring attention on 'ring'
+    const attentions = model.transformer_blocks.length + (name === 'sd3.5' ? 1 : 0);
+    expect(ringAttentions, 'ring attentions').toBe(mesh.dimNames?.includes('ring') ? attentions : 0);
+    seen.length = 0;
     const sample = model.call(x.hiddenStates, x.options);
+    const sequenceDims = (mesh.dimNames ?? []).flatMap((n, d) => (n === 'ulysses' || n === 'ring' ? [d] : []));
+    expect(seen.length).toBe(name === 'sd3.5' ? 2 : 1);
+    for (const placements of seen) for (const d of sequenceDims) expect(placements[d], 'image tokens split on the sequence-parallel dims').toBe('S(1)');
     if (meshName.startsWith('dp')) expect(sample.placements.map(String)[0], 'the batch stays split').toBe('S(0)');
     await expectClose(sample, fixtureTensor(io, `${name}.sample`, { mesh }), 1e-4, `${name} sample`);
     const skipped = model.call(x.hiddenStates, { ...x.options, skipLayers: [0] });
@@ -88,6 +131,32 @@ describe('SD3Transformer2DModel', () => {
     dt.dispose(sample);
     disposeInputs(x);
     model.dispose();
+  });
+
+  // ring=4: the fixture's 5 text tokens are pieces 2, 2, 1, 0, which with 12 image tokens (3 a
+  // piece) do not make torch.chunk's pieces of 17 (5, 5, 5, 2): refused at the call, naming the
+  // sizes; 3 text tokens (1, 1, 1, 0 with 3, 3, 3, 3: 15's 4, 4, 4, 3) join, and equal one device
+  it.each(models)('%s on ring=4 equals one device for 3 text tokens and refuses 5', async (name) => {
+    const ring = new dt.DeviceMesh('cpu', [0, 1, 2, 3], ['ring']);
+    const single = new dt.DeviceMesh('cpu', [0]);
+    const [model, reference] = [await load(name, { mesh: ring }), await load(name, { mesh: single })];
+    const [x, y] = [inputs(name, ring), inputs(name, single)];
+    const before = dt.memory().numTensors;
+    expect(() => model.call(x.hiddenStates, x.options)).toThrow(/join_shards: parts of lengths \[12, 5\] along dim 2, each in 4 pieces .*rank 2 holds 3 \+ 1 = 4 but torch.chunk gives it 5/);
+    expect(dt.memory().numTensors, 'the refused call left nothing behind').toBe(before);
+    const three = (o: hf.SD3TransformerCallOptions) => ({ ...o, encoderHiddenStates: o.encoderHiddenStates.narrow(1, 0, 3) });
+    const [xo, yo] = [three(x.options), three(y.options)];
+    const got = model.call(x.hiddenStates, xo);
+    const want = reference.call(y.hiddenStates, yo);
+    const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
+    const error = Math.max(...g.map((v, i) => Math.abs(v - w[i]!))) / Math.max(...w.map(Math.abs));
+    if (process.env.DTORCH_PRINT_ERRORS) console.log(`${name} ring=4, 3 text tokens: ${error.toExponential(2)}`);
+    expect(error).toBeLessThanOrEqual(1e-5);
+    dt.dispose([got, want, xo.encoderHiddenStates, yo.encoderHiddenStates]);
+    disposeInputs(x);
+    disposeInputs(y);
+    model.dispose();
+    reference.dispose();
   });
 
   it('computes the position embedding diffusers saves (pos_embed.pos_embed)', async () => {

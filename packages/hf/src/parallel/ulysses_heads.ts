@@ -1,14 +1,22 @@
-// Ulysses by explicit head trading, for attention that joins token streams itself (SD3's joint
-// attention over cat(image, text)): on a mesh with a dim named 'ulysses', the streams are split
-// by tokens over it after their embeddings (every layer but attention acts token by token), and
-// the attention trades each stream's token block for a block of heads (one all-to-all per q, k
-// and v of each stream), joins the streams whole on its heads, attends, and trades back. Token
-// counts need not divide the mesh dim (SD3's 333 text tokens): uneven splits follow torch.chunk
-// sizes. Heads must divide. Only 'ulysses' (not 'ring'). The output is gathered with
-// gatherSequence (sequence_parallel.ts), which also holds the plan-driven scheme (Flux: streams
-// joined piece by piece, sdpa running Ulysses or ring itself; token counts must divide).
+// Ulysses by explicit head trading, and ring attention over joined pieces, for attention that
+// joins token streams itself (SD3's joint attention over image then text tokens). On a mesh
+// with dims named 'ulysses' and/or 'ring', the streams are split by tokens over them after their
+// embeddings (every layer but attention acts token by token). The attention trades each
+// stream's 'ulysses' token block for a block of heads (one all-to-all per q, k and v of each
+// stream), so that the streams are whole over 'ulysses'; split by tokens over 'ring' still,
+// they are joined piece by piece (dt.joinShards: each device keeps its own tokens, piece r of
+// the joint sequence is image piece r then text piece r) and sdpa runs ring attention over
+// them; the output is split back (dt.splitShards) and traded back. Joining piece by piece
+// permutes the keys, which non-causal attention does not see, and gives each query its own row.
+// Token counts need not divide the mesh dims (SD3's 333 text tokens): uneven splits follow
+// torch.chunk sizes, and the join needs each device's pieces to add up to the joint sequence's
+// torch.chunk piece (333 and 4,096 over 2, 4 or 8 ring pieces do; joinShards says when not).
+// Heads must divide 'ulysses'. The output is gathered with gatherSequence
+// (sequence_parallel.ts), which also holds the plan-driven scheme (Flux: the streams joined
+// piece by piece before attention, sdpa running Ulysses and/or ring itself).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
+import { sequenceParallelDimNames } from './sequence_parallel.js';
 
 /** The mesh dim named 'ulysses', or -1. */
 export function ulyssesDim(mesh: dt.DeviceMesh): number {
@@ -17,10 +25,13 @@ export function ulyssesDim(mesh: dt.DeviceMesh): number {
 
 const withPlacement = (t: dt.Tensor, meshDim: number, p: dt.Placement) => t.redistribute(t.placements.map((q, d) => (d === meshDim ? p : q)));
 
-/** Tokens [B, N, D] split by tokens over 'ulysses' (as they are on any other mesh). */
+const isSequenceDim = (name: string | undefined) => (sequenceParallelDimNames as readonly string[]).includes(name ?? '');
+
+/** Tokens [B, N, D] split by tokens over 'ulysses' and 'ring' (as they are on any other mesh). */
 export function splitTokens(t: dt.Tensor): dt.Tensor {
-  const u = ulyssesDim(t.mesh);
-  return u < 0 || t.placements[u]!.isShard(1) ? t : withPlacement(t, u, dt.Shard(1));
+  const names = t.mesh.dimNames ?? [];
+  const placements = t.placements.map((p, d) => (isSequenceDim(names[d]) ? dt.Shard(1) : p));
+  return placements.every((p, d) => p.equals(t.placements[d]!)) ? t : t.redistribute(placements);
 }
 
 /** [B, H, N, E] split by tokens (dim 2) over 'ulysses' to split by heads (dim 1); others as they are. */

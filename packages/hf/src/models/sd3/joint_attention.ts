@@ -3,6 +3,7 @@
 // add_v_proj), each optionally normalised per head (norm_q/norm_k/norm_added_q/norm_added_k),
 // attend together over cat(image, text) along the sequence; the output is split back,
 // through to_out.0 (image) and to_add_out (text; absent in the last block, context_pre_only).
+// On 'ulysses' / 'ring' mesh dims the streams are joined as parallel/ulysses_heads.ts says.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
@@ -71,20 +72,21 @@ export class SD3Attention extends nn.Module {
     let k = this.heads_(this.to_k.forward(x), this.norm_k);
     let v = this.heads_(this.to_v.forward(x), undefined);
     const toOut = this.to_out.at(0) as nn.Linear;
-    // self-attention (attn2): sdpa runs Ulysses itself when the tokens are split over 'ulysses'
+    // self-attention (attn2): sdpa runs Ulysses and/or ring attention itself when the tokens
+    // are split over 'ulysses' / 'ring'
     if (!context || !this.add_q_proj) return [toOut.forward(tokens(dt.F.scaledDotProductAttention(q, k, v))), undefined];
-    // JointAttnProcessor2_0's order: the image tokens first, then the text tokens; split by
-    // tokens over 'ulysses', each stream is first regrouped by heads, so the join is whole
+    // JointAttnProcessor2_0's order: the image tokens first, then the text tokens. Split by
+    // tokens over 'ulysses', each stream is first regrouped by heads; split over 'ring', the
+    // streams are joined piece by piece (each device keeps its tokens) and sdpa runs ring
+    // attention; elsewhere joinShards is cat (parallel/ulysses_heads.ts)
     const like = q;
-    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.cat([tokensToHeads(image), tokensToHeads(text)], 2);
+    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.tidy(() => dt.joinShards([tokensToHeads(image), tokensToHeads(text)], 2));
     q = joined(q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q));
     k = joined(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
     v = joined(v, this.heads_(this.add_v_proj!.forward(context), undefined));
     const attended = dt.F.scaledDotProductAttention(q, k, v);
-    const image = x.shape[1]!;
-    const imageOut = toOut.forward(tokens(headsToTokens(attended.narrow(2, 0, image), like)));
-    const textOut = tokens(headsToTokens(attended.narrow(2, image, attended.shape[2]! - image), like));
-    return [imageOut, this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
+    const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 2).map((t) => tokens(headsToTokens(t, like))) as [dt.Tensor, dt.Tensor];
+    return [toOut.forward(imageOut), this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
   }
 }
 

@@ -6,7 +6,8 @@
 // (time_text_embed) that modulates every block; joint blocks attend over cat(image, text);
 // norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
 // Parallel: 'dp' splits the batch (inputs made with batchPlacements), 'tp' splits heads and
-// feed-forward features (sd3TpPlan), 'ulysses' splits the tokens (parallel/ulysses_heads.ts).
+// feed-forward features (sd3TpPlan), 'ulysses' and 'ring' split the tokens (Ulysses head
+// trading and ring attention over the streams joined piece by piece: parallel/ulysses_heads.ts).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
@@ -108,7 +109,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     const { latent, context, pooled, timestep, skip, controls } = this.checkInputs(hiddenStates, options);
     const { patchSize: p, outChannels } = this.config;
     const [batch, , height, width] = latent.shape as [number, number, number, number];
-    // on a 'ulysses' mesh dim both token streams are split by tokens from here to proj_out
+    // on 'ulysses' / 'ring' mesh dims both token streams are split by tokens from here to proj_out
     let hidden = splitTokens(this.pos_embed.forward(latent));
     const temb = this.time_text_embed.forward(timestep, pooled);
     let text: dt.Tensor | undefined = splitTokens(this.context_embedder.forward(context));
