@@ -7,7 +7,7 @@
 // joined piece by piece for ring attention), ring=2 x ulysses=2 and ulysses=2 x ring=2, dp=2 x
 // ring=2 and tp=2 x ring=2; ring=4 against one device for 3 text tokens (its 5 do not join over
 // 4 pieces: refused); in bfloat16 within 3e-2 of diffusers run in bfloat16; with skipLayers and
-// ControlNet residuals too; also on CUDA meshes where present. Bad inputs throw DTorchErrors at
+// ControlNet residuals too; also on CUDA meshes where present (x1, ulysses=2, ring=2). Bad inputs throw DTorchErrors at
 // the call.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +79,7 @@ const meshes = [
   { name: 'tp=2 x ring=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['tp', 'ring']) },
   { name: `cuda x1${skipNote(cudaSkip(1))}`, make: () => cudaMesh(1), skip: cudaSkip(1) },
   { name: `cuda ulysses=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ulysses']), skip: cudaSkip(2) },
+  { name: `cuda ring=2${skipNote(cudaSkip(2))}`, make: () => cudaMesh(2, ['ring']), skip: cudaSkip(2) },
 ];
 
 describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ name: meshName, make, only, skip }) => {
