@@ -524,6 +524,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("fusion", s.fusion);
   out.Set("rmsNormKernel", s.rmsNormKernel);
   out.Set("scalarOpKernel", s.scalarOpKernel);
+  out.Set("rotaryKernel", s.rotaryKernel);
   return out;
 }
 

@@ -57,6 +57,7 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
   s.fusion = flag("DTORCH_FUSION", get("DTORCH_FUSION"), s.fusion);
   s.rmsNormKernel = flag("DTORCH_RMS_NORM_KERNEL", get("DTORCH_RMS_NORM_KERNEL"), s.rmsNormKernel);
   s.scalarOpKernel = flag("DTORCH_SCALAR_OP_KERNEL", get("DTORCH_SCALAR_OP_KERNEL"), s.scalarOpKernel);
+  s.rotaryKernel = flag("DTORCH_ROTARY_KERNEL", get("DTORCH_ROTARY_KERNEL"), s.rotaryKernel);
   return s;
 }
 

@@ -20,6 +20,7 @@ struct Settings {
   bool fusion = true;                    // DTORCH_FUSION
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
+  bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL
 };
 
 // The settings of this process, parsed once. While a value is malformed every call throws the

@@ -34,6 +34,7 @@ const flags = {
   DTORCH_FUSION: 'fusion',
   DTORCH_RMS_NORM_KERNEL: 'rmsNormKernel',
   DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
+  DTORCH_ROTARY_KERNEL: 'rotaryKernel',
 } as const;
 
 describe('native settings', () => {
@@ -49,6 +50,7 @@ describe('native settings', () => {
       fusion: true,
       rmsNormKernel: true,
       scalarOpKernel: true,
+      rotaryKernel: true,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

@@ -5,7 +5,8 @@ Run from the repository root with the setup's Python (it needs `safetensors`):
 Writes tests/fixtures/composite_ops.safetensors: for each case "<name>.in<i>" inputs and
 "<name>.out", and in the metadata "<name>" -> a JSON object {op, attrs}.
 Cases: gelu tanh, rms norm, group norm, conv2d with padding and groups, bilinear interpolate,
-sdpa with a mask and causal, apply_rotary_emb (diffusers' formula, both pairings).
+sdpa with a mask and causal, apply_rotary_emb (diffusers' formula, both pairings; float32, and
+bfloat16 through a transposed view).
 """
 import json
 import pathlib
@@ -31,6 +32,7 @@ def main():
     w_conv, b_conv = r(6, 2, 3, 3), r(6)
     w_rms = r(16)
     xb = x.to(torch.bfloat16)
+    rxt, cos16, sin16 = r(2, 5, 3, 16).to(torch.bfloat16), r(5, 16), r(5, 16)
     cases = {
         "gelu_tanh": ("gelu", [x], F.gelu(x, approximate="tanh"), {"approximate": "tanh"}),
         "rms_norm": ("rmsNorm", [x, w_rms], F.rms_norm(x, (16,), w_rms, eps=1e-6), {"shape": [16], "eps": 1e-6}),
@@ -42,6 +44,10 @@ def main():
         "sdpa_causal": ("sdpa", [q, k, v], F.scaled_dot_product_attention(q, k, v, is_causal=True), {"causal": True}),
         "rotary_pairs": ("rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -1), {"unbind": -1}),
         "rotary_halves": ("rotary", [rx, cos, sin], apply_rotary_emb(rx, cos, sin, -2), {"unbind": -2}),
+        # bfloat16 through a transposed view ([B, S, H, D] stored, [B, H, S, D] rotated), as Flux
+        # rotates its projections: D 16 is two 16-byte loads per row on GPUs, the halves one each
+        "rotary_pairs_bf16_transposed": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt.transpose(1, 2), cos16, sin16, -1), {"unbind": -1, "transpose": True}),
+        "rotary_halves_bf16_transposed": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt.transpose(1, 2), cos16, sin16, -2), {"unbind": -2, "transpose": True}),
     }
     tensors, metadata = {}, {}
     for name, (op, inputs, out, attrs) in cases.items():

@@ -1,4 +1,4 @@
-// Neural-network ops: linear, layer_norm, rms_norm, group_norm, embedding and
+// Neural-network ops: linear, layer_norm, rms_norm, group_norm, embedding, rotary_emb and
 // scaled_dot_product_attention. Optional tensor inputs (weight, bias, mask) are announced by
 // flags in the attributes, so the kernel knows which input is which.
 #include <ATen/ATen.h>
@@ -9,6 +9,7 @@
 #include "core/operators/registry.h"
 #include "external/cuda/group_norm.h"
 #include "external/cuda/rms_norm.h"
+#include "external/cuda/rotary_emb.h"
 
 namespace dtorch::core {
 namespace {
@@ -310,6 +311,51 @@ void runSdpa(KernelContext& ctx) {
   ctx.outputs.push_back(at::scaled_dot_product_attention(ctx.input(0), ctx.input(1), ctx.input(2), mask, 0.0, ctx.attr(1) != 0, scale));
 }
 
+// ---- rotary_emb(x[..., S, D], cos[S, D], sin[S, D]): attrs halves ---------------------------
+// diffusers' apply_rotary_emb (use_real): (x.float() * cos + rotated.float() * sin).to(x.dtype),
+// rotated pairing neighbours (-x1, x0) or, with halves, the two halves (cat(-x2, x1)). On GPUs
+// one pass of DTorch's row kernel (external/cuda/rotary_emb); elsewhere those very ops.
+
+void inferRotaryEmb(const InferContext& ctx, Outputs& out) {
+  const TensorMeta& x = *ctx.inputs[0];
+  if (x.ndim() < 2 || x.shape.back() % 2 != 0) ctx.fail(kShapeMismatch, "x of shape " + formatShape(x.shape) + " must be [..., S, D] with D even");
+  const Shape table{x.shape[x.ndim() - 2], x.shape.back()};
+  for (size_t k = 1; k < 3; ++k) {
+    if (ctx.inputs[k]->shape != table) {
+      ctx.fail(kShapeMismatch, std::string(k == 1 ? "cos" : "sin") + " of shape " + formatShape(ctx.inputs[k]->shape) + " must be [S, D] = " + formatShape(table));
+    }
+    if (!isFloating(ctx.inputs[k]->dtype)) ctx.fail(kDtypeMismatch, "cos and sin must be floating");
+  }
+  if (!isFloating(x.dtype)) ctx.fail(kDtypeMismatch, "needs a floating x, got " + std::string(dtypeName(x.dtype)));
+  out.push_back(outputLike(ctx, x.shape, x.dtype));
+}
+// Leading dims of x shard through with whole tables; the token dim shards with the tables'
+// rows (whole tables are sliced locally, as a broadcast multiply slices them).
+void rotaryEmbRows(const InferContext& ctx, SignatureRows& rows) {
+  const int64_t n = ctx.inputs[0]->ndim();
+  for (int64_t d = 0; d < n - 2; ++d) rows.push_back(row({S(d), R, R}, S(d)));
+  rows.push_back(row({S(n - 2), S(0), S(0)}, S(n - 2), 0b110));
+}
+void runRotaryEmb(KernelContext& ctx) {
+  const at::Tensor &x = ctx.input(0), &cos = ctx.input(1), &sin = ctx.input(2);
+  const bool halves = ctx.intAttr(0) != 0;
+  if (std::optional<at::Tensor> fast = external::cuda::rotaryEmb(x, cos, sin, halves)) {
+    ctx.outputs.push_back(*fast);
+    return;
+  }
+  const int64_t d = x.size(-1);
+  at::Tensor rotated;
+  if (halves) {
+    const std::vector<at::Tensor> parts = x.unflatten(-1, {2, d / 2}).unbind(-2);
+    rotated = at::cat({parts[1].neg(), parts[0]}, -1);
+  } else {
+    const std::vector<at::Tensor> parts = x.unflatten(-1, {d / 2, 2}).unbind(-1);
+    rotated = at::stack({parts[1].neg(), parts[0]}, -1).flatten(-2);
+  }
+  at::Tensor out = x.to(at::kFloat).mul(cos).add(rotated.to(at::kFloat).mul(sin));
+  ctx.outputs.push_back(out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type()));
+}
+
 }  // namespace
 
 void registerNnOps(OpRegistry& registry) {
@@ -323,6 +369,7 @@ void registerNnOps(OpRegistry& registry) {
   embedding.keepsInputMetas = true;
   registry.add(embedding);
   registry.add({"sdpa", -1, "hasMask, isCausal, hasScale, scale", inferSdpa, runSdpa, sdpaRows});
+  registry.add({"rotary_emb", 3, "halves", inferRotaryEmb, runRotaryEmb, rotaryEmbRows});
 }
 
 }  // namespace dtorch::core

@@ -79,6 +79,7 @@ export interface NativeSettings {
   fusion: boolean;
   rmsNormKernel: boolean;
   scalarOpKernel: boolean;
+  rotaryKernel: boolean;
 }
 
 export interface CoreSlice {

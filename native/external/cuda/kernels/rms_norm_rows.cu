@@ -6,6 +6,7 @@
 
 #include "external/cuda/kernels/float_convert.cuh"
 #include "external/cuda/kernels/rms_norm_rows.h"
+#include "external/cuda/kernels/row_offset.cuh"
 
 namespace dtorch::external::cuda::kernels {
 namespace {
@@ -28,18 +29,7 @@ __global__ void __launch_bounds__(kThreads) rmsNormRowsKernel(const T* __restric
   // the lanes of one row, for the reduction: a row's group never straddles a warp
   const unsigned group = LANES == 32 ? 0xffffffffu : ((1u << LANES) - 1u) << ((threadIdx.x % 32) / LANES * LANES);
   if (row >= rows) return;  // whole groups leave together
-  // 32-bit division where the sizes allow (the launcher checks): a 64-bit one costs several times more
-  Index rest = static_cast<Index>(row);
-  int64_t offset = 0;
-#pragma unroll
-  for (int i = kMaxLeadDims - 1; i >= 0; --i) {  // constant indices: the layout stays in registers
-    if (i < lead.dims) {
-      const Index size = static_cast<Index>(lead.size[i]);
-      offset += static_cast<int64_t>(rest % size) * lead.stride[i];
-      rest /= size;
-    }
-  }
-  const T* in = x + offset;
+  const T* in = x + rowOffset<Index>(row, lead);
   float v[kLoads][VEC];
   float sum = 0.f;
 #pragma unroll

@@ -8,18 +8,9 @@
 #include <cstdint>
 
 #include "external/cuda/kernels/float_type.h"
+#include "external/cuda/kernels/row_layout.h"
 
 namespace dtorch::external::cuda::kernels {
-
-constexpr int kMaxLeadDims = 6;
-
-// The leading (not normalised) dims of the input, outermost first: row r of the output (row-major
-// over these sizes) is read at sum(index_i * stride_i) elements from the input's start.
-struct RowLayout {
-  int dims = 0;
-  int64_t size[kMaxLeadDims] = {};
-  int64_t stride[kMaxLeadDims] = {};
-};
 
 // The widest row served for a type (16-byte loads, 32 threads, 4 loads each).
 int maxRowLength(FloatType type);

@@ -180,7 +180,22 @@ export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], opti
   if (x.ndim < 1 || x.shape.at(-1)! % 2 !== 0) {
     throw new DTorchError(ErrorCode.ShapeMismatch, `applyRotaryEmb: the last dim of x ${x.describe()} must be even`);
   }
+  if (rotaryOpServes(x, cos, sin)) return recordOp('rotary_emb', [x, cos, sin], [unbindDim === -2 ? 1 : 0]);
   return atomic(() => rotate(x, cos, sin, unbindDim));
+}
+
+// Whether the engine's rotary_emb op takes these inputs (one pass on GPUs; the very ops of
+// rotate() elsewhere): tables [S, D] on x's mesh, whole, or split by tokens as x is (whole
+// tables are sliced locally there). Other layouts (tables of more dims, x split on D) go the
+// composite way, whose broadcasts cover them.
+function rotaryOpServes(x: Tensor, cos: Tensor, sin: Tensor): boolean {
+  const [s, d] = [x.shape.at(-2), x.shape.at(-1)];
+  if (x.ndim < 2 || [cos, sin].some((t) => t.ndim !== 2 || t.shape[0] !== s || t.shape[1] !== d || !t.mesh.equals(x.mesh))) return false;
+  return x.placements.every((p, m) => {
+    const whole = cos.placements[m]!.isReplicate() && sin.placements[m]!.isReplicate();
+    if (p.isShard(x.ndim - 2)) return whole || (cos.placements[m]!.isShard(0) && sin.placements[m]!.isShard(0));
+    return whole && (p.isReplicate() || (p.isShard() && p.dim < x.ndim - 2));
+  });
 }
 
 function rotate(x: Tensor, cos: Tensor, sin: Tensor, unbindDim: -1 | -2): Tensor {

@@ -1,0 +1,62 @@
+#include "external/cuda/rotary_emb.h"
+
+#include <ATen/ATen.h>
+
+#ifdef DTORCH_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "common/env.h"
+#include "external/cuda/kernels/rotary_rows.h"
+#endif
+
+namespace dtorch::external::cuda {
+
+#ifdef DTORCH_WITH_CUDA
+
+namespace k = kernels;
+
+std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves) {
+  static const bool enabled = common::settings().rotaryKernel;  // 0: always the unfused ops
+  if (!enabled || !x.is_cuda() || x.dim() < 2 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
+  k::FloatType type;
+  switch (x.scalar_type()) {
+    case at::kFloat: type = k::FloatType::kFloat32; break;
+    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
+    case at::kHalf: type = k::FloatType::kFloat16; break;
+    default: return std::nullopt;
+  }
+  const int64_t d = x.size(-1), tokens = x.size(-2), vec = 16 / static_cast<int64_t>(x.element_size());
+  if (d % (halves ? 2 * vec : vec) != 0 || d > INT32_MAX) return std::nullopt;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  for (const at::Tensor* t : {&cos, &sin}) {
+    if (t->scalar_type() != at::kFloat || t->dim() != 2 || t->size(0) != tokens || t->size(1) != d || !t->is_contiguous() ||
+        t->device() != x.device() || !aligned(t->data_ptr())) {
+      return std::nullopt;
+    }
+  }
+  if (!aligned(x.data_ptr())) return std::nullopt;
+  k::RowLayout lead;
+  lead.dims = static_cast<int>(x.dim() - 1);
+  for (int i = 0; i < lead.dims; ++i) {
+    lead.size[i] = x.size(i);
+    lead.stride[i] = x.stride(i);
+    if ((x.stride(i) * x.element_size()) % 16 != 0 && x.size(i) > 1) return std::nullopt;  // every row starts 16-byte aligned
+  }
+  // a dense x (a transposed view of a projection) gives its layout to y, as the unfused ops'
+  // TensorIterator does: attention then takes q and k in the layout of v, and its output
+  // flattens back to tokens without a copy
+  const bool sameLayout = x.is_non_overlapping_and_dense();
+  at::Tensor y = sameLayout ? at::empty_strided(x.sizes(), x.strides(), x.options()) : at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const int error = k::rotaryRows(type, x.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(), y.data_ptr(), x.numel() / d, static_cast<int>(d),
+                                  tokens, halves, lead, sameLayout, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  TORCH_CHECK(error == 0, "rotary_emb: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return y;
+}
+
+#else
+
+std::optional<at::Tensor> rotaryEmb(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool) { return std::nullopt; }
+
+#endif
+
+}  // namespace dtorch::external::cuda
