@@ -143,7 +143,7 @@ describe('SD3Transformer2DModel', () => {
     const [model, reference] = [await load(name, { mesh: ring }), await load(name, { mesh: single })];
     const [x, y] = [inputs(name, ring), inputs(name, single)];
     const before = dt.memory().numTensors;
-    expect(() => model.call(x.hiddenStates, x.options)).toThrow(/join_shards: parts of lengths \[12, 5\] along dim 2, each in 4 pieces .*rank 2 holds 3 \+ 1 = 4 but torch.chunk gives it 5/);
+    expect(() => model.call(x.hiddenStates, x.options)).toThrow(/join_shards: parts of lengths \[12, 5\] along dim 1, each in 4 pieces .*rank 2 holds 3 \+ 1 = 4 but torch.chunk gives it 5/);
     expect(dt.memory().numTensors, 'the refused call left nothing behind').toBe(before);
     const three = (o: hf.SD3TransformerCallOptions) => ({ ...o, encoderHiddenStates: o.encoderHiddenStates.narrow(1, 0, 3) });
     const [xo, yo] = [three(x.options), three(y.options)];

@@ -34,16 +34,23 @@ export function splitTokens(t: dt.Tensor): dt.Tensor {
   return placements.every((p, d) => p.equals(t.placements[d]!)) ? t : t.redistribute(placements);
 }
 
-/** [B, H, N, E] split by tokens (dim 2) over 'ulysses' to split by heads (dim 1); others as they are. */
-export function tokensToHeads(t: dt.Tensor): dt.Tensor {
+/** Which dims of a per-head tensor hold the tokens and the heads: [B, H, N, E] by default, or token-major [B, N, H, E]. */
+export interface HeadLayout {
+  tokenDim: number;
+  headDim: number;
+}
+const headMajor: HeadLayout = { tokenDim: 2, headDim: 1 };
+
+/** Per-head `t` split by tokens over 'ulysses' to split by heads; others as they are. */
+export function tokensToHeads(t: dt.Tensor, { tokenDim, headDim }: HeadLayout = headMajor): dt.Tensor {
   const u = ulyssesDim(t.mesh);
-  return u >= 0 && t.placements[u]!.isShard(2) ? withPlacement(t, u, dt.Shard(1)) : t;
+  return u >= 0 && t.placements[u]!.isShard(tokenDim) ? withPlacement(t, u, dt.Shard(headDim)) : t;
 }
 
 /** The inverse of tokensToHeads for an attention output `t` whose input `like` was split by tokens. */
-export function headsToTokens(t: dt.Tensor, like: dt.Tensor): dt.Tensor {
+export function headsToTokens(t: dt.Tensor, like: dt.Tensor, { tokenDim }: HeadLayout = headMajor): dt.Tensor {
   const u = ulyssesDim(t.mesh);
-  return u >= 0 && like.placements[u]!.isShard(2) ? withPlacement(t, u, dt.Shard(2)) : t;
+  return u >= 0 && like.placements[u]!.isShard(tokenDim) ? withPlacement(t, u, dt.Shard(tokenDim)) : t;
 }
 
 /** A SHARD error when the heads cannot be split evenly over 'ulysses'. */

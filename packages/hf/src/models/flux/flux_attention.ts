@@ -59,10 +59,11 @@ export class FluxAttention extends nn.Module {
     }
   }
 
-  // [B, S, inner] to [B, heads, S, headDim]; the head count follows from headDim (fewer per device under tp)
+  // [B, S, inner] to [B, S, heads, headDim], normalised per head; the head count follows from
+  // headDim (fewer per device under tp)
   #heads(t: dt.Tensor, norm?: nn.RMSNorm): dt.Tensor {
     const split = t.unflatten(-1, [-1, this.headDim]);
-    return (norm ? norm.forward(split) : split).transpose(1, 2);
+    return norm ? norm.forward(split) : split;
   }
 
   /**
@@ -76,14 +77,16 @@ export class FluxAttention extends nn.Module {
     let v = this.#heads(this.to_v.forward(hidden));
     const textLength = encoder?.shape[1] ?? 0;
     if (encoder) {
-      // text tokens first
-      q = joinSequence([this.#heads(this.add_q_proj!.forward(encoder), this.norm_added_q), q], 2);
-      k = joinSequence([this.#heads(this.add_k_proj!.forward(encoder), this.norm_added_k), k], 2);
-      v = joinSequence([this.#heads(this.add_v_proj!.forward(encoder)), v], 2);
+      // text tokens first, joined token-major (whole rows: one contiguous copy per part)
+      q = joinSequence([this.#heads(this.add_q_proj!.forward(encoder), this.norm_added_q), q], 1);
+      k = joinSequence([this.#heads(this.add_k_proj!.forward(encoder), this.norm_added_k), k], 1);
+      v = joinSequence([this.#heads(this.add_v_proj!.forward(encoder)), v], 1);
     }
-    q = dt.F.applyRotaryEmb(q, rotary);
-    k = dt.F.applyRotaryEmb(k, rotary);
-    const out = dt.F.scaledDotProductAttention(q, k, v).transpose(1, 2).flatten(2);
+    // attention over [B, heads, S, headDim] views: the rotated q and k keep the token-major
+    // layout of v (on GPUs), so the output flattens back to tokens without a copy
+    q = dt.F.applyRotaryEmb(q.transpose(1, 2), rotary);
+    k = dt.F.applyRotaryEmb(k.transpose(1, 2), rotary);
+    const out = dt.F.scaledDotProductAttention(q, k, v.transpose(1, 2)).transpose(1, 2).flatten(2);
     if (!encoder) return [out, undefined];
     const [text, image] = splitSequence(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
     return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];

@@ -60,10 +60,13 @@ export class SD3Attention extends nn.Module {
     this.to_add_out = o.joint && !o.contextPreOnly ? new nn.Linear(inner, dim, options) : undefined;
   }
 
-  // [B, N, heads·headDim] to [B, heads, N, headDim], normalised per head when the model has a norm
+  // [B, N, heads·headDim] to token-major [B, N, heads, headDim], normalised per head when the
+  // model has a norm. Kept token-major until attention: the streams join by whole rows (one
+  // contiguous copy per part, not a strided gather), and attention's output in that layout
+  // flattens back to tokens without a copy
   private heads_(x: dt.Tensor, norm: nn.LayerNorm | nn.RMSNorm | undefined): dt.Tensor {
     const split = x.unflatten(2, [this.heads, this.headDim]);
-    return (norm ? norm.forward(split) : split).transpose(1, 2);
+    return norm ? norm.forward(split) : split;
   }
 
   /** Self-attention over `x` [B, N, dim] alone (attn2), or joint attention with `context` [B, M, dim]: [image out, text out]. */
@@ -74,22 +77,27 @@ export class SD3Attention extends nn.Module {
     const toOut = this.to_out.at(0) as nn.Linear;
     // self-attention (attn2): sdpa runs Ulysses and/or ring attention itself when the tokens
     // are split over 'ulysses' / 'ring'
-    if (!context || !this.add_q_proj) return [toOut.forward(tokens(dt.F.scaledDotProductAttention(q, k, v))), undefined];
+    if (!context || !this.add_q_proj) return [toOut.forward(tokens(attend(q, k, v))), undefined];
     // JointAttnProcessor2_0's order: the image tokens first, then the text tokens. Split by
     // tokens over 'ulysses', each stream is first regrouped by heads; split over 'ring', the
     // streams are joined piece by piece (each device keeps its tokens) and sdpa runs ring
     // attention; elsewhere joinShards is cat (parallel/ulysses_heads.ts)
     const like = q;
-    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.tidy(() => dt.joinShards([tokensToHeads(image), tokensToHeads(text)], 2));
+    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor), tokensToHeads(text, tokenMajor)], 1));
     q = joined(q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q));
     k = joined(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
     v = joined(v, this.heads_(this.add_v_proj!.forward(context), undefined));
-    const attended = dt.F.scaledDotProductAttention(q, k, v);
-    const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 2).map((t) => tokens(headsToTokens(t, like))) as [dt.Tensor, dt.Tensor];
+    const attended = attend(q, k, v);
+    const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 1).map((t) => tokens(headsToTokens(t, like, tokenMajor))) as [dt.Tensor, dt.Tensor];
     return [toOut.forward(imageOut), this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
   }
 }
 
-// [B, heads, N, headDim] back to [B, N, heads·headDim]
-const tokens = (t: dt.Tensor) => t.transpose(1, 2).reshape([t.shape[0]!, t.shape[2]!, -1]);
+const tokenMajor = { tokenDim: 1, headDim: 2 };
+
+// sdpa over token-major [B, N, heads, headDim] q, k, v (as [B, heads, N, headDim] views); the output token-major too
+const attend = (q: dt.Tensor, k: dt.Tensor, v: dt.Tensor) => dt.F.scaledDotProductAttention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2);
+
+// token-major [B, N, heads, headDim] back to [B, N, heads·headDim]
+const tokens = (t: dt.Tensor) => t.flatten(2);
 
