@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/addcmul_rows.h"
 #include "external/cuda/scalar_op.h"
 
 namespace dtorch::core {
@@ -395,7 +396,9 @@ void runAddcmul(KernelContext& ctx) {
   const at::Tensor &c = ctx.input(0), &a = ctx.input(1), &b = ctx.input(2);
   const bool oneDtype = c.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type();
   if (c.is_cuda() && oneDtype && at::isFloatingType(c.scalar_type())) {
-    ctx.outputs.push_back(at::addcmul(c, a, b));
+    // adaLN's operands broadcast one row per batch over the tokens: DTorch's row kernel
+    std::optional<at::Tensor> rows = external::cuda::addcmulRows(c, a, b);
+    ctx.outputs.push_back(rows ? *rows : at::addcmul(c, a, b));
     return;
   }
   ctx.outputs.push_back(addToProduct(ctx, at::mul(a, b), c));

@@ -1,0 +1,59 @@
+#include "external/cuda/addcmul_rows.h"
+
+#include <ATen/ATen.h>
+
+#ifdef DTORCH_WITH_CUDA
+#include <ATen/ExpandUtils.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "external/cuda/kernels/addcmul_rows.h"
+#endif
+
+namespace dtorch::external::cuda {
+
+#ifdef DTORCH_WITH_CUDA
+
+namespace k = kernels;
+
+std::optional<at::Tensor> addcmulRows(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
+  if (!c.is_cuda() || a.scalar_type() != c.scalar_type() || b.scalar_type() != c.scalar_type() || a.device() != c.device() || b.device() != c.device()) {
+    return std::nullopt;
+  }
+  k::FloatType type;
+  switch (c.scalar_type()) {
+    case at::kFloat: type = k::FloatType::kFloat32; break;
+    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
+    case at::kHalf: type = k::FloatType::kFloat16; break;
+    default: return std::nullopt;
+  }
+  const std::vector<int64_t> shape = at::infer_size(at::infer_size(c.sizes(), a.sizes()), b.sizes());
+  if (shape.size() < 2 || shape.size() > 3) return std::nullopt;
+  const bool batched = shape.size() == 3;
+  const int64_t batch = batched ? shape[0] : 1, rows = shape[shape.size() - 2], d = shape.back();
+  const int64_t vec = 16 / static_cast<int64_t>(c.element_size()), bytes = static_cast<int64_t>(c.element_size());
+  if (d % vec != 0 || batch * rows * d == 0) return std::nullopt;
+  bool broadcast = false;
+  k::RowOperand ops[3];
+  const at::Tensor* inputs[3] = {&c, &a, &b};
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor e = inputs[i]->expand(shape);  // a view: broadcast dims get stride 0
+    if (e.stride(-1) != 1 || reinterpret_cast<uintptr_t>(e.data_ptr()) % 16 != 0) return std::nullopt;
+    const int64_t rowStride = e.stride(-2), batchStride = batched ? e.stride(0) : 0;
+    if ((rowStride * bytes) % 16 != 0 || (batchStride * bytes) % 16 != 0) return std::nullopt;
+    broadcast = broadcast || (rowStride == 0 && rows > 1);
+    ops[i] = {e.data_ptr(), batchStride, rowStride};
+  }
+  if (!broadcast) return std::nullopt;  // whole operands: LibTorch's kernel is vectorized already
+  at::Tensor y = at::empty(shape, c.options().memory_format(at::MemoryFormat::Contiguous));
+  const int error = k::addcmulRows(type, ops[0], ops[1], ops[2], y.data_ptr(), batch, rows, d, c10::cuda::getCurrentCUDAStream(c.device().index()).stream());
+  TORCH_CHECK(error == 0, "addcmul: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return y;
+}
+
+#else
+
+std::optional<at::Tensor> addcmulRows(const at::Tensor&, const at::Tensor&, const at::Tensor&) { return std::nullopt; }
+
+#endif
+
+}  // namespace dtorch::external::cuda
