@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) addcmulRowsKernel(RowOperand c, RowO
   const Pack<T> pc = load<T>(c, batch, row, col), pa = load<T>(a, batch, row, col), pb = load<T>(b, batch, row, col);
   Pack<T> out;
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) out.v[i] = fromFloat<T>(__fadd_rn(toFloat(pc.v[i]), __fmul_rn(toFloat(pa.v[i]), toFloat(pb.v[i]))));
+  for (int i = 0; i < VEC; ++i) out.v[i] = fromFloat<T>(__fmaf_rn(toFloat(pa.v[i]), toFloat(pb.v[i]), toFloat(pc.v[i])));  // at::addcmul's fma
   *reinterpret_cast<uint4*>(y + thread * VEC) = out.raw;
 }
 

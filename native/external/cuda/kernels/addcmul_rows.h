@@ -2,8 +2,8 @@
 // batch broadcast over the rows ([batch, 1, d]: adaLN's shift, scale and gate against the
 // tokens): the elementwise tail of every modulation and gated residual of SD3's and Flux's
 // blocks. LibTorch's broadcasting path reads such operands element by element; here every
-// operand is read 16 bytes at a time. Computed in float32 as at::addcmul computes it (the
-// product rounded, then the sum) and rounded once to the type. Plain types only.
+// operand is read 16 bytes at a time. Computed in float32 as at::addcmul computes it (one fused
+// multiply-add) and rounded once to the type. Plain types only.
 #pragma once
 #include <cstdint>
 
