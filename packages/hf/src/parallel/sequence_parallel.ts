@@ -49,10 +49,9 @@ export function sequencePieces(t: dt.Tensor, dim: number): number {
 
 /**
  * The inputs of `plan` placed as it says on `mesh` (the others as given). Token counts need not
- * divide the sequence pieces; joinSequence checks that its parts join (`_what`, the model's
- * name, is no longer needed in an error here).
+ * divide the sequence pieces; joinSequence checks that its parts join.
  */
-export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(_what: string, plan: SequenceParallelPlan, mesh: dt.DeviceMesh, inputs: T): T {
+export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(plan: SequenceParallelPlan, mesh: dt.DeviceMesh, inputs: T): T {
   const placed: Record<string, dt.Tensor | undefined> = { ...inputs };
   for (const [name, t] of Object.entries(inputs)) {
     if (!t) continue;

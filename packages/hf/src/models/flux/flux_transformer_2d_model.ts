@@ -109,7 +109,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
    * (its `.sample`).
    */
   forward(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions): dt.Tensor {
-    const inputs = placeInputs('FluxTransformer2DModel', fluxSequenceParallelPlan, this.mesh, this.#checkInputs(hiddenStates, options));
+    const inputs = placeInputs(fluxSequenceParallelPlan, this.mesh, this.#checkInputs(hiddenStates, options));
     const { encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = inputs;
 
     let hidden = this.x_embedder.forward(inputs.hiddenStates);
