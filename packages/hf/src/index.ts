@@ -90,3 +90,16 @@ export {
   type SequenceParallelPlan,
 } from "./parallel/sequence_parallel.js";
 export * as nn from "@dtorch/nn";
+export {
+  DiffusionPipeline,
+  registerPipeline,
+  type GenerateOptions,
+  type GenerateOutput,
+  type PipelineClass,
+  type PipelineOptions,
+  type StepInfo,
+} from "./pipelines/diffusion_pipeline.js";
+export { readModelIndex, type ModelIndex } from "./pipelines/model_index.js";
+export { denormalize, toPngs, outputTypes, type OutputType } from "./pipelines/image_output.js";
+export { fillRandomWeights } from "./pipelines/random_weights.js";
+export { tinyTokenizer, tinyTokenizerFolder, type TinyTokenizerName } from "./pipelines/tiny/tiny_tokenizers.js";

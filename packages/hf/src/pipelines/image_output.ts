@@ -1,0 +1,36 @@
+// What a pipeline returns for its decoded images, as diffusers' VaeImageProcessor.postprocess:
+// the VAE's output in [-1, 1] to [0, 1] ((x / 2 + 0.5).clamp(0, 1), in float32), then either that
+// tensor or one PNG per image (8-bit RGB, round(x · 255) as diffusers' numpy_to_pil). PNGs are
+// written by pngjs: a maintained pure-JS encoder (no native binary to match the platform, unlike
+// sharp; fast-png has no streaming or filter choice), fast enough for a few images a run.
+import * as dt from '@dtorch/api';
+import { PNG } from 'pngjs';
+
+export type OutputType = 'png' | 'tensor' | 'latent';
+export const outputTypes: readonly OutputType[] = ['png', 'tensor', 'latent'];
+
+/** The VAE's output [B, 3, H, W] in [-1, 1] as float32 in [0, 1], on its own mesh. */
+export function denormalize(decoded: dt.Tensor): dt.Tensor {
+  return dt.tidy(() => decoded.to('float32').div(2).add(0.5).clamp(0, 1));
+}
+
+/** Images [B, 3, H, W] in [0, 1] as PNG files, one per image. */
+export async function toPngs(images: dt.Tensor): Promise<Buffer[]> {
+  const [batch, channels, height, width] = images.shape as [number, number, number, number];
+  const whole = images.redistribute(images.placements.map(() => dt.Replicate()));
+  const data = (await whole.data()) as Float32Array;
+  if (whole !== images) whole.dispose();
+  const pngs: Buffer[] = [];
+  const plane = height * width;
+  for (let b = 0; b < batch; b++) {
+    const png = new PNG({ width, height, colorType: 2, inputColorType: 2, inputHasAlpha: false });
+    const rgb = Buffer.alloc(plane * 3);
+    const base = b * channels * plane;
+    for (let i = 0; i < plane; i++) {
+      for (let c = 0; c < 3; c++) rgb[i * 3 + c] = Math.round(data[base + c * plane + i]! * 255); // as numpy's round (half to even) on these values
+    }
+    png.data = rgb;
+    pngs.push(PNG.sync.write(png, { colorType: 2, inputColorType: 2, inputHasAlpha: false }));
+  }
+  return pngs;
+}
