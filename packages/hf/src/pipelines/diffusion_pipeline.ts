@@ -51,6 +51,11 @@ export interface GenerateOptions {
   maxSequenceLength?: number;
   /** Initial latents (as diffusers' `latents`), instead of drawing them from `seed`. */
   latents?: dt.Tensor;
+  /** Encoded prompts instead of `prompt` (each pipeline names the ones it takes: pooled, negative). */
+  promptEmbeds?: dt.Tensor;
+  pooledPromptEmbeds?: dt.Tensor;
+  negativePromptEmbeds?: dt.Tensor;
+  negativePooledPromptEmbeds?: dt.Tensor;
   outputType?: OutputType;
   /** Called after each step; it may not keep the tensors it does not own. */
   onStep?: (info: StepInfo) => void;
