@@ -35,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { fillLikeTorchInit, noise } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const here = dirname(self);
@@ -69,46 +70,13 @@ function specFor(name) {
   return { spec, config: { ...spec.config, ...tiny.config }, inputs: { ...spec.inputs, ...tiny.inputs } };
 }
 
-// Values in [-0.5, 0.5) from each element's index, made on the tensor's own device. The index is
-// split in two (rows x a run of trailing dims of at most 16,384 elements) so that both parts
-// stay exact in float32 however large the tensor.
-function noise(shape, mesh, seed) {
-  return dt.tidy(() => {
-    const n = shape.reduce((a, b) => a * b, 1);
-    let cols = shape.length ? shape[shape.length - 1] : 1;
-    for (let d = shape.length - 2; d >= 0 && cols * shape[d] <= 16384; d--) cols *= shape[d];
-    const rows = n / cols;
-    const r = dt.arange(rows, undefined, 1, { mesh, dtype: 'float32' }).reshape([rows, 1]);
-    const c = dt.arange(cols, undefined, 1, { mesh, dtype: 'float32' }).reshape([1, cols]);
-    const h = r.mul(12.9898).add(c.mul(78.233)).add((seed % 1000) * 0.7071).sin().mul(43758.5453);
-    return h.sub(h.floor()).sub(0.5).reshape(shape);
-  });
-}
-
-// Weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch's default init of Linear and
-// Conv2d (what diffusers' models start from), norm weights near 1 and norm biases near 0, buffers
-// (SD3's position table) in [-1, 1).
-function fillRandom(model) {
-  const params = [...model.namedParameters()];
-  const shapes = new Map(params.map(([k, p]) => [k, p.shape]));
-  let seed = 0;
-  for (const [key, t] of [...params, ...model.namedBuffers()]) {
-    const weight = shapes.get(key.replace(/bias$/, 'weight'));
-    const fanIn = weight && weight.length >= 2 ? weight.slice(1).reduce((a, b) => a * b, 1) : 0;
-    const isParam = shapes.has(key);
-    const [scale, offset] = !isParam ? [2, 0] : fanIn ? [2 / Math.sqrt(fanIn), 0] : key.endsWith('weight') ? [0.1, 1] : [0.1, 0];
-    const value = dt.tidy(() => noise(t.shape, t.mesh, ++seed).mul(scale).add(offset).to(t.dtype));
-    model.setTensor(key, value);
-  }
-}
-
 // The model of `name` on one device with random weights, its step and the output's expected shape.
 function build(name) {
   const { spec, config, inputs } = specFor(name);
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
-  fillRandom(model);
+  fillLikeTorchInit(model);
   const { batch: b, height: h, width: w } = inputs;
   const r = (shape, seed) => dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype));
   const f32 = { mesh, dtype: 'float32' };

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { fillLikeTransformersInit } from './random_init.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -38,25 +39,6 @@ const classes = {
   CLIPTextModelWithProjection: [hf.CLIPTextConfig, hf.CLIPTextModelWithProjection],
 };
 
-// Values in [-0.5, 0.5) from each element's index, made on the parameter's own device.
-function noise(p, seed) {
-  return dt.tidy(() => {
-    const i = dt.arange(p.numel, undefined, 1, { mesh: p.mesh, dtype: 'float32' });
-    const h = i.mul(12.9898).add(seed * 78.233).sin().mul(43758.5453);
-    return h.sub(h.floor()).sub(0.5).reshape(p.shape);
-  });
-}
-
-// Norm weights near 1, other weights and biases scaled as transformers' inits (std ~ 0.02).
-function fillRandom(model) {
-  let seed = 0;
-  for (const [key, p] of model.namedParameters()) {
-    const isNorm = /norm/.test(key) && key.endsWith('weight');
-    const value = dt.tidy(() => noise(p, ++seed).mul(isNorm ? 0.1 : 0.07).add(isNorm ? 1 : 0).to(p.dtype));
-    model.setTensor(key, value);
-  }
-}
-
 function inputIds(spec, mesh) {
   const vocab = spec.config.vocab_size;
   const ids = Array.from({ length: spec.tokens }, (_, i) => ((i * 7919) % (vocab - 2)) + 1);
@@ -70,7 +52,7 @@ function build(spec) {
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(spec.config), { mesh, dtype }));
-  fillRandom(model);
+  fillLikeTransformersInit(model);
   const ids = inputIds(spec, mesh);
   const once = async () => {
     const out = model.call(ids);
