@@ -28,8 +28,11 @@ export class FluxSingleTransformerBlock extends nn.Module {
   forward(joint: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables): dt.Tensor {
     const [normed, gate] = this.norm.forward(joint, temb);
     const mlp = dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' });
-    const [attnOut] = this.attn.forward(normed, undefined, rotary);
-    const out = gated(joint, gate, packedLinear(this.proj_out, [attnOut, mlp]));
+    const [attnOut] = this.attn.call(normed, undefined, rotary);
+    normed.dispose(); // freed once read (the block's tidy would hold it to the end)
+    const projected = packedLinear(this.proj_out, [attnOut, mlp]);
+    dt.dispose([attnOut, mlp]);
+    const out = gated(joint, gate, projected);
     return out.dtype === 'float16' ? out.clamp(-65504, 65504) : out;
   }
 }

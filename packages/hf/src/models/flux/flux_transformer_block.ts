@@ -35,15 +35,20 @@ export class FluxTransformerBlock extends nn.Module {
   forward(hidden: dt.Tensor, encoderHidden: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables): [dt.Tensor, dt.Tensor] {
     const [normed, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.norm1.forward(hidden, temb);
     const [normedContext, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = this.norm1_context.forward(encoderHidden, temb);
-    const [attnOut, contextAttnOut] = this.attn.forward(normed, normedContext, rotary);
+    const [attnOut, contextAttnOut] = this.attn.call(normed, normedContext, rotary);
+    // the large intermediates are freed as soon as they are read (the block's tidy would hold
+    // them to its end: at 1024² that is most of a step's activation memory)
+    dt.dispose([normed, normedContext]);
 
-    let h = gated(hidden, gateMsa, attnOut);
-    const ffOut = this.ff.forward(modulate(this.norm2.forward(h), shiftMlp, scaleMlp));
-    h = gated(h, gateMlp, ffOut);
+    const h1 = gated(hidden, gateMsa, attnOut);
+    const ffIn = modulate(this.norm2.forward(h1), shiftMlp, scaleMlp);
+    const h = gated(h1, gateMlp, this.ff.call(ffIn));
+    dt.dispose([attnOut, ffIn, h1]);
 
-    let c = gated(encoderHidden, cGateMsa, contextAttnOut!);
-    const contextFfOut = this.ff_context.forward(modulate(this.norm2_context.forward(c), cShiftMlp, cScaleMlp));
-    c = clampFloat16(gated(c, cGateMlp, contextFfOut));
+    const c1 = gated(encoderHidden, cGateMsa, contextAttnOut!);
+    const contextFfIn = modulate(this.norm2_context.forward(c1), cShiftMlp, cScaleMlp);
+    const c = clampFloat16(gated(c1, cGateMlp, this.ff_context.call(contextFfIn)));
+    dt.dispose([contextAttnOut!, contextFfIn, c1]);
     return [c, h];
   }
 }

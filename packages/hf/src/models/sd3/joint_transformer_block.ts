@@ -3,7 +3,7 @@
 // residuals and feed-forwards. SD3.5's dual-attention blocks add a second, image-only attention
 // (attn2) on a second modulation of the image stream. The last block is context_pre_only: its
 // text stream feeds the attention and nothing after it.
-import type * as dt from '@dtorch/api';
+import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
@@ -56,14 +56,27 @@ export class JointTransformerBlock extends nn.Module {
     // the last block's text stream only feeds the attention (AdaLayerNormContinuous, no gates)
     const text = this.norm1_context instanceof AdaLayerNormZero ? this.norm1_context.forward(context, temb) : undefined;
     const normedText = text ? text[0] : (this.norm1_context as AdaLayerNormContinuous).forward(context, temb);
-    const [attnOut, contextAttnOut] = this.attn.forward(normed, normedText);
+    const [attnOut, contextAttnOut] = this.attn.call(normed, normedText);
+    // the large intermediates are freed as soon as they are read (the block's tidy would hold
+    // them all to its end)
+    dt.dispose([normed, normedText]);
     let h = gated(hidden, gateMsa, attnOut);
-    if (this.attn2 && normed2 && gateMsa2) h = gated(h, gateMsa2, this.attn2.forward(normed2)[0]);
-    h = gated(h, gateMlp, this.ff.forward(modulate(this.norm2.forward(h), shiftMlp, scaleMlp)));
-    if (!text) return [undefined, h];
+    attnOut.dispose();
+    if (this.attn2 && normed2 && gateMsa2) {
+      const [attn2Out] = this.attn2.call(normed2);
+      const h2 = gated(h, gateMsa2, attn2Out);
+      dt.dispose([normed2, attn2Out, h]);
+      h = h2;
+    }
+    const ffIn = modulate(this.norm2.forward(h), shiftMlp, scaleMlp);
+    const out = gated(h, gateMlp, this.ff.call(ffIn));
+    dt.dispose([ffIn, h]);
+    if (!text) return [undefined, out];
     const [, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = text;
-    let c = gated(context, cGateMsa, contextAttnOut!);
-    c = gated(c, cGateMlp, this.ff_context!.forward(modulate(this.norm2_context!.forward(c), cShiftMlp, cScaleMlp)));
-    return [c, h];
+    const c = gated(context, cGateMsa, contextAttnOut!);
+    const contextFfIn = modulate(this.norm2_context!.forward(c), cShiftMlp, cScaleMlp);
+    const contextOut = gated(c, cGateMlp, this.ff_context!.call(contextFfIn));
+    dt.dispose([contextAttnOut!, contextFfIn, c]);
+    return [contextOut, out];
   }
 }
