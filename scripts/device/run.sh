@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -72,6 +72,10 @@ fi
 if bench hf && [ "$cuda" = true ]; then
   # T5-XXL, CLIP-L and CLIP-G text encoders beside transformers eager and compiled (HF_MODELS: a subset)
   DEVICE=cuda MODELS=${HF_MODELS:-t5-xxl,clip-l,clip-g} node bench/hf/text_encoders.mjs > "$OUT/hf-text-encoders-cuda.jsonl" 2>&1
+fi
+if bench pipelines && [ "$cuda" = true ]; then
+  # Flux-dev and SD3-medium text to image end to end (28 steps, 1024x1024) beside diffusers' pipelines
+  DEVICE=cuda PIPELINES=${PIPELINES:-flux-dev,sd3-medium} node bench/hf/pipelines.mjs > "$OUT/hf-pipelines-cuda.jsonl" 2>&1
 fi
 if bench diffusion && [ "$cuda" = true ]; then
   # FLUX.1-dev's and SD3-medium's transformers (one step) and the SD3/Flux VAE decode beside

@@ -1,0 +1,184 @@
+#!/usr/bin/env node
+// bench/hf: text to image end to end, FLUX.1-dev (28 steps, guidance 3.5 as an embedding, 512 T5
+// tokens) and SD3-medium (28 steps, classifier-free guidance 7.0, 256 T5 tokens), both 1024x1024,
+// at full size with random weights: DTorch's hf.FluxPipeline / hf.StableDiffusion3Pipeline built
+// from components (nn.skipInit, then values made on the GPU: random_init.mjs) beside diffusers'
+// own pipelines (pipelines.py: diffusers' and transformers' classes and inits) in one run, each
+// side in a process of its own. Specs: pipelines.json (components name models.json entries).
+// Tokenizers: the tiny pipelines' (CLIP's real vocabulary, a small T5 SentencePiece: with random
+// weights the ids' meaning is moot; the padded lengths are the real ones), on both sides.
+// Per pipeline and side: seconds end to end (best of RUNS after a warm-up run, each waited for;
+// the output a [1, 3, 1024, 1024] tensor in [0, 1], no PNG), the time of each phase (prompt
+// encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
+// and what the components hold; then a summary line with the ratios and whether the issue's
+// target (<= 0.9x diffusers eager, peak <= diffusers') is met.
+//   DEVICE=cuda node bench/hf/pipelines.mjs
+//   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
+// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), DIFFUSERS_SRC, PYTHON.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import * as nn from '@dtorch/nn';
+import { fillLikeTorchInit, fillLikeTransformersInit } from './random_init.mjs';
+
+const self = fileURLToPath(import.meta.url);
+const here = dirname(self);
+const root = join(here, '..', '..');
+const device = process.env.DEVICE ?? 'cuda';
+const size = process.env.SIZE ?? 'full';
+const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
+const names = (process.env.PIPELINES ?? 'flux-dev,sd3-medium').split(',').filter(Boolean);
+const runs = Number(process.env.RUNS ?? 2);
+const budgetS = Number(process.env.BUDGET_S ?? 480);
+const specs = JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8'));
+const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
+const GIB = 1024 ** 3;
+const bench = 'hf_pipeline';
+dt.setCaptureStacks(false); // as under NODE_ENV=production
+
+const classes = {
+  FluxTransformer2DModel: [hf.FluxTransformer2DConfig, hf.FluxTransformer2DModel, fillLikeTorchInit],
+  SD3Transformer2DModel: [hf.SD3Transformer2DConfig, hf.SD3Transformer2DModel, fillLikeTorchInit],
+  AutoencoderKL: [hf.AutoencoderKLConfig, hf.AutoencoderKL, fillLikeTorchInit],
+  T5EncoderModel: [hf.T5Config, hf.T5EncoderModel, fillLikeTransformersInit],
+  CLIPTextModel: [hf.CLIPTextConfig, hf.CLIPTextModel, fillLikeTransformersInit],
+  CLIPTextModelWithProjection: [hf.CLIPTextConfig, hf.CLIPTextModelWithProjection, fillLikeTransformersInit],
+};
+
+// One component of pipelines.json on `mesh` with random weights.
+function component(entry, mesh) {
+  const spec = models[entry.model];
+  const tiny = size === 'tiny' ? { ...spec.tiny?.config, ...entry.tiny } : {};
+  const config = { ...spec.config, ...entry.config, ...tiny };
+  const [Config, Model, fill] = classes[entry.class ?? spec.class];
+  const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
+  fill(model);
+  return model;
+}
+
+// The pipeline of `name` from components, and the generate() options of the issue's run.
+async function build(name) {
+  const spec = specs[name];
+  const mesh = new dt.DeviceMesh(device, [0]);
+  const c = spec.components;
+  const parts = { scheduler: hf.FlowMatchEulerDiscreteScheduler.fromConfig(spec.scheduler), transformer: component(c.transformer, mesh), vae: component(c.vae, mesh) };
+  const keys = { text_encoder: ['textEncoder', 'tokenizer'], text_encoder_2: ['textEncoder2', 'tokenizer2'], text_encoder_3: ['textEncoder3', 'tokenizer3'] };
+  for (const [key, [model, tokenizer]] of Object.entries(keys)) {
+    if (!c[key]) continue;
+    parts[model] = component(c[key], mesh);
+    parts[tokenizer] = await hf.tinyTokenizer(c[key].tokenizer);
+  }
+  const Pipeline = hf[spec.pipeline];
+  const pipe = new Pipeline(parts);
+  const call = { ...spec.call, ...(size === 'tiny' ? spec.tiny_call : {}) };
+  const options = {
+    prompt: call.prompt, height: call.height, width: call.width, numInferenceSteps: call.num_inference_steps,
+    guidanceScale: call.guidance_scale, maxSequenceLength: call.max_sequence_length, seed: 0, outputType: 'tensor',
+  };
+  return { pipe, options };
+}
+
+// DTorch's side of one pipeline (run in a worker process of its own).
+async function measure(name) {
+  const ms = (since) => Number(process.hrtime.bigint() - since) / 1e6;
+  const start = process.hrtime.bigint();
+  const { pipe, options } = await build(name);
+  await dt.sync();
+  const buildS = ms(start) / 1000;
+  const cuda = device === 'cuda';
+  const held = cuda ? dt.cuda.memoryStats(0).allocatedBytes : null;
+  const timed = [];
+  let shape = null;
+  let checksum = null;
+  for (let i = 0; i <= runs; i++) {
+    if (i === 1 && cuda) dt.cuda.resetPeakMemoryStats(0); // the first run warms kernels and the allocator
+    const t0 = process.hrtime.bigint();
+    const out = await pipe.generate(options);
+    await dt.sync();
+    const total = ms(t0);
+    const images = out.images;
+    shape = [...images.shape];
+    if (i === runs) checksum = await dt.tidy(() => images.mean()).item();
+    images.dispose();
+    timed.push({ s: total / 1000, ...out.timings });
+  }
+  const peak = cuda ? dt.cuda.memoryStats(0).peakAllocatedBytes : null;
+  pipe.dispose();
+  const best = timed.slice(1).sort((a, b) => a.s - b.s)[0];
+  const r3 = (v) => +v.toFixed(3);
+  return {
+    bench, pipeline: name, side: 'dtorch', device, dtype, size, seconds: r3(best.s), runs_s: timed.slice(1).map((t) => r3(t.s)), warmup_s: r3(timed[0].s),
+    encode_s: r3(best.encodeMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
+    peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB),
+    shape, finite: Number.isFinite(checksum), checksum, build_s: +buildS.toFixed(1), steps: options.numInferenceSteps,
+  };
+}
+
+// ---- the run: each side of each pipeline in a process of its own -----------------------------
+
+const started = Date.now();
+const left = () => budgetS - (Date.now() - started) / 1000;
+
+function child(command, args, env, what) {
+  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env }, timeout: Math.round(Math.max(1, left()) * 1000), killSignal: 'SIGKILL' });
+  const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  if (r.status !== 0 && !lines.some((l) => l.error)) {
+    const why = r.error ? String(r.error.message) : r.signal ? `killed by ${r.signal} (BUDGET_S ${budgetS} reached?)` : `exit ${r.status}`;
+    lines.push({ bench, ...what, device, size, error: `${why}: ${(r.stderr ?? '').trim().split('\n').slice(-4).join(' | ').slice(0, 600)}` });
+  }
+  return lines;
+}
+
+function diffusers(name) {
+  const python = process.env.PYTHON ?? (existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3');
+  const src = process.env.DIFFUSERS_SRC ?? ['/tmp/diffusers-src/src', '/work/diffusers-src/src'].find((d) => existsSync(join(d, 'diffusers', '__init__.py')));
+  const env = { PYTHONUNBUFFERED: '1', ...(src ? { DIFFUSERS_SRC: src, PYTHONPATH: [src, process.env.PYTHONPATH].filter(Boolean).join(':') } : {}) };
+  const tokenizers = dirname(hf.tinyTokenizerFolder('clip'));
+  hf.tinyTokenizerFolder('t5');
+  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs)], env, { side: 'diffusers_eager', pipeline: name });
+}
+
+function summary(name, lines) {
+  const ours = lines.find((l) => l.pipeline === name && l.side === 'dtorch' && l.seconds !== undefined);
+  const theirs = lines.find((l) => l.pipeline === name && l.side === 'diffusers_eager' && l.seconds !== undefined);
+  const ratio = (a, b) => (a != null && b ? +(a / b).toFixed(3) : null);
+  const full = size === 'full' && device === 'cuda';
+  const target = full ? specs[name].target : {};
+  const r = ratio(ours?.seconds, theirs?.seconds);
+  return {
+    bench, summary: true, pipeline: name, device, dtype, size, dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
+    phases_dtorch_s: ours ? { encode: ours.encode_s, denoise: ours.denoise_s, decode: ours.decode_s } : null,
+    phases_diffusers_s: theirs ? { encode: theirs.encode_s, denoise: theirs.denoise_s, decode: theirs.decode_s } : null,
+    dtorch_peak_gib: ours?.peak_gib ?? null, diffusers_peak_gib: theirs?.peak_gib ?? null, peak_ratio: ratio(ours?.peak_gib, theirs?.peak_gib),
+    target_ratio: target.ratio_vs_eager ?? null, target_met: full && r !== null ? r <= target.ratio_vs_eager && (ours.peak_gib ?? 0) <= (theirs.peak_gib ?? Infinity) : null,
+    issue_diffusers_eager_s: specs[name].issue?.diffusers_eager_s ?? null,
+    errors: lines.filter((l) => l.pipeline === name && l.error).map((l) => `${l.side}: ${l.error}`),
+  };
+}
+
+async function main() {
+  const lines = [];
+  const emit = (ls) => ls.forEach((l) => (lines.push(l), console.log(JSON.stringify(l))));
+  for (const name of names) {
+    if (!specs[name]) throw new Error(`pipelines: no pipeline "${name}" in pipelines.json`);
+    if (left() > 30) emit(diffusers(name));
+    if (left() > 20) emit(child(process.execPath, [self], { PIPELINE_WORKER: name }, { side: 'dtorch', pipeline: name }));
+  }
+  for (const name of names) emit([summary(name, lines)]);
+  console.log(JSON.stringify({ bench, done: true, device, size, pipelines: names, wall_s: +((Date.now() - started) / 1000).toFixed(1) }));
+}
+
+if (process.env.PIPELINE_WORKER) {
+  const name = process.env.PIPELINE_WORKER;
+  try {
+    console.log(JSON.stringify(await measure(name)));
+  } catch (err) {
+    console.log(JSON.stringify({ bench, side: 'dtorch', pipeline: name, device, dtype, size, error: String(err?.message ?? err).slice(0, 400) }));
+    process.exitCode = 1;
+  }
+} else {
+  await main();
+}

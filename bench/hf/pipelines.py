@@ -1,0 +1,143 @@
+"""diffusers side of bench/hf/pipelines.mjs: FluxPipeline and StableDiffusion3Pipeline end to end at
+full size, every component built by its own library's class (diffusers' transformer and VAE,
+transformers' text encoders) with that library's random init, made on the device in bfloat16; the
+tokenizers from DTorch's tiny-pipeline assets (CLIP's real vocabulary; a small T5 SentencePiece:
+random weights make the ids' meaning moot, the padded lengths are the real ones).
+
+Usage: python pipelines.py --pipelines flux-dev,sd3-medium --tokenizers DIR [--runs 2] [--device cuda] [--size full|tiny]
+  DIR holds clip/ and t5/ tokenizer folders (pipelines.mjs unpacks them).
+Prints a JSON line per pipeline: seconds end to end (best of --runs after one warm-up run, each
+waited for), the time of each phase (encode_prompt, the denoising loop, the VAE decode and image
+postprocessing), the peak of torch.cuda.max_memory_allocated over the timed runs and what the
+components hold.
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+src = os.environ.get("DIFFUSERS_SRC")
+if src and src not in sys.path:
+    sys.path.insert(0, src)
+
+import torch  # noqa: E402
+
+GIB = 1024**3
+HERE = pathlib.Path(__file__).parent
+
+
+def made_on(device, dtype, make):
+    """make() with parameters created on `device` in `dtype` directly (no float32 host copy of 12B)."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            return make()
+    finally:
+        torch.set_default_dtype(default)
+
+
+def component(models, entry, device, dtype, size):
+    import diffusers
+    import transformers
+    spec = models[entry["model"]]
+    tiny = {**spec.get("tiny", {}).get("config", {}), **entry.get("tiny", {})} if size == "tiny" else {}
+    config = {**spec["config"], **entry.get("config", {}), **tiny}
+    cls_name = entry.get("class", spec["class"])
+    if hasattr(diffusers, cls_name) and cls_name not in ("CLIPTextModel", "CLIPTextModelWithProjection", "T5EncoderModel"):
+        model = made_on(device, dtype, lambda: getattr(diffusers, cls_name)(**config))
+    else:
+        config_cls = transformers.T5Config if cls_name == "T5EncoderModel" else transformers.CLIPTextConfig
+        model = made_on(device, dtype, lambda: getattr(transformers, cls_name)(config_cls(**config)))
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def tokenizer(kind, folder):
+    import transformers
+    return transformers.CLIPTokenizer.from_pretrained(str(folder / "clip")) if kind == "clip" else transformers.T5TokenizerFast.from_pretrained(str(folder / "t5"))
+
+
+def build(spec, models, device, dtype, tokenizers, size):
+    import diffusers
+    parts = {"scheduler": diffusers.FlowMatchEulerDiscreteScheduler(**spec["scheduler"])}
+    suffix = {"text_encoder": "", "text_encoder_2": "_2", "text_encoder_3": "_3"}
+    for name, entry in spec["components"].items():
+        parts[name] = component(models, entry, device, dtype, size)
+        if name in suffix:
+            parts["tokenizer" + suffix[name]] = tokenizer(entry["tokenizer"], tokenizers)
+    return getattr(diffusers, spec["pipeline"])(**parts)
+
+
+def timed_phases(pipe, sync):
+    """Wraps encode_prompt and the VAE decode so each run reports their time (the rest is the loop)."""
+    phases = {}
+
+    def wrap(obj, name, key):
+        inner = getattr(obj, name)
+
+        def timed(*args, **kwargs):
+            sync()
+            start = time.perf_counter()
+            out = inner(*args, **kwargs)
+            sync()
+            phases[key] = phases.get(key, 0.0) + time.perf_counter() - start
+            return out
+        setattr(obj, name, timed)
+    wrap(pipe, "encode_prompt", "encode_s")
+    wrap(pipe.vae, "decode", "decode_s")
+    return phases
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--pipelines", default="flux-dev,sd3-medium")
+    a.add_argument("--tokenizers", required=True)
+    a.add_argument("--runs", type=int, default=2)
+    a.add_argument("--device", default="cuda")
+    a.add_argument("--size", default="full", choices=["full", "tiny"])
+    args = a.parse_args()
+    import diffusers
+    specs = json.loads((HERE / "pipelines.json").read_text())
+    models = json.loads((HERE / "models.json").read_text())
+    device, dtype = args.device, torch.bfloat16 if args.device == "cuda" else torch.float32
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for name in args.pipelines.split(","):
+        base = {"bench": "hf_pipeline", "pipeline": name, "side": "diffusers_eager", "device": device, "dtype": str(dtype).removeprefix("torch.")}
+        try:
+            start = time.perf_counter()
+            pipe = build(specs[name], models, device, dtype, pathlib.Path(args.tokenizers), args.size)
+            sync()
+            build_s = time.perf_counter() - start
+            phases = timed_phases(pipe, sync)
+            call = {**specs[name]["call"], **(specs[name].get("tiny_call", {}) if args.size == "tiny" else {})}
+            held = torch.cuda.memory_allocated() if device == "cuda" else None
+            runs = []
+            with torch.inference_mode():
+                for i in range(args.runs + 1):  # the first: warm-up (kernels, allocator)
+                    if i == 1 and device == "cuda":
+                        torch.cuda.reset_peak_memory_stats()
+                    phases.clear()
+                    sync()
+                    start = time.perf_counter()
+                    images = pipe(**call, generator=torch.Generator("cpu").manual_seed(0), output_type="pt").images
+                    sync()
+                    total = time.perf_counter() - start
+                    runs.append({"s": total, **phases, "denoise_s": total - phases.get("encode_s", 0) - phases.get("decode_s", 0)})
+            best = min(runs[1:], key=lambda r: r["s"])
+            peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+            print(json.dumps({**base, "seconds": round(best["s"], 3), "runs_s": [round(r["s"], 3) for r in runs[1:]], "warmup_s": round(runs[0]["s"], 3),
+                              "encode_s": round(best.get("encode_s", 0), 3), "denoise_s": round(best["denoise_s"], 3), "decode_s": round(best.get("decode_s", 0), 3),
+                              "peak_gib": None if peak is None else round(peak / GIB, 3), "held_gib": None if held is None else round(held / GIB, 3),
+                              "shape": list(images.shape), "finite": bool(torch.isfinite(images).all().item()), "checksum": images.float().mean().item(),
+                              "build_s": round(build_s, 1), "steps": call["num_inference_steps"], "torch": torch.__version__, "diffusers": diffusers.__version__}), flush=True)
+            del pipe, images
+        except Exception as e:  # noqa: BLE001 (one pipeline's failure is a line; the next still runs)
+            print(json.dumps({**base, "error": f"{type(e).__name__}: {str(e)[:400]}"}), flush=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
