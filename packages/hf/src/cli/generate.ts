@@ -1,0 +1,157 @@
+// `dtorch generate`: a prompt in, PNGs out. The flags become a DeviceMesh (mesh_spec.ts), the
+// model a pipeline (tiny-flux / tiny-sd3: the built-in random-weight pipelines, made here with no
+// download; anything else a folder or hub id through DiffusionPipeline.fromPretrained), the run a
+// progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import * as hf from '../index.js';
+import type { DiffusionPipeline, GenerateOptions, PipelineOptions } from '../pipelines/diffusion_pipeline.js';
+import { gib } from './info.js';
+import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
+import { StepProgress } from './progress.js';
+
+/** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
+export interface GenerateFlags {
+  model: string;
+  prompt: string;
+  out: string;
+  negativePrompt?: string;
+  steps?: number;
+  /** WIDTHxHEIGHT or one number (parseSize). */
+  size?: string;
+  seed: number;
+  guidance?: number;
+  trueCfgScale?: number;
+  devices?: string;
+  parallel?: string;
+  dtype?: dt.DType;
+  imagesPerPrompt?: number;
+  revision?: string;
+  localFilesOnly?: boolean;
+}
+
+/** A class with the built-in random-weight pipeline (FluxPipeline.tiny(), StableDiffusion3Pipeline.tiny()). */
+interface TinyPipelineClass {
+  tiny(options?: PipelineOptions): DiffusionPipeline | Promise<DiffusionPipeline>;
+}
+
+/** The built-in models: --model name -> the class export whose tiny() makes it. */
+export const tinyModels: Readonly<Record<string, string>> = {
+  'tiny-flux': 'FluxPipeline',
+  'tiny-sd3': 'StableDiffusion3Pipeline',
+};
+
+function invalid(message: string): DTorchError {
+  return new DTorchError(ErrorCode.InvalidArgument, message);
+}
+
+/** `1024x768` (width x height) or `512` (square). */
+export function parseSize(text: string): { width: number; height: number } {
+  const match = /^\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?$/.exec(text);
+  const width = match ? Number(match[1]) : NaN;
+  const height = match ? Number(match[2] ?? match[1]) : NaN;
+  if (!(width > 0 && height > 0) || !Number.isSafeInteger(width) || !Number.isSafeInteger(height)) {
+    throw invalid(`--size: expected WIDTHxHEIGHT in pixels (1024x1024) or one number for a square, but received ${JSON.stringify(text)}`);
+  }
+  return { width, height };
+}
+
+/** The file of image `index` of `count`: `cat.png` alone, `cat-0.png`, `cat-1.png`, ... for several. */
+export function outputPath(out: string, index: number, count: number): string {
+  if (count === 1) return out;
+  return out.replace(/\.png$/i, '') + `-${index}.png`;
+}
+
+async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
+  const exportName = tinyModels[model];
+  if (exportName === undefined) return hf.DiffusionPipeline.fromPretrained(model, options);
+  const cls = (hf as unknown as Record<string, TinyPipelineClass | undefined>)[exportName];
+  if (typeof cls?.tiny !== 'function') {
+    throw new DTorchError(ErrorCode.NotFound, `--model ${model}: this build of @dtorch/hf has no ${exportName}.tiny()`);
+  }
+  return cls.tiny(options);
+}
+
+/** Peak bytes of each device of `mesh` since the run began: the CUDA allocator's on GPUs, the engine's count on CPU devices. */
+function peakMemory(mesh: dt.DeviceMesh): string[] {
+  if (mesh.deviceType === 'cuda') {
+    return mesh.devices.map((d) => `cuda:${d} ${gib(dt.cuda.memoryStats(d).peakAllocatedBytes)}`);
+  }
+  const perDevice = new Map(dt.memory().perDevice.map((d) => [d.device, d.peakBytes]));
+  return mesh.devices.map((d) => `cpu:${d} ${mebibytes(perDevice.get(`cpu:${d}`) ?? 0)}`);
+}
+
+function mebibytes(bytes: number): string {
+  return bytes >= 2 ** 30 ? gib(bytes) : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(2)}s`;
+}
+
+export async function runGenerate(flags: GenerateFlags): Promise<void> {
+  if (!/\.png$/i.test(flags.out)) throw invalid(`--out: ${JSON.stringify(flags.out)} is not a .png file; the images are written as PNG`);
+  const size = flags.size === undefined ? undefined : parseSize(flags.size);
+  const mesh = buildMesh(flags.devices === undefined ? undefined : parseDevices(flags.devices), parseParallel(flags.parallel));
+  const started = performance.now();
+  dt.resetPeakMemory();
+  if (mesh.deviceType === 'cuda') for (const d of mesh.devices) dt.cuda.resetPeakMemoryStats(d);
+
+  const builtIn = flags.model in tinyModels;
+  console.log(`loading ${flags.model} on ${describeMesh(mesh)}${flags.dtype ? ` in ${flags.dtype}` : ''}`);
+  if (builtIn) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
+  const pipe = await loadPipeline(flags.model, {
+    mesh,
+    ...(flags.dtype && { dtype: flags.dtype }),
+    ...(!builtIn && flags.revision !== undefined && { revision: flags.revision }),
+    ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
+  });
+  const loadMs = performance.now() - started;
+
+  const progress = new StepProgress();
+  let steps = 0;
+  const options: GenerateOptions = {
+    prompt: flags.prompt,
+    seed: flags.seed,
+    outputType: 'png',
+    onStep: (info) => {
+      steps = info.steps;
+      progress.onStep(info);
+    },
+    ...(flags.negativePrompt !== undefined && { negativePrompt: flags.negativePrompt }),
+    ...(flags.steps !== undefined && { numInferenceSteps: flags.steps }),
+    ...(size && { width: size.width, height: size.height }),
+    ...(flags.guidance !== undefined && { guidanceScale: flags.guidance }),
+    ...(flags.trueCfgScale !== undefined && { trueCfgScale: flags.trueCfgScale }),
+    ...(flags.imagesPerPrompt !== undefined && { numImagesPerPrompt: flags.imagesPerPrompt }),
+  };
+  let output;
+  try {
+    output = await pipe.generate(options);
+  } finally {
+    progress.stop();
+  }
+  await dt.sync();
+  const peaks = peakMemory(mesh);
+  pipe.dispose();
+
+  const { images, timings } = output;
+  if (!Array.isArray(images)) throw new DTorchError(ErrorCode.Internal, 'generate: asked for PNGs but the pipeline returned a tensor');
+  const written: string[] = [];
+  images.forEach((png, i) => {
+    const path = outputPath(flags.out, i, images.length);
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, png);
+    written.push(path);
+  });
+  const totalMs = performance.now() - started;
+  const rate = steps > 0 && timings.denoiseMs > 0 ? `, ${(steps / (timings.denoiseMs / 1000)).toFixed(2)} steps/s` : '';
+  console.log(`wrote ${written.join(', ')}`);
+  console.log(
+    `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
+      `decode ${seconds(timings.decodeMs)}, total ${seconds(totalMs)}`,
+  );
+  console.log(`peak memory: ${peaks.join(', ')}`);
+}

@@ -1,0 +1,49 @@
+// `dtorch info`: what this install can run on: the packages' version, the LibTorch the addon was
+// built against, CUDA and NCCL, and each device with its memory (the GPUs one by one; the CPU
+// devices are worker threads sharing the host's memory).
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { freemem, totalmem } from 'node:os';
+import * as dt from '@dtorch/api';
+
+const require = createRequire(import.meta.url);
+
+/** The version in a package.json, read from disk (the packages are versioned together by changesets). */
+function packageVersion(path: string): string {
+  return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
+}
+
+/** The version of @dtorch/hf (this package) and of @dtorch/api, its engine front end. */
+export function versions(): { hf: string; api: string } {
+  return {
+    hf: packageVersion(fileURLToPath(new URL('../../package.json', import.meta.url))),
+    api: packageVersion(require.resolve('@dtorch/api/package.json')),
+  };
+}
+
+export function gib(bytes: number): string {
+  return `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
+/** The lines `dtorch info` prints. */
+export function infoLines(): string[] {
+  const v = versions();
+  const info = dt.torchInfo();
+  const lines = [
+    `DTorch ${v.hf} (@dtorch/hf ${v.hf}, @dtorch/api ${v.api}), Node.js ${process.versions.node}`,
+    `LibTorch ${info.libtorchVersion}`,
+    `CUDA: ${info.builtWithCuda ? `built with CUDA, ${info.cudaDeviceCount} GPU(s) visible` : 'not available (the addon was built without CUDA)'}`,
+    `NCCL: ${info.ncclVersion ? info.ncclVersion : info.builtWithCuda ? 'not found (GPUs exchange data by peer copies)' : 'not available'}`,
+    'devices:',
+    `  cpu:0.. ${info.cpuCores} cores, ${gib(totalmem())} host memory (${gib(freemem())} free), shared by the CPU devices (worker threads; DTORCH_CPU_DEVICES sets how many)`,
+  ];
+  for (const d of info.cudaDevices) {
+    lines.push(`  cuda:${d.index} ${d.name}, ${gib(d.totalMemory)}, compute capability ${d.computeCapability}`);
+  }
+  return lines;
+}
+
+export function runInfo(): void {
+  for (const line of infoLines()) console.log(line);
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env node
+// The `dtorch` command (the bin of @dtorch/hf): `dtorch generate` and `dtorch info`, parsed by
+// commander. A failure is one line on stderr (the DTorchError's message as it is; the stack
+// too under DTORCH_LOG=debug) and exit code 1; commander's own errors (an unknown flag, a bad
+// number) are one line and exit code 1 as well. The subcommands are imported when they run,
+// so that --help works without the native addon.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { GenerateFlags } from './generate.js';
+import { versions } from './info.js';
+
+function integer(what: string, min: number) {
+  return (text: string): number => {
+    const value = Number(text);
+    if (!/^-?\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min) {
+      throw new InvalidArgumentError(`Expected a whole number${min > 0 ? ` of at least ${min}` : ''} for ${what}.`);
+    }
+    return value;
+  };
+}
+
+function finite(what: string) {
+  return (text: string): number => {
+    const value = Number(text);
+    if (text.trim() === '' || !Number.isFinite(value)) throw new InvalidArgumentError(`Expected a number for ${what}.`);
+    return value;
+  };
+}
+
+/** Prints `error` as one line (and its stack under DTORCH_LOG=debug); exits 1. */
+function fail(error: unknown): never {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`error: ${message}\n`);
+  if (process.env['DTORCH_LOG'] === 'debug' && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
+  process.exit(1);
+}
+
+const meshHelp = `
+The mesh: --devices names the devices (cuda:0,1 | cuda:0-3 | cpu:0,1 | cpu: the first ones;
+default the first GPUs, else the first CPU devices, as many as --parallel needs), --parallel the
+mesh dims, outermost first, and their degrees (cfg=2,ulysses=2; dims dp, cfg, ulysses, ring, tp).
+The degrees' product must equal the number of devices: devices left over are an error (add dp=N
+to split the images over them), not a dim added silently.
+
+Several images (--images-per-prompt N) are written as cat-0.png, cat-1.png, ... beside --out.
+
+Examples:
+  dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
+  dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
+
+export function program(): Command {
+  const cli = new Command('dtorch')
+    .description('DTorch: diffusion pipelines on any mesh of devices, from the command line')
+    .version(versions().hf, '-v, --version')
+    .showSuggestionAfterError(false);
+
+  cli
+    .command('generate')
+    .description('generate images from a prompt and write them as PNG')
+    .requiredOption('--model <model>', 'a hub id, a diffusers pipeline folder, tiny-flux or tiny-sd3 (built in, random weights)')
+    .requiredOption('--prompt <text>', 'the prompt')
+    .option('--out <file.png>', 'the PNG to write', 'image.png')
+    .option('--negative-prompt <text>', 'the negative prompt (SD3: classifier-free guidance; Flux: with --true-cfg-scale > 1)')
+    .option('--steps <n>', 'denoising steps (default the pipeline\'s: 28)', integer('--steps', 1))
+    .option('--size <WxH>', 'WIDTHxHEIGHT in pixels, or one number for a square (default the pipeline\'s)')
+    .option('--seed <n>', 'the seed of the initial latents (as torch.Generator("cpu").manual_seed)', integer('--seed', 0), 0)
+    .option('--guidance <scale>', 'guidance scale (Flux: the embedded guidance, default 3.5; SD3: CFG, default 7)', finite('--guidance'))
+    .option('--true-cfg-scale <scale>', 'Flux: true classifier-free guidance with --negative-prompt when > 1', finite('--true-cfg-scale'))
+    .option('--devices <devices>', 'cuda:0,1 | cpu:0,1 | cpu (see below)')
+    .option('--parallel <dims>', 'mesh dims and degrees, e.g. cfg=2,ulysses=2 (see below)')
+    .addOption(new Option('--dtype <dtype>', 'the parameters\' dtype (default float32)').choices(['float32', 'bfloat16', 'float16']))
+    .option('--images-per-prompt <n>', 'images per prompt', integer('--images-per-prompt', 1))
+    .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
+    .option('--local-files-only', 'use the HF cache only, no download')
+    .addHelpText('after', meshHelp)
+    .action(async (flags: GenerateFlags) => {
+      const { runGenerate } = await import('./generate.js');
+      await runGenerate(flags);
+    });
+
+  cli
+    .command('info')
+    .description('DTorch, LibTorch, CUDA and NCCL versions, and the devices with their memory')
+    .action(async () => {
+      const { runInfo } = await import('./info.js');
+      runInfo();
+    });
+
+  return cli;
+}
+
+program()
+  .parseAsync(process.argv)
+  .catch(fail);
