@@ -103,3 +103,12 @@ export { readModelIndex, type ModelIndex } from "./pipelines/model_index.js";
 export { denormalize, toPngs, outputTypes, type OutputType } from "./pipelines/image_output.js";
 export { fillRandomWeights } from "./pipelines/random_weights.js";
 export { tinyTokenizer, tinyTokenizerFolder, type TinyTokenizerName } from "./pipelines/tiny/tiny_tokenizers.js";
+export {
+  FluxPipeline,
+  type FluxEncodePromptOptions,
+  type FluxGenerateOptions,
+  type FluxPipelineComponents,
+  type FluxPipelineInit,
+  type FluxPromptEmbeds,
+} from "./pipelines/flux_pipeline.js";
+export { packLatents, unpackLatents, latentImageIds } from "./pipelines/flux_latents.js";
