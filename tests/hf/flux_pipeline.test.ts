@@ -2,10 +2,12 @@
 // configs and weights (tools/reference/make_flux_pipeline_fixtures.py: tiny-flux.json's configs,
 // random_weights.py's fill with the same seeds, the same tokenizers), end to end: the final
 // packed latents (output_type "latent") and the images (output_type "pt") after a few steps, for
-// fixed prompts and seeds, within 2e-3 of the largest reference value on one CPU device, on
-// 'ulysses' 2 (tokens split in the transformer), 'ring' 2, and on 'dp' 2 (the two prompts or
-// images apart); true CFG with a negative prompt; two images per prompt; a prompt cut at CLIP's
-// 77 and T5's maxSequenceLength tokens, with warnings. fromPretrained of tiny-flux saved as
+// fixed prompts and seeds, within 2e-3 of the largest reference value (2.1e-6 measured) on one
+// CPU device, on 'ulysses' 2 (tokens split in the transformer), 'ring' 2, 'tp' 2, 'dp' 2 (the two
+// prompts or images apart), 2x2 dp x ulysses, and with the text encoders on a device of their
+// own; true CFG with a negative prompt; two images per prompt; a prompt cut at CLIP's 77 and T5's
+// maxSequenceLength tokens, with warnings. In bfloat16, against diffusers' pipeline cast to
+// bfloat16: 5.7e-3 (latents), 2.9e-2 (images). fromPretrained of tiny-flux saved as
 // diffusers' save_pretrained lays a pipeline out gives tiny()'s images; PNGs decode (pngjs) to the
 // requested size; 100 steps keep live tensors and bytes flat; bad calls are DTorchErrors naming
 // what is wrong.
@@ -161,6 +163,26 @@ describe.each(meshes)('tiny-flux on $name matches diffusers', ({ name: meshName,
   });
 });
 
+describe.each([meshes[0]!, meshes[1]!])('tiny-flux in bfloat16 on $name', ({ make }) => {
+  // every component in bfloat16, against diffusers' pipeline cast with pipe.to(torch.bfloat16):
+  // the same rounding points, so well within what bfloat16 itself moves the result (diffusers'
+  // own bfloat16 run is 0.18 (latents) and 0.36 (images) from its float32 one)
+  it("one: close to diffusers' bfloat16 run", async () => {
+    const pipe = await hf.FluxPipeline.tiny({ mesh: make(), dtype: 'bfloat16' });
+    expect(pipe.transformer.x_embedder.weight.dtype).toBe('bfloat16');
+    const c = byName('one');
+    const latents = (await pipe.generate({ ...optionsOf(c), outputType: 'latent' })).images as dt.Tensor;
+    expect(latents.dtype).toBe('bfloat16');
+    const images = (await pipe.generate({ ...optionsOf(c), outputType: 'tensor' })).images as dt.Tensor;
+    expect(images.dtype).toBe('float32');
+    const wide = latents.to('float32');
+    await expectClose(wide, fixtureTensor(io, 'one.bf16.latent'), 2e-2, 'one in bfloat16 latents');
+    await expectClose(images, fixtureTensor(io, 'one.bf16.image'), 6e-2, 'one in bfloat16 images');
+    dt.dispose([latents, wide, images]);
+    pipe.dispose();
+  });
+});
+
 describe('FluxPipeline.generate', () => {
   let pipe: hf.FluxPipeline;
   beforeAll(async () => {
@@ -256,6 +278,18 @@ describe('FluxPipeline.generate', () => {
     }
     expect(warnings.lines.join('\n')).toMatch(/the negative prompt is not used: true classifier-free guidance needs trueCfgScale > 1/);
     expect(warnings.lines.join('\n')).toMatch(/trueCfgScale 3 is not used: true classifier-free guidance needs a negative prompt/);
+  });
+
+  it("warns that a mesh dim Flux does not split work over repeats it", async () => {
+    const warnings = captureWarnings();
+    let cfg: hf.FluxPipeline | undefined;
+    try {
+      cfg = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [0, 1], ['cfg']) });
+    } finally {
+      warnings.restore();
+    }
+    expect(warnings.lines.join('\n')).toMatch(/mesh dims 'cfg' are not ones Flux splits work over \(ulysses, ring, tp, dp\); the work is repeated on them/);
+    cfg?.dispose();
   });
 
   it("refuses a batch that the mesh's 'dp' dim does not divide", async () => {

@@ -13,7 +13,8 @@ folder), and runs the cases below. Writes to tests/fixtures/hf/pipelines/:
     "<name>.latent"              output_type="latent": the final packed latents [B, tokens, 64]
     "<name>.image"               output_type="pt": [B, 3, H, W] in [0, 1]
   and "encode.prompt_embeds", "encode.pooled_prompt_embeds" (encode_prompt of "a photo of a cat",
-  max_sequence_length 16)
+  max_sequence_length 16), and "one.bf16.latent", "one.bf16.image": case "one" with every
+  component cast to bfloat16 (pipe.to(torch.bfloat16)), stored as float32
   tiny-flux-cases.json           each case's arguments (prompts, size, steps, seed, ...)
 """
 import gzip
@@ -106,6 +107,11 @@ def main():
                 generator = torch.Generator("cpu").manual_seed(case["seed"])
                 images = pipe(**args, generator=generator, output_type=output_type).images
                 tensors[f"{case['name']}.{key}"] = images.float().contiguous()
+        pipe = pipe.to(torch.bfloat16)
+        one = {k: v for k, v in CASES[0].items() if k not in ("name", "seed")}
+        for output_type, key in (("latent", "latent"), ("pt", "image")):
+            generator = torch.Generator("cpu").manual_seed(CASES[0]["seed"])
+            tensors[f"one.bf16.{key}"] = pipe(**one, generator=generator, output_type=output_type).images.float().contiguous()
     save_file(tensors, out / "tiny-flux.safetensors")
     (out / "tiny-flux-keys.json").write_text(json.dumps(keys, indent=1) + "\n")
     (out / "tiny-flux-cases.json").write_text(json.dumps(CASES, indent=1) + "\n")

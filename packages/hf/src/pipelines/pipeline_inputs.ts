@@ -82,9 +82,9 @@ export function checkDpDivides(what: string, mesh: dt.DeviceMesh, batch: number,
 
 /**
  * Standard normal latents of `shape` drawn as diffusers' randn_tensor with
- * torch.Generator("cpu").manual_seed(seed) (DTorch's randn is that generator), in float32 then
- * cast to `dtype` as randn in `dtype` on the CPU would not be; on `mesh` with the batch split
- * over 'dp', the same values on every mesh. No seed: a fresh one.
+ * torch.Generator("cpu").manual_seed(seed) (DTorch's randn is that generator): in float32, then
+ * cast to `dtype` (torch.randn in bfloat16 on the CPU gives the same values); on `mesh` with the
+ * batch split over 'dp', the same values on every mesh. No seed: a fresh one.
  */
 export function initialLatents(what: string, shape: readonly number[], seed: unknown, mesh: dt.DeviceMesh, dtype: dt.DType): dt.Tensor {
   if (seed !== undefined) checkInteger(`${what} seed`, seed, 0, 2 ** 48 - 1);
