@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// The built-in default job: a small two-layer MLP on a mesh of 2 CPU devices (one worker thread
+// A first distributed program: a small two-layer MLP on a mesh of 2 CPU devices (one worker thread
 // each). The batch is sharded over the devices (Shard(0)), the weights replicated; the result
 // stays sharded until it is read, and must match the same program on 1 device (to float32
 // rounding: BLAS may sum a 3-row and a 6-row product in different orders).
-//   npm run example
+//   npm run example:mlp
 import * as dt from '@dtorch/api';
 
 function mlp(mesh, batchPlacement) {

@@ -57,7 +57,10 @@ export class StepProgress {
     const rate = formatRate(stepsPerSecond);
     const left = formatSeconds(secondsLeft);
     if (this.bar) {
-      if (!this.started) this.bar.start(info.steps, 0, { rate, left });
+      if (!this.started) {
+        this.bar.start(info.steps, 0, { rate, left });
+        process.once('SIGINT', this.interrupted);
+      }
       this.started = true;
       this.bar.update(info.step, { rate, left });
     } else {
@@ -65,9 +68,16 @@ export class StepProgress {
     }
   };
 
+  // Ctrl-C during the loop: the bar hid the cursor, give it back before leaving
+  private readonly interrupted = (): void => {
+    this.stop();
+    process.exit(130);
+  };
+
   /** Ends the bar (also after a failed run, so that the cursor comes back). */
   stop(): void {
     if (this.bar && this.started) this.bar.stop();
+    process.off('SIGINT', this.interrupted);
     this.started = false;
   }
 }
