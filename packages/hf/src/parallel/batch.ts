@@ -25,3 +25,19 @@ export function batchInput(what: string, value: dt.Tensor | readonly (readonly n
   }
   return dt.tensor(value as number[][], { dtype: 'int64', mesh, placements: batchPlacements(mesh) });
 }
+
+/**
+ * Placements of a batch-first tensor of `batch` rows split over the mesh dims named in `dims`
+ * (Shard(0) on each, in mesh order, while the rows divide evenly; Replicate elsewhere). A
+ * denoiser's batch that stacks classifier-free guidance's branches [negative; positive] goes
+ * over ['cfg', 'dp']: with a 'cfg' dim of size 2 each half of the mesh runs one branch, as
+ * xDiT's CFG parallel; models take it as they take a batch split over 'dp'.
+ */
+export function batchPlacementsOver(mesh: dt.DeviceMesh, batch: number, dims: readonly string[]): dt.Placement[] {
+  let pieces = 1;
+  return mesh.shape.map((size, d) => {
+    if (!dims.includes(mesh.dimNames?.[d] ?? '') || batch % (pieces * size) !== 0) return dt.Replicate();
+    pieces *= size;
+    return dt.Shard(0);
+  });
+}

@@ -5,7 +5,6 @@
 // the previous latents freed, StepInfo after each step) and the output (PNGs or a tensor).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, describeValue, invalidParameter } from '@dtorch/common';
-import { batchPlacements } from '../parallel/batch.js';
 import type { GenerateOptions, StepInfo } from './diffusion_pipeline.js';
 import { denormalize, outputTypes, toPngs, type OutputType } from './image_output.js';
 
@@ -84,13 +83,13 @@ export function checkDpDivides(what: string, mesh: dt.DeviceMesh, batch: number,
  * Standard normal latents of `shape` drawn as diffusers' randn_tensor with
  * torch.Generator("cpu").manual_seed(seed) (DTorch's randn is that generator): in float32, then
  * cast to `dtype` (torch.randn in bfloat16 on the CPU gives the same values); on `mesh` with the
- * batch split over 'dp', the same values on every mesh. No seed: a fresh one.
+ * batch split over 'dp' where the rows divide, the same values on every mesh. No seed: a fresh one.
  */
 export function initialLatents(what: string, shape: readonly number[], seed: unknown, mesh: dt.DeviceMesh, dtype: dt.DType): dt.Tensor {
   if (seed !== undefined) checkInteger(`${what} seed`, seed, 0, 2 ** 48 - 1);
   return dt.tidy(() => {
     const draw = dt.randn(shape, { seed: seed as number | undefined, mesh, dtype: 'float32' });
-    return (dtype === 'float32' ? draw : draw.to(dtype)).redistribute(batchPlacements(mesh));
+    return (dtype === 'float32' ? draw : draw.to(dtype)).redistribute(dpPlacements(mesh, shape[0] ?? 1));
   });
 }
 

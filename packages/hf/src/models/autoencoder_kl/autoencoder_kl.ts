@@ -134,7 +134,7 @@ export class AutoencoderKL extends PreTrainedModel {
   }
 
   // a 4-D tensor on the model's mesh with `channels` channels and the model's dtype, its batch
-  // split over 'dp' (a local slice when it is replicated there)
+  // split over 'dp' (a local slice when it is replicated there and the rows divide evenly)
   private input(what: string, x: dt.Tensor, channels: number, key: string): dt.Tensor {
     if (!(x instanceof dt.Tensor)) throw new DTorchError(ErrorCode.InvalidArgument, `${what} must be a Tensor [batch, ${channels}, height, width], got ${typeof x}`);
     if (!x.mesh.equals(this.mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what} is on ${x.mesh} but the model on ${this.mesh}; create it on the model's mesh`);
@@ -144,7 +144,7 @@ export class AutoencoderKL extends PreTrainedModel {
     if (x.dtype !== this.dtype) throw new DTorchError(ErrorCode.DtypeMismatch, `${what} are ${x.dtype} but the model is ${this.dtype}; convert them with .to('${this.dtype}')`);
     const batch = batchPlacements(this.mesh);
     const dp = batch.findIndex((p) => p.isShard(0));
-    if (dp < 0 || !x.placements[dp]!.isReplicate()) return x;
+    if (dp < 0 || !x.placements[dp]!.isReplicate() || x.shape[0]! % this.mesh.shape[dp]! !== 0) return x;
     return x.redistribute(x.placements.map((p, d) => (d === dp ? dt.Shard(0) : p)));
   }
 }

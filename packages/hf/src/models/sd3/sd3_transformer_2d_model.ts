@@ -5,7 +5,9 @@
 // through context_embedder; the timestep and the pooled prompt give one conditioning vector
 // (time_text_embed) that modulates every block; joint blocks attend over cat(image, text);
 // norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
-// Parallel: 'dp' splits the batch (inputs made with batchPlacements), 'tp' splits heads and
+// Parallel: 'dp' splits the batch (inputs made with batchPlacements), and so does 'cfg' (a
+// pipeline's [negative; positive] guidance batch placed by batchPlacementsOver(mesh, rows,
+// ['cfg', 'dp']): the timestep follows the latents' batch split), 'tp' splits heads and
 // feed-forward features (sd3TpPlan), 'ulysses' and 'ring' split the tokens (Ulysses head
 // trading and ring attention over the streams joined piece by piece: parallel/ulysses_heads.ts).
 import * as dt from '@dtorch/api';
