@@ -112,3 +112,11 @@ export {
   type FluxPromptEmbeds,
 } from "./pipelines/flux_pipeline.js";
 export { packLatents, unpackLatents, latentImageIds } from "./pipelines/flux_latents.js";
+export {
+  StableDiffusion3Pipeline,
+  type SD3GenerateOptions,
+  type StableDiffusion3Components,
+} from "./pipelines/sd3_pipeline.js";
+export { type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3_prompt.js";
+export { tinySD3Components, tinySD3Spec, type TinySD3Spec, type TinySD3Options } from "./pipelines/tiny/tiny_sd3.js";
+export { batchPlacementsOver } from "./parallel/batch.js";
