@@ -13,7 +13,9 @@ Writes tests/fixtures/hf/pipelines/:
   tiny-sd3.safetensors: for each case <name>, "<name>.latents" (output_type="latent") and
     "<name>.images" (output_type="pt": [B, 3, H, W] in [0, 1]); for case "one" also its
     encode_prompt outputs "one.prompt_embeds", "one.pooled_prompt_embeds",
-    "one.negative_prompt_embeds", "one.negative_pooled_prompt_embeds"
+    "one.negative_prompt_embeds", "one.negative_pooled_prompt_embeds", and "one.bf16.latents",
+    "one.bf16.images": case "one" with every component cast to bfloat16 (pipe.to(torch.bfloat16)),
+    stored as float32
 """
 import gzip
 import json
@@ -95,6 +97,11 @@ def main():
         embeds = pipe.encode_prompt(prompt=one["prompt"], prompt_2=None, prompt_3=one["prompt_3"], max_sequence_length=one["max_sequence_length"], do_classifier_free_guidance=True)
         for key, t in zip(("prompt_embeds", "negative_prompt_embeds", "pooled_prompt_embeds", "negative_pooled_prompt_embeds"), embeds):
             tensors[f"one.{key}"] = t.float().contiguous()
+        pipe = pipe.to(torch.bfloat16)
+        args = {k: v for k, v in one.items() if k != "seed"}
+        for output_type, key in (("latent", "latents"), ("pt", "images")):
+            result = pipe(**args, generator=torch.Generator("cpu").manual_seed(one["seed"]), output_type=output_type)
+            tensors[f"one.bf16.{key}"] = result.images.float().contiguous()
     save_file(tensors, out / "tiny-sd3.safetensors")
     (out / "tiny-sd3-cases.json").write_text(json.dumps(CASES, indent=1) + "\n")
     (out / "tiny-sd3-keys.json").write_text(json.dumps(keys, indent=1) + "\n")
