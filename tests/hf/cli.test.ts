@@ -2,12 +2,12 @@
 // runs it: `info` prints the versions, `generate --model tiny-flux` writes PNGs that decode to
 // the requested size, and each error is one line on stderr with a non-zero exit code.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PNG } from 'pngjs';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as hf from '@dtorch/hf';
 
 const main = fileURLToPath(new URL('../../packages/hf/dist/cli/main.js', import.meta.url));
@@ -43,12 +43,10 @@ function decodePng(path: string): { width: number; height: number } {
   return { width: png.width, height: png.height };
 }
 
-// StableDiffusion3Pipeline.tiny() is what `--model tiny-sd3` runs: those tests wait for it
-const hasTinySd3 = typeof (hf as unknown as { StableDiffusion3Pipeline?: { tiny?: unknown } }).StableDiffusion3Pipeline?.tiny === 'function';
-
 beforeAll(() => {
   if (!existsSync(main)) throw new Error(`${main} is missing: build @dtorch/hf first (npm run build)`);
 });
+afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe('dtorch info', () => {
   it('exits 0 and prints the DTorch and LibTorch versions, CUDA, NCCL and the devices', () => {
@@ -146,11 +144,48 @@ describe('dtorch generate --model tiny-flux', () => {
   });
 });
 
-describe.skipIf(!hasTinySd3)('dtorch generate --model tiny-sd3 (needs hf.StableDiffusion3Pipeline.tiny())', () => {
+describe('dtorch generate --model tiny-sd3', () => {
   it('writes a PNG of the requested size on 2 CPU devices with cfg=2', () => {
     const out = join(work, 'sd3', 'cat.png');
     const r = dtorch(['generate', '--model', 'tiny-sd3', '--prompt', 'a cat', '--negative-prompt', 'a dog', '--out', out, '--size', '32x64', '--steps', '2', '--devices', 'cpu:0,1', '--parallel', 'cfg=2']);
     expect(r.status, r.stderr).toBe(0);
     expect(decodePng(out)).toEqual({ width: 32, height: 64 });
+  });
+});
+
+// tiny-sd3 laid out as diffusers' save_pretrained writes a pipeline folder
+async function saveTinySd3(dir: string): Promise<void> {
+  const pipe = await hf.StableDiffusion3Pipeline.tiny();
+  const spec = hf.tinySD3Spec();
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'model_index.json'), JSON.stringify(spec.model_index));
+  const write = async (folder: string, config: object, file: string, module: hf.nn.Module) => {
+    mkdirSync(join(dir, folder), { recursive: true });
+    writeFileSync(join(dir, folder, 'config.json'), JSON.stringify(config));
+    await hf.nn.saveSafetensors(join(dir, folder, file), module.stateDict(), { format: 'pt' });
+  };
+  await write('text_encoder', spec.text_encoder, 'model.safetensors', pipe.textEncoder!);
+  await write('text_encoder_2', spec.text_encoder_2, 'model.safetensors', pipe.textEncoder2!);
+  await write('text_encoder_3', spec.text_encoder_3, 'model.safetensors', pipe.textEncoder3!);
+  await write('transformer', { _class_name: 'SD3Transformer2DModel', ...spec.transformer }, 'diffusion_pytorch_model.safetensors', pipe.transformer);
+  await write('vae', { _class_name: 'AutoencoderKL', ...spec.vae }, 'diffusion_pytorch_model.safetensors', pipe.vae);
+  mkdirSync(join(dir, 'scheduler'));
+  writeFileSync(join(dir, 'scheduler', 'scheduler_config.json'), JSON.stringify({ _class_name: 'FlowMatchEulerDiscreteScheduler', ...spec.scheduler }));
+  for (const [folder, name] of Object.entries(spec.tokenizers)) cpSync(hf.tinyTokenizerFolder(name), join(dir, folder), { recursive: true });
+  pipe.dispose();
+}
+
+describe('dtorch generate --model <folder>', () => {
+  it('a saved tiny-sd3 folder gives the PNG that tiny-sd3 gives; a missing component is one line', async () => {
+    const dir = join(work, 'saved-sd3');
+    await saveTinySd3(dir);
+    const args = ['--prompt', 'a cat', '--size', '32', '--steps', '2', '--seed', '3'];
+    const fromFolder = dtorch(['generate', '--model', dir, '--out', join(work, 'folder.png'), ...args]);
+    expect(fromFolder.status, fromFolder.stderr).toBe(0);
+    const builtIn = dtorch(['generate', '--model', 'tiny-sd3', '--out', join(work, 'builtin.png'), ...args]);
+    expect(builtIn.status, builtIn.stderr).toBe(0);
+    expect(readFileSync(join(work, 'folder.png')).equals(readFileSync(join(work, 'builtin.png')))).toBe(true);
+    rmSync(join(dir, 'vae', 'diffusion_pytorch_model.safetensors'));
+    expectOneLineError(dtorch(['generate', '--model', dir, '--out', join(work, 'never.png'), ...args]), /vae/);
   });
 });

@@ -6,8 +6,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import * as hf from '../index.js';
-import type { DiffusionPipeline, GenerateOptions, PipelineOptions } from '../pipelines/diffusion_pipeline.js';
+import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '../pipelines/diffusion_pipeline.js';
+import { FluxPipeline } from '../pipelines/flux_pipeline.js';
+import { StableDiffusion3Pipeline } from '../pipelines/sd3_pipeline.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import { StepProgress } from './progress.js';
@@ -32,15 +33,10 @@ export interface GenerateFlags {
   localFilesOnly?: boolean;
 }
 
-/** A class with the built-in random-weight pipeline (FluxPipeline.tiny(), StableDiffusion3Pipeline.tiny()). */
-interface TinyPipelineClass {
-  tiny(options?: PipelineOptions): DiffusionPipeline | Promise<DiffusionPipeline>;
-}
-
-/** The built-in models: --model name -> the class export whose tiny() makes it. */
-export const tinyModels: Readonly<Record<string, string>> = {
-  'tiny-flux': 'FluxPipeline',
-  'tiny-sd3': 'StableDiffusion3Pipeline',
+/** The built-in models (random weights, made on the spot): --model name -> the pipeline's tiny(). */
+export const tinyModels: Readonly<Record<string, (options: PipelineOptions) => Promise<DiffusionPipeline>>> = {
+  'tiny-flux': (options) => FluxPipeline.tiny(options),
+  'tiny-sd3': (options) => StableDiffusion3Pipeline.tiny(options),
 };
 
 function invalid(message: string): DTorchError {
@@ -65,13 +61,9 @@ export function outputPath(out: string, index: number, count: number): string {
 }
 
 async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
-  const exportName = tinyModels[model];
-  if (exportName === undefined) return hf.DiffusionPipeline.fromPretrained(model, options);
-  const cls = (hf as unknown as Record<string, TinyPipelineClass | undefined>)[exportName];
-  if (typeof cls?.tiny !== 'function') {
-    throw new DTorchError(ErrorCode.NotFound, `--model ${model}: this build of @dtorch/hf has no ${exportName}.tiny()`);
-  }
-  return cls.tiny(options);
+  // fromPretrained picks the class by model_index.json's _class_name (both pipelines are imported above, so registered)
+  const tiny = tinyModels[model];
+  return tiny ? tiny(options) : DiffusionPipeline.fromPretrained(model, options);
 }
 
 /** Peak bytes of each device of `mesh` since the run began: the CUDA allocator's on GPUs, the engine's count on CPU devices. */
