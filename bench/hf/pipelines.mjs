@@ -10,7 +10,7 @@
 // Per pipeline and side: seconds end to end (best of RUNS after a warm-up run, each waited for;
 // the output a [1, 3, 1024, 1024] tensor in [0, 1], no PNG), the time of each phase (prompt
 // encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
-// and what the components hold; then a summary line with the ratios and whether the issue's
+// and what the components hold (and, from one more run, the peak above that in each phase); then a summary line with the ratios and whether the issue's
 // target (<= 0.9x diffusers eager, peak <= diffusers') is met.
 //   DEVICE=cuda node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
@@ -106,13 +106,31 @@ async function measure(name) {
     timed.push({ s: total / 1000, ...out.timings });
   }
   const peak = cuda ? dt.cuda.memoryStats(0).peakAllocatedBytes : null;
+  // one more run, untimed, for where the peak falls: encoding and the first step, the other
+  // steps, the decode (onStep waits for the devices after each step)
+  let phasePeaks = null;
+  if (cuda) {
+    const gib = () => +((dt.cuda.memoryStats(0).peakAllocatedBytes - held) / GIB).toFixed(3);
+    const peaks = {};
+    dt.cuda.resetPeakMemoryStats(0);
+    const onStep = ({ step, steps }) => {
+      if (step === 1) peaks.encode_and_first_step = gib();
+      if (step === steps) peaks.other_steps = gib();
+      if (step === 1 || step === steps) dt.cuda.resetPeakMemoryStats(0);
+    };
+    const out = await pipe.generate({ ...options, onStep });
+    await dt.sync();
+    peaks.decode = gib();
+    out.images.dispose();
+    phasePeaks = peaks;
+  }
   pipe.dispose();
   const best = timed.slice(1).sort((a, b) => a.s - b.s)[0];
   const r3 = (v) => +v.toFixed(3);
   return {
     bench, pipeline: name, side: 'dtorch', device, dtype, size, seconds: r3(best.s), runs_s: timed.slice(1).map((t) => r3(t.s)), warmup_s: r3(timed[0].s),
     encode_s: r3(best.encodeMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
-    peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB),
+    peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB), peak_above_held_gib_by_phase: phasePeaks,
     shape, finite: Number.isFinite(checksum), checksum, build_s: +buildS.toFixed(1), steps: options.numInferenceSteps,
   };
 }

@@ -8,6 +8,7 @@ namespace {
 // LibTorch's kernel keeps up while there are enough rows to fill the GPU or rows are short
 constexpr int64_t kMaxRows = 1024;
 constexpr int64_t kMinRowLength = 1 << 15;
+constexpr int64_t kMaxFloatCopy = int64_t{1} << 24;  // elements: 64 MiB of float32
 }  // namespace
 
 std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups, const std::optional<at::Tensor>& weight,
@@ -19,9 +20,20 @@ std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups,
   if (n * groups > kMaxRows || row < kMinRowLength) return std::nullopt;
   at::Tensor mean, var;
   {
-    // Welford in float32, as LibTorch's statistics (a float copy only while they are computed)
-    const at::Tensor rows = (x.scalar_type() == at::kFloat ? x : x.to(at::kFloat)).reshape({n, groups, row});
-    std::tie(var, mean) = at::var_mean(rows, {2}, /*correction=*/0, /*keepdim=*/true);
+    // Welford in float32, as LibTorch's statistics. A 16-bit input is widened a few rows at a
+    // time (at most kMaxFloatCopy elements): a whole float copy of a VAE's last activations
+    // would be 512 MiB at 1024², most of the decoder's peak memory
+    const at::Tensor rows = x.reshape({n * groups, row});
+    const int64_t perPart = x.scalar_type() == at::kFloat ? n * groups : std::max<int64_t>(1, kMaxFloatCopy / row);
+    std::vector<at::Tensor> vars, means;
+    for (int64_t r = 0; r < n * groups; r += perPart) {
+      const at::Tensor part = rows.narrow(0, r, std::min(perPart, n * groups - r)).to(at::kFloat);
+      auto [v, m] = at::var_mean(part, {1}, /*correction=*/0, /*keepdim=*/true);
+      vars.push_back(std::move(v));
+      means.push_back(std::move(m));
+    }
+    var = (vars.size() == 1 ? vars[0] : at::cat(vars)).view({n, groups, 1});
+    mean = (means.size() == 1 ? means[0] : at::cat(means)).view({n, groups, 1});
   }
   // per channel, folded as LibTorch folds them: y = x * a + b, a = rstd * gamma, b = beta - a * mean
   at::Tensor a = at::rsqrt(var + eps).expand({n, groups, c / groups}).reshape({n, c});
