@@ -22,6 +22,7 @@ import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
+import { settleGarbage } from './settle_garbage.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-flux.safetensors'));
@@ -236,6 +237,7 @@ describe('FluxPipeline.generate', () => {
   });
 
   it('keeps live tensors and bytes flat over 100 steps', async () => {
+    await settleGarbage();
     const seen: { numTensors: number; numBytes: number }[] = [];
     const out = await pipe.generate({
       ...small, numInferenceSteps: 100, outputType: 'latent',

@@ -22,6 +22,7 @@ import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
+import { settleGarbage } from './settle_garbage.js';
 
 const fixtures = (name: string) => fileURLToPath(new URL(`../fixtures/hf/pipelines/${name}`, import.meta.url));
 const io = readSafetensorsHeader(fixtures('tiny-sd3.safetensors'));
@@ -202,6 +203,7 @@ describe('StableDiffusion3Pipeline', () => {
   });
 
   it('keeps memory flat over 100 steps and reports each', async () => {
+    await settleGarbage();
     const steps: hf.StepInfo[] = [];
     const live: number[] = [];
     const { images } = await pipe.generate({

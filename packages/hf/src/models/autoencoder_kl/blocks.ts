@@ -7,6 +7,7 @@ import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import type { Activation } from '../activations.js';
 import { ResnetBlock2D } from './resnet_block_2d.js';
+import { through } from './through.js';
 import { Downsample2D, Upsample2D } from './sampling.js';
 import { VAEAttention } from './vae_attention.js';
 
@@ -24,13 +25,7 @@ function resnets(count: number, inChannels: number, outChannels: number, s: Bloc
 
 /** x through each module in turn, each in its own tidy(), each intermediate freed once used (x is left as it is). */
 export function chain(x: dt.Tensor, modules: Iterable<nn.Module & { forward(x: dt.Tensor): dt.Tensor }>): dt.Tensor {
-  let h = x;
-  for (const m of modules) {
-    const next = m.call(h);
-    if (h !== x) h.dispose();
-    h = next;
-  }
-  return h;
+  return through(x, [...modules].map((m) => (t: dt.Tensor) => m.call(t)));
 }
 
 export class DownEncoderBlock2D extends nn.Module {

@@ -1,10 +1,11 @@
 // ResnetBlock2D as the VAE uses it (no time embedding, pre-norm, output scale 1): norm1, act,
 // conv1, norm2, act, conv2, plus the input (through a 1x1 conv_shortcut when the channel count
 // changes). Keys as diffusers' resnet.py.
-import type * as dt from '@dtorch/api';
+import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import type { Activation } from '../activations.js';
+import { through } from './through.js';
 
 export class ResnetBlock2D extends nn.Module {
   readonly act: Activation;
@@ -25,8 +26,10 @@ export class ResnetBlock2D extends nn.Module {
   }
 
   forward(x: dt.Tensor): dt.Tensor {
-    const h = this.conv1.forward(this.act(this.norm1.forward(x)));
-    const out = this.conv2.forward(this.act(this.norm2.forward(h)));
-    return (this.conv_shortcut ? this.conv_shortcut.forward(x) : x).add(out);
+    const out = through(x, [(t) => this.norm1.forward(t), this.act, (t) => this.conv1.forward(t), (t) => this.norm2.forward(t), this.act, (t) => this.conv2.forward(t)]);
+    const skip = this.conv_shortcut ? this.conv_shortcut.forward(x) : x;
+    const sum = skip.add(out);
+    dt.dispose(skip === x ? [out] : [out, skip]);
+    return sum;
   }
 }

@@ -4,6 +4,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { through } from './through.js';
 
 export class Downsample2D extends nn.Module {
   conv: nn.Conv2d;
@@ -14,7 +15,7 @@ export class Downsample2D extends nn.Module {
   }
 
   forward(x: dt.Tensor): dt.Tensor {
-    return this.conv.forward(dt.F.pad(x, [0, 1, 0, 1]));
+    return through(x, [(t) => dt.F.pad(t, [0, 1, 0, 1]), (t) => this.conv.forward(t)]);
   }
 }
 
@@ -27,6 +28,6 @@ export class Upsample2D extends nn.Module {
   }
 
   forward(x: dt.Tensor): dt.Tensor {
-    return this.conv.forward(dt.F.interpolate(x, { scaleFactor: 2, mode: 'nearest' }));
+    return through(x, [(t) => dt.F.interpolate(t, { scaleFactor: 2, mode: 'nearest' }), (t) => this.conv.forward(t)]);
   }
 }
