@@ -156,7 +156,7 @@ describe('dtorch generate --model tiny-sd3', () => {
 // tiny-sd3 laid out as diffusers' save_pretrained writes a pipeline folder
 async function saveTinySd3(dir: string): Promise<void> {
   const pipe = await hf.StableDiffusion3Pipeline.tiny();
-  const spec = hf.tinySD3Spec();
+  const spec = hf.tinyPipelineSpec('tiny-sd3');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'model_index.json'), JSON.stringify(spec.model_index));
   const write = async (folder: string, config: object, file: string, module: hf.nn.Module) => {
@@ -164,9 +164,9 @@ async function saveTinySd3(dir: string): Promise<void> {
     writeFileSync(join(dir, folder, 'config.json'), JSON.stringify(config));
     await hf.nn.saveSafetensors(join(dir, folder, file), module.stateDict(), { format: 'pt' });
   };
-  await write('text_encoder', spec.text_encoder, 'model.safetensors', pipe.textEncoder!);
-  await write('text_encoder_2', spec.text_encoder_2, 'model.safetensors', pipe.textEncoder2!);
-  await write('text_encoder_3', spec.text_encoder_3, 'model.safetensors', pipe.textEncoder3!);
+  await write('text_encoder', spec.text_encoder!, 'model.safetensors', pipe.textEncoder!);
+  await write('text_encoder_2', spec.text_encoder_2!, 'model.safetensors', pipe.textEncoder2!);
+  await write('text_encoder_3', spec.text_encoder_3!, 'model.safetensors', pipe.textEncoder3!);
   await write('transformer', { _class_name: 'SD3Transformer2DModel', ...spec.transformer }, 'diffusion_pytorch_model.safetensors', pipe.transformer);
   await write('vae', { _class_name: 'AutoencoderKL', ...spec.vae }, 'diffusion_pytorch_model.safetensors', pipe.vae);
   mkdirSync(join(dir, 'scheduler'));

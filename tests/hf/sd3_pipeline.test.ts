@@ -162,9 +162,9 @@ describe('StableDiffusion3Pipeline', () => {
   });
 
   it('the transformer takes a batch split over cfg as over dp', async () => {
-    const spec = hf.tinySD3Spec();
+    const spec = hf.tinyPipelineSpec('tiny-sd3');
     const build = (mesh: dt.DeviceMesh) => {
-      const model = new hf.SD3Transformer2DModel(hf.SD3Transformer2DConfig.fromDict(spec.transformer), { mesh });
+      const model = new hf.SD3Transformer2DModel(hf.SD3Transformer2DConfig.fromDict(spec.transformer!), { mesh });
       hf.fillRandomWeights(model, spec.seeds['transformer']!);
       return model;
     };
@@ -282,16 +282,16 @@ describe('StableDiffusion3Pipeline.fromPretrained', () => {
 
   // tiny-sd3 saved as diffusers' save_pretrained lays a pipeline out
   async function save(pipe: hf.StableDiffusion3Pipeline): Promise<void> {
-    const spec = hf.tinySD3Spec();
+    const spec = hf.tinyPipelineSpec('tiny-sd3');
     writeFileSync(join(dir, 'model_index.json'), JSON.stringify(spec.model_index));
     const write = async (folder: string, config: object, file: string, module: hf.nn.Module) => {
       mkdirSync(join(dir, folder), { recursive: true });
       writeFileSync(join(dir, folder, 'config.json'), JSON.stringify(config));
       await hf.nn.saveSafetensors(join(dir, folder, file), module.stateDict(), { format: 'pt' });
     };
-    await write('text_encoder', spec.text_encoder, 'model.safetensors', pipe.textEncoder!);
-    await write('text_encoder_2', spec.text_encoder_2, 'model.safetensors', pipe.textEncoder2!);
-    await write('text_encoder_3', spec.text_encoder_3, 'model.safetensors', pipe.textEncoder3!);
+    await write('text_encoder', spec.text_encoder!, 'model.safetensors', pipe.textEncoder!);
+    await write('text_encoder_2', spec.text_encoder_2!, 'model.safetensors', pipe.textEncoder2!);
+    await write('text_encoder_3', spec.text_encoder_3!, 'model.safetensors', pipe.textEncoder3!);
     await write('transformer', { _class_name: 'SD3Transformer2DModel', ...spec.transformer }, 'diffusion_pytorch_model.safetensors', pipe.transformer);
     await write('vae', { _class_name: 'AutoencoderKL', ...spec.vae }, 'diffusion_pytorch_model.safetensors', pipe.vae);
     mkdirSync(join(dir, 'scheduler'));

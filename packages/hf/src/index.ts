@@ -118,5 +118,6 @@ export {
   type StableDiffusion3Components,
 } from "./pipelines/sd3_pipeline.js";
 export { type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3_prompt.js";
-export { tinySD3Components, tinySD3Spec, type TinySD3Spec, type TinySD3Options } from "./pipelines/tiny/tiny_sd3.js";
+export { tinySD3Components, type TinySD3Options } from "./pipelines/tiny/tiny_sd3.js";
+export { tinyPipelineSpec, randomModel, type TinyPipelineSpec } from "./pipelines/tiny/tiny_spec.js";
 export { batchPlacementsOver } from "./parallel/batch.js";

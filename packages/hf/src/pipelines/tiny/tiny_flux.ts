@@ -3,11 +3,8 @@
 // weight seeds that tools/reference/make_flux_pipeline_fixtures.py reads too. Weights from
 // fillRandomWeights (random: the images are noise-like, the shapes and the code paths are
 // FLUX.1-dev's); tokenizers the real CLIP BPE and a small T5 SentencePiece (tinyTokenizer).
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { JsonObject } from '../../configs/config_file.js';
 import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
 import { CLIPTextConfig } from '../../configs/clip_text_config.js';
 import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
@@ -17,34 +14,13 @@ import { CLIPTextModel } from '../../models/clip/clip_text_model.js';
 import { FluxTransformer2DModel } from '../../models/flux/flux_transformer_2d_model.js';
 import { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
 import { FlowMatchEulerDiscreteScheduler } from '../../schedulers/index.js';
-import { fillRandomWeights } from '../random_weights.js';
-import { tinyTokenizer, type TinyTokenizerName } from './tiny_tokenizers.js';
-
-/** tiny-flux.json: model_index.json's entries, each component's config, the weight seeds, the tokenizers. */
-export interface TinyPipelineSpec {
-  model_index: JsonObject;
-  seeds: Record<string, number>;
-  tokenizers: Record<string, TinyTokenizerName>;
-  [component: string]: unknown;
-}
-
-/** The spec of tiny pipeline `name` (assets/tiny-pipelines/<name>.json). */
-export function tinyPipelineSpec(name: string): TinyPipelineSpec {
-  const path = fileURLToPath(new URL(`../../../assets/tiny-pipelines/${name}.json`, import.meta.url));
-  return JSON.parse(readFileSync(path, 'utf8')) as TinyPipelineSpec;
-}
-
-// `make` built without initial values, then filled from `seed`
-function randomModel<M extends nn.Module>(make: () => M, seed: number): M {
-  const model = nn.skipInit(make);
-  fillRandomWeights(model, seed);
-  return model;
-}
+import { randomModel, tinyPipelineSpec } from './tiny_spec.js';
+import { tinyTokenizer } from './tiny_tokenizers.js';
 
 /** tiny-flux's components on `mesh` (text encoders on `textEncoderMesh`) in `dtype`. */
 export async function tinyFluxComponents(mesh: dt.DeviceMesh, textEncoderMesh: dt.DeviceMesh, dtype: dt.DType | undefined) {
   const spec = tinyPipelineSpec('tiny-flux');
-  const config = (name: string) => spec[name] as JsonObject;
+  const config = (name: string) => spec[name]!;
   const seed = (name: string) => spec.seeds[name]!;
   const [tokenizer, tokenizer2] = await Promise.all([tinyTokenizer(spec.tokenizers['tokenizer']!), tinyTokenizer(spec.tokenizers['tokenizer_2']!)]);
   const parts: nn.Module[] = [];

@@ -4,11 +4,8 @@
 // from fillRandomWeights (random: the images are noise-like, the code paths SD3-medium's: two
 // CLIPs with projection, a T5, the MMDiT, a 16-channel VAE with SD3's scaling and shift, the
 // scheduler with shift 3.0); tokenizers the real CLIP BPE and a small T5 SentencePiece.
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { JsonObject } from '../../configs/config_file.js';
 import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
 import { CLIPTextConfig } from '../../configs/clip_text_config.js';
 import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
@@ -18,27 +15,8 @@ import { CLIPTextModelWithProjection } from '../../models/clip/clip_text_model.j
 import { SD3Transformer2DModel } from '../../models/sd3/sd3_transformer_2d_model.js';
 import { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
 import { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
-import { fillRandomWeights } from '../random_weights.js';
-import { tinyTokenizer, type TinyTokenizerName } from './tiny_tokenizers.js';
-
-/** tiny-sd3.json: model_index.json's entries, the weight seeds, the tokenizers, each component's config. */
-export interface TinySD3Spec {
-  model_index: JsonObject;
-  seeds: Record<string, number>;
-  tokenizers: Record<string, TinyTokenizerName>;
-  scheduler: JsonObject;
-  text_encoder: JsonObject;
-  text_encoder_2: JsonObject;
-  text_encoder_3: JsonObject;
-  transformer: JsonObject;
-  vae: JsonObject;
-}
-
-/** assets/tiny-pipelines/tiny-sd3.json. */
-export function tinySD3Spec(): TinySD3Spec {
-  const path = fileURLToPath(new URL('../../../assets/tiny-pipelines/tiny-sd3.json', import.meta.url));
-  return JSON.parse(readFileSync(path, 'utf8')) as TinySD3Spec;
-}
+import { randomModel, tinyPipelineSpec } from './tiny_spec.js';
+import { tinyTokenizer } from './tiny_tokenizers.js';
 
 /** Where tiny-sd3 lives: the transformer and VAE on `mesh`, the text encoders on `textEncoderMesh` (default `mesh`). */
 export interface TinySD3Options {
@@ -49,32 +27,30 @@ export interface TinySD3Options {
 
 /** tiny-sd3's components, as StableDiffusion3Pipeline's constructor takes them. */
 export async function tinySD3Components(options: TinySD3Options = {}) {
-  const spec = tinySD3Spec();
+  const spec = tinyPipelineSpec('tiny-sd3');
+  const config = (name: string) => spec[name]!;
   const mesh = options.mesh ?? dt.defaultMesh();
   const textMesh = options.textEncoderMesh ?? mesh;
   const dtype = options.dtype;
   const [tokenizer, tokenizer2, tokenizer3] = await Promise.all(['tokenizer', 'tokenizer_2', 'tokenizer_3'].map((name) => tinyTokenizer(spec.tokenizers[name]!)));
   const made: nn.Module[] = [];
-  // `make` built without initial values (skipInit; the transformer with them: its pos_embed
-  // buffer is computed only then), then filled from the component's seed
-  const random = <M extends nn.Module>(name: string, make: () => M, { skip = true } = {}): M => {
-    const model = skip ? nn.skipInit(make) : make();
+  const random = <M extends nn.Module>(name: string, make: () => M, options?: { initialize?: boolean }): M => {
+    const model = randomModel(make, spec.seeds[name]!, options);
     made.push(model);
-    fillRandomWeights(model, spec.seeds[name]!);
     return model;
   };
   const o = (m: dt.DeviceMesh) => ({ mesh: m, ...(dtype ? { dtype } : {}) });
   try {
     return {
-      scheduler: FlowMatchEulerDiscreteScheduler.fromConfig(spec.scheduler),
-      textEncoder: random('text_encoder', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(spec.text_encoder), o(textMesh))),
+      scheduler: FlowMatchEulerDiscreteScheduler.fromConfig(config('scheduler')),
+      textEncoder: random('text_encoder', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(config('text_encoder')), o(textMesh))),
       tokenizer: tokenizer!,
-      textEncoder2: random('text_encoder_2', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(spec.text_encoder_2), o(textMesh))),
+      textEncoder2: random('text_encoder_2', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(config('text_encoder_2')), o(textMesh))),
       tokenizer2: tokenizer2!,
-      textEncoder3: random('text_encoder_3', () => new T5EncoderModel(T5Config.fromDict(spec.text_encoder_3), o(textMesh))),
+      textEncoder3: random('text_encoder_3', () => new T5EncoderModel(T5Config.fromDict(config('text_encoder_3')), o(textMesh))),
       tokenizer3: tokenizer3!,
-      transformer: random('transformer', () => new SD3Transformer2DModel(SD3Transformer2DConfig.fromDict(spec.transformer), o(mesh)), { skip: false }),
-      vae: random('vae', () => new AutoencoderKL(AutoencoderKLConfig.fromDict(spec.vae), o(mesh))),
+      transformer: random('transformer', () => new SD3Transformer2DModel(SD3Transformer2DConfig.fromDict(config('transformer')), o(mesh)), { initialize: true }),
+      vae: random('vae', () => new AutoencoderKL(AutoencoderKLConfig.fromDict(config('vae')), o(mesh))),
     };
   } catch (err) {
     for (const m of made) m.dispose();
