@@ -11,7 +11,19 @@
 
 namespace dtorch::core {
 
-Worker::Worker(Device device) : device_(device), thread_([this] { loop(); }) {}
+// A worker thread never lets an exception out (that would terminate the process): a CUDA runtime
+// that fails under it (at process exit, the driver shutting down while the thread starts or
+// drains) is logged, and the kernels behind it report their own errors to their readers.
+Worker::Worker(Device device)
+    : device_(device), thread_([this] {
+        try {
+          loop();
+        } catch (const std::exception& e) {
+          DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " stopped: " << e.what());
+        } catch (...) {
+          DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " stopped by an unknown exception");
+        }
+      }) {}
 
 Worker::~Worker() { stop(); }
 
@@ -34,7 +46,14 @@ void Worker::stop() {
 
 void Worker::loop() {
   common::setThreadName("dt-" + device_.name());  // shows in top/perf/gdb
-  if (device_.kind == DeviceKind::kCuda) external::cuda::bindWorkerThread(device_.index);  // its own stream
+  if (device_.kind == DeviceKind::kCuda) {
+    try {
+      external::cuda::bindWorkerThread(device_.index);  // its own stream
+    } catch (const std::exception& e) {
+      // the kernels then fail on their own CUDA calls, each reported to its readers
+      DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " could not take its GPU streams: " << e.what());
+    }
+  }
   c10::InferenceMode inferenceMode;
   BlobTable blobs(allocatedBytes_, peakBytes_);
   int appliedThreads = 0;
@@ -77,7 +96,13 @@ void Worker::loop() {
     batches.clear();
   }
   // pending reads deliver from the GPU's host callbacks: let them land before the engine goes
-  if (device_.kind == DeviceKind::kCuda) external::cuda::synchronizeThisThread(std::chrono::seconds(60));
+  if (device_.kind == DeviceKind::kCuda) {
+    try {
+      external::cuda::synchronizeThisThread(std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << " could not wait for its GPU at the end: " << e.what());
+    }
+  }
   blobs.clear();
 }
 

@@ -353,6 +353,11 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     const o = checkGenerateOptions<SD3GenerateOptions>(call, options, GENERATE_OPTIONS);
     const sample = this.defaultSampleSize * this.vaeScaleFactor;
     const { height, width } = checkImageSize(call, o.height ?? sample, o.width ?? sample, this.vaeScaleFactor * this.patchSize);
+    // the transformer's position table covers pos_embed_max_size patches a side
+    const largest = this.transformer.config.posEmbedMaxSize * this.patchSize * this.vaeScaleFactor;
+    if (height > largest || width > largest) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${call}: ${width}x${height} (width x height) is larger than this model takes: at most ${largest} a side (pos_embed_max_size ${this.transformer.config.posEmbedMaxSize} x patch ${this.patchSize} x VAE scale ${this.vaeScaleFactor})`);
+    }
     const numInferenceSteps = o.sigmas ? undefined : checkInteger(`${call} numInferenceSteps`, o.numInferenceSteps ?? 28, 1);
     const guidanceScale = checkFinite(`${call} guidanceScale`, o.guidanceScale ?? 7.0);
     const numImagesPerPrompt = imagesPerPrompt(call, o.numImagesPerPrompt);
