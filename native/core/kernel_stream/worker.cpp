@@ -23,7 +23,17 @@ Worker::Worker(Device device)
         } catch (...) {
           DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " stopped by an unknown exception");
         }
-      }) {}
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          started_ = true;  // a thread that failed before it started does not keep its constructor waiting
+        }
+        startedCv_.notify_all();
+      }) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!startedCv_.wait_for(lock, std::chrono::seconds(60), [this] { return started_; })) {
+    DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << " took more than 60 s to start; going on without waiting");
+  }
+}
 
 Worker::~Worker() { stop(); }
 
@@ -54,6 +64,11 @@ void Worker::loop() {
       DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " could not take its GPU streams: " << e.what());
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_ = true;
+  }
+  startedCv_.notify_all();
   c10::InferenceMode inferenceMode;
   BlobTable blobs(allocatedBytes_, peakBytes_);
   int appliedThreads = 0;

@@ -42,6 +42,10 @@ class Worker {
   std::condition_variable wake_;
   std::deque<KernelBatch> queue_;
   bool stopping_ = false;
+  // set once the thread has taken its GPU streams: the constructor waits for it, so no worker
+  // is still starting when the program ends (a CUDA runtime shutting down under it)
+  bool started_ = false;
+  std::condition_variable startedCv_;
   std::atomic<int> intraOpThreads_{1};
   std::atomic<int64_t> allocatedBytes_{0};
   std::atomic<int> threadsInUse_{0};
