@@ -572,6 +572,21 @@ Napi::Value failNextFlush(const Napi::CallbackInfo& info) {
   });
 }
 
+// shutdown(): stops the engine now (flushes, then stops the controller and the workers, each
+// waiting for its GPU and freeing its tensors). The client calls it on process 'exit', while the
+// CUDA runtime is still up: process.exit() goes on to C's exit(), whose static destructors would
+// otherwise tear the CUDA allocator down under workers that still hold GPU memory.
+Napi::Value shutdownNow(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    CoreState& s = state(info.Env());
+    if (!s.closed) {
+      s.closed = true;  // what the program records after this fails with SHUTDOWN instead of waiting forever
+      s.engine->shutdown();
+    }
+    return info.Env().Undefined();
+  });
+}
+
 void shutdownEnv(void* arg) {
   auto* s = static_cast<CoreState*>(arg);
   s->closed = true;
@@ -614,6 +629,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("settingsFrom", Napi::Function::New(env, settingsFrom));
   slice.Set("setCollectiveTimeout", Napi::Function::New(env, setCollectiveTimeout));
   slice.Set("failNextFlush", Napi::Function::New(env, failNextFlush));
+  slice.Set("shutdown", Napi::Function::New(env, shutdownNow));
   return slice;
 }
 

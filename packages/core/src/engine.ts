@@ -214,6 +214,12 @@ let instance: Engine | undefined;
 
 /** The process-wide engine (loads the addon on first use). */
 export function engine(): Engine {
-  instance ??= new Engine(native()['core'] as CoreSlice);
+  if (!instance) {
+    const slice = native()['core'] as CoreSlice;
+    instance = new Engine(slice);
+    // process.exit() runs 'exit' listeners, then C's exit(), whose static destructors tear down
+    // the CUDA runtime: the engine stops first, while its workers can still free GPU memory
+    process.once('exit', () => slice.shutdown());
+  }
   return instance;
 }

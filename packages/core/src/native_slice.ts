@@ -110,6 +110,8 @@ export interface CoreSlice {
   setFlushThreshold(nodes: number): void;
   /** This process's native settings; throws INVALID_ARGUMENT naming a malformed one. */
   settings(): NativeSettings;
+  /** Stops the engine (workers wait for their GPUs and free their tensors); idempotent. */
+  shutdown(): void;
   /** The settings the given environment would give (tests). */
   settingsFrom(env: Record<string, string>): NativeSettings;
   /** Bounds the collective waits that start from now on; 0: DTORCH_COLLECTIVE_TIMEOUT_MS again. */
