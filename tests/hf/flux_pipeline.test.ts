@@ -118,6 +118,9 @@ const meshes: MeshCase[] = [
   { name: 'dp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['dp']), cases: ['two', 'per-prompt'] },
   { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), cases: ['one'] },
   { name: 'dp=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['dp', 'ulysses']), cases: ['two'] },
+  // true CFG's branches side by side (CFG parallel)
+  { name: 'cfg=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['cfg']), cases: ['cfg'] },
+  { name: 'cfg=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']), cases: ['cfg'] },
   // the text encoders on a device of their own, the transformer and VAE over two
   { name: 'ulysses=2, text encoders on cpu:2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), textEncoders: () => new dt.DeviceMesh('cpu', [2]), cases: ['cfg'] },
 ];
@@ -135,12 +138,18 @@ describe.each(meshes)('tiny-flux on $name matches diffusers', ({ name: meshName,
     const warnings = captureWarnings();
     let latent: hf.GenerateOutput;
     let image: hf.GenerateOutput;
+    // on a 'cfg' mesh every transformer call takes both branches, batched, split over 'cfg'
+    const batches: number[] = [];
+    const forward = pipe.transformer.forward.bind(pipe.transformer);
+    pipe.transformer.forward = (x, options) => (batches.push(x.shape[0]!), forward(x, options));
     try {
       latent = await pipe.generate({ ...optionsOf(c), outputType: 'latent' });
       image = await pipe.generate({ ...optionsOf(c), outputType: 'tensor' });
     } finally {
       warnings.restore();
+      pipe.transformer.forward = forward;
     }
+    if (meshName.startsWith('cfg=2')) expect(new Set(batches), 'one call per step with [negative; positive]').toEqual(new Set([2 * (Array.isArray(c.prompt) ? c.prompt.length : 1) * (c.num_images_per_prompt ?? 1)]));
     const latents = latent.images as dt.Tensor;
     const images = image.images as dt.Tensor;
     if (meshName.startsWith('dp=2')) expect(latents.placements[0]!.toString(), 'the batch is split over dp').toBe('S(0)');
@@ -286,11 +295,11 @@ describe('FluxPipeline.generate', () => {
     const warnings = captureWarnings();
     let cfg: hf.FluxPipeline | undefined;
     try {
-      cfg = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [0, 1], ['cfg']) });
+      cfg = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [0, 1], ['sp']) });
     } finally {
       warnings.restore();
     }
-    expect(warnings.lines.join('\n')).toMatch(/mesh dims 'cfg' are not ones Flux splits work over \(ulysses, ring, tp, dp\); the work is repeated on them/);
+    expect(warnings.lines.join('\n')).toMatch(/mesh dims 'sp' are not ones Flux splits work over \(ulysses, ring, tp, dp, cfg\); the work is repeated on them/);
     cfg?.dispose();
   });
 

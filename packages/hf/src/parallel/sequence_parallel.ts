@@ -21,7 +21,7 @@ import * as dt from '@dtorch/api';
 
 export const sequenceParallelDimNames = ['ulysses', 'ring'] as const;
 
-/** Input name to the dim split over 'ulysses' / 'ring' (and, for batch-first inputs, dim 0 over 'dp'). */
+/** Input name to the dim split over 'ulysses' / 'ring' (and, for batch-first inputs, dim 0 over 'dp' and, where it divides, 'cfg'). */
 export interface SequenceParallelPlan {
   /** Inputs split by tokens: name to the token dim. */
   readonly sequence: Readonly<Record<string, number>>;
@@ -31,12 +31,15 @@ export interface SequenceParallelPlan {
 
 const isSequenceDim = (name: string | undefined) => (sequenceParallelDimNames as readonly string[]).includes(name ?? '');
 
-/** The placements of an input of `plan` on `mesh`: its token dim split on 'ulysses'/'ring', its batch on 'dp'. */
-export function inputPlacements(mesh: dt.DeviceMesh, sequenceDim: number | undefined, batchFirst: boolean): dt.Placement[] {
-  return mesh.shape.map((_, d) => {
+/** The placements of an input of `plan` on `mesh`: its token dim split on 'ulysses'/'ring', its batch (of `rows`) on 'dp', and on 'cfg' where it divides. */
+export function inputPlacements(mesh: dt.DeviceMesh, sequenceDim: number | undefined, batchFirst: boolean, rows?: number): dt.Placement[] {
+  return mesh.shape.map((size, d) => {
     const name = mesh.dimNames?.[d];
     if (sequenceDim !== undefined && isSequenceDim(name)) return dt.Shard(sequenceDim);
     if (batchFirst && name === 'dp') return dt.Shard(0);
+    // the two branches of classifier-free guidance batched [negative; positive] (CFG parallel);
+    // a batch that does not split (no guidance batch) stays whole there, the work repeated
+    if (batchFirst && name === 'cfg' && rows !== undefined && rows % size === 0) return dt.Shard(0);
     return dt.Replicate();
   });
 }
@@ -58,7 +61,7 @@ export function placeInputs<T extends Record<string, dt.Tensor | undefined>>(pla
     const sequenceDim = plan.sequence[name];
     const batchFirst = plan.batch.includes(name);
     if (sequenceDim === undefined && !batchFirst) continue;
-    placed[name] = t.redistribute(inputPlacements(mesh, sequenceDim, batchFirst));
+    placed[name] = t.redistribute(inputPlacements(mesh, sequenceDim, batchFirst, t.shape[0]));
   }
   return placed as T;
 }

@@ -95,7 +95,7 @@ const GENERATE_OPTIONS = [
 const ENCODE_OPTIONS = ['prompt', 'prompt2', 'numImagesPerPrompt', 'promptEmbeds', 'pooledPromptEmbeds', 'maxSequenceLength'] as const;
 const MAX_SEQUENCE_LENGTH = 512;
 // the mesh dims Flux splits work over; others repeat it
-const FLUX_DIMS = ['ulysses', 'ring', 'tp', 'dp'];
+const FLUX_DIMS = ['ulysses', 'ring', 'tp', 'dp', 'cfg'];
 // model_index.json's component classes this pipeline loads
 const COMPONENT_CLASSES: Record<string, readonly string[]> = {
   scheduler: ['FlowMatchEulerDiscreteScheduler'],
@@ -337,7 +337,13 @@ export class FluxPipeline extends DiffusionPipeline {
       const guidance = this.transformer.config.guidanceEmbeds ? dt.full([batch], call.guidanceScale, { dtype: 'float32', mesh: this.mesh, placements }) : undefined;
       if (guidance) owned.push(guidance);
 
-      // 4. the denoising loop
+      // 4. the denoising loop (with true CFG on a mesh with a 'cfg' dim and no 'dp', the two
+      // branches run side by side: CFG parallel)
+      const names = this.mesh.dimNames ?? [];
+      const cfgParallel = negative !== undefined && names.includes('cfg') && !names.includes('dp');
+      if (names.includes('cfg') && !cfgParallel) {
+        log.warn(`${what}: the mesh dim 'cfg' splits true CFG's two branches (trueCfgScale > 1 with a negative prompt, on a mesh without 'dp'); ${negative ? "with 'dp'" : 'without them'} the work is repeated on it`);
+      }
       const velocity = (x: dt.Tensor, timestep: dt.Tensor, embeds: FluxPromptEmbeds) =>
         this.transformer.forward(x, {
           encoderHiddenStates: embeds.promptEmbeds, pooledProjections: embeds.pooledPromptEmbeds, timestep, guidance, imgIds: imageIds, txtIds: embeds.textIds,
@@ -351,10 +357,24 @@ export class FluxPipeline extends DiffusionPipeline {
         step: (x, t) => {
           // as diffusers: t.expand(batch).to(latents.dtype) / 1000
           const timestep = dt.full([batch], t, { dtype: x.dtype, mesh: this.mesh, placements }).div(1000);
-          let prediction = velocity(x, timestep, positive);
-          if (negative) {
-            const unconditional = velocity(x, timestep, negative);
-            prediction = unconditional.add(prediction.sub(unconditional).mul(call.trueCfgScale));
+          let prediction: dt.Tensor;
+          if (negative && cfgParallel) {
+            // CFG parallel: both branches in one call, batched [negative; positive] and split
+            // over 'cfg' by the transformer's plan; gathered for the guidance step
+            const both = (a: dt.Tensor, b: dt.Tensor) => dt.cat([a, b], 0);
+            const joint = { promptEmbeds: both(negative.promptEmbeds, positive.promptEmbeds), pooledPromptEmbeds: both(negative.pooledPromptEmbeds, positive.pooledPromptEmbeds), textIds: positive.textIds };
+            const out = this.transformer.forward(both(x, x), {
+              encoderHiddenStates: joint.promptEmbeds, pooledProjections: joint.pooledPromptEmbeds, timestep: both(timestep, timestep),
+              guidance: guidance ? both(guidance, guidance) : undefined, imgIds: imageIds, txtIds: joint.textIds,
+            });
+            const [unconditional, conditional] = out.redistribute(out.placements.map(() => dt.Replicate())).split([batch, batch], 0) as [dt.Tensor, dt.Tensor];
+            prediction = unconditional.add(conditional.sub(unconditional).mul(call.trueCfgScale));
+          } else {
+            prediction = velocity(x, timestep, positive);
+            if (negative) {
+              const unconditional = velocity(x, timestep, negative);
+              prediction = unconditional.add(prediction.sub(unconditional).mul(call.trueCfgScale));
+            }
           }
           return this.scheduler.step(prediction, t, x).prevSample;
         },
