@@ -2,13 +2,14 @@
 // runs it: `info` prints the versions, `generate --model tiny-flux` writes PNGs that decode to
 // the requested size, and each error is one line on stderr with a non-zero exit code.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as hf from '@dtorch/hf';
+import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const main = fileURLToPath(new URL('../../packages/hf/dist/cli/main.js', import.meta.url));
 const bin = fileURLToPath(new URL('../../packages/hf/bin/dtorch.js', import.meta.url));
@@ -153,25 +154,10 @@ describe('dtorch generate --model tiny-sd3', () => {
   });
 });
 
-// tiny-sd3 laid out as diffusers' save_pretrained writes a pipeline folder
+// tiny-sd3 saved as a diffusers pipeline folder
 async function saveTinySd3(dir: string): Promise<void> {
   const pipe = await hf.StableDiffusion3Pipeline.tiny();
-  const spec = hf.tinyPipelineSpec('tiny-sd3');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'model_index.json'), JSON.stringify(spec.model_index));
-  const write = async (folder: string, config: object, file: string, module: hf.nn.Module) => {
-    mkdirSync(join(dir, folder), { recursive: true });
-    writeFileSync(join(dir, folder, 'config.json'), JSON.stringify(config));
-    await hf.nn.saveSafetensors(join(dir, folder, file), module.stateDict(), { format: 'pt' });
-  };
-  await write('text_encoder', spec.text_encoder!, 'model.safetensors', pipe.textEncoder!);
-  await write('text_encoder_2', spec.text_encoder_2!, 'model.safetensors', pipe.textEncoder2!);
-  await write('text_encoder_3', spec.text_encoder_3!, 'model.safetensors', pipe.textEncoder3!);
-  await write('transformer', { _class_name: 'SD3Transformer2DModel', ...spec.transformer }, 'diffusion_pytorch_model.safetensors', pipe.transformer);
-  await write('vae', { _class_name: 'AutoencoderKL', ...spec.vae }, 'diffusion_pytorch_model.safetensors', pipe.vae);
-  mkdirSync(join(dir, 'scheduler'));
-  writeFileSync(join(dir, 'scheduler', 'scheduler_config.json'), JSON.stringify({ _class_name: 'FlowMatchEulerDiscreteScheduler', ...spec.scheduler }));
-  for (const [folder, name] of Object.entries(spec.tokenizers)) cpSync(hf.tinyTokenizerFolder(name), join(dir, folder), { recursive: true });
+  await saveTinyPipeline(dir, 'tiny-sd3', { text_encoder: pipe.textEncoder!, text_encoder_2: pipe.textEncoder2!, text_encoder_3: pipe.textEncoder3!, transformer: pipe.transformer, vae: pipe.vae });
   pipe.dispose();
 }
 

@@ -11,7 +11,7 @@
 // diffusers' save_pretrained lays a pipeline out gives tiny()'s images; PNGs decode (pngjs) to the
 // requested size; 100 steps keep live tensors and bytes flat; bad calls are DTorchErrors naming
 // what is wrong.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
 import { settleGarbage } from './settle_garbage.js';
+import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-flux.safetensors'));
@@ -323,36 +324,12 @@ describe('FluxPipeline.generate', () => {
   });
 });
 
-// tiny-flux written as diffusers' save_pretrained lays out a pipeline: model_index.json, one
-// folder per component with its config and safetensors weights, the tokenizers' files
-async function savePipeline(pipe: hf.FluxPipeline, folder: string): Promise<void> {
-  writeFileSync(join(folder, 'model_index.json'), JSON.stringify(spec['model_index'], null, 2));
-  const component = async (name: string, config: hf.JsonObject, weights: string, model: hf.nn.Module) => {
-    mkdirSync(join(folder, name));
-    writeFileSync(join(folder, name, 'config.json'), JSON.stringify(config, null, 2));
-    const state = model.stateDict();
-    await hf.nn.saveSafetensors(join(folder, name, weights), state);
-    dt.dispose([...state.values()]);
-  };
-  mkdirSync(join(folder, 'scheduler'));
-  writeFileSync(join(folder, 'scheduler', 'scheduler_config.json'), JSON.stringify(spec['scheduler'], null, 2));
-  await component('text_encoder', spec['text_encoder']!, 'model.safetensors', pipe.textEncoder!);
-  await component('text_encoder_2', spec['text_encoder_2']!, 'model.safetensors', pipe.textEncoder2!);
-  await component('transformer', spec['transformer']!, 'diffusion_pytorch_model.safetensors', pipe.transformer);
-  await component('vae', spec['vae']!, 'diffusion_pytorch_model.safetensors', pipe.vae);
-  for (const [sub, tiny] of [['tokenizer', 'clip'], ['tokenizer_2', 't5']] as const) {
-    mkdirSync(join(folder, sub));
-    const from = hf.tinyTokenizerFolder(tiny);
-    for (const file of readdirSync(from)) if (!file.startsWith('.')) copyFileSync(join(from, file), join(folder, sub, file));
-  }
-}
-
 describe('FluxPipeline.fromPretrained', () => {
   it('loads a saved tiny-flux (also through DiffusionPipeline.fromPretrained) and gives the same images', async () => {
     const folder = mkdtempSync(join(tmpdir(), 'dtorch-tiny-flux-'));
     try {
       const tiny = await hf.FluxPipeline.tiny();
-      await savePipeline(tiny, folder);
+      await saveTinyPipeline(folder, 'tiny-flux', { text_encoder: tiny.textEncoder!, text_encoder_2: tiny.textEncoder2!, transformer: tiny.transformer, vae: tiny.vae });
       const call = { prompt: 'a red fox', height: 32, width: 32, numInferenceSteps: 2, seed: 9, maxSequenceLength: 8, outputType: 'tensor' as const };
       const want = (await tiny.generate(call)).images as dt.Tensor;
       tiny.dispose();

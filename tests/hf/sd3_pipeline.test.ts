@@ -11,7 +11,7 @@
 // (1 device, cfg=2) against diffusers' pipeline cast to bfloat16: within 3e-2 (latents: the SD3
 // transformer's own bfloat16 tolerance; 2.1e-2 measured) and 6e-2 (images; 2.8e-2 and 3.1e-2).
 // That is loose: diffusers' bfloat16 run is 3.5e-2 from its float32 one.
-import { cpSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
 import { settleGarbage } from './settle_garbage.js';
+import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const fixtures = (name: string) => fileURLToPath(new URL(`../fixtures/hf/pipelines/${name}`, import.meta.url));
 const io = readSafetensorsHeader(fixtures('tiny-sd3.safetensors'));
@@ -281,28 +282,9 @@ describe('StableDiffusion3Pipeline.fromPretrained', () => {
   const dir = mkdtempSync(join(tmpdir(), 'dtorch-tiny-sd3-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  // tiny-sd3 saved as diffusers' save_pretrained lays a pipeline out
-  async function save(pipe: hf.StableDiffusion3Pipeline): Promise<void> {
-    const spec = hf.tinyPipelineSpec('tiny-sd3');
-    writeFileSync(join(dir, 'model_index.json'), JSON.stringify(spec.model_index));
-    const write = async (folder: string, config: object, file: string, module: hf.nn.Module) => {
-      mkdirSync(join(dir, folder), { recursive: true });
-      writeFileSync(join(dir, folder, 'config.json'), JSON.stringify(config));
-      await hf.nn.saveSafetensors(join(dir, folder, file), module.stateDict(), { format: 'pt' });
-    };
-    await write('text_encoder', spec.text_encoder!, 'model.safetensors', pipe.textEncoder!);
-    await write('text_encoder_2', spec.text_encoder_2!, 'model.safetensors', pipe.textEncoder2!);
-    await write('text_encoder_3', spec.text_encoder_3!, 'model.safetensors', pipe.textEncoder3!);
-    await write('transformer', { _class_name: 'SD3Transformer2DModel', ...spec.transformer }, 'diffusion_pytorch_model.safetensors', pipe.transformer);
-    await write('vae', { _class_name: 'AutoencoderKL', ...spec.vae }, 'diffusion_pytorch_model.safetensors', pipe.vae);
-    mkdirSync(join(dir, 'scheduler'));
-    writeFileSync(join(dir, 'scheduler', 'scheduler_config.json'), JSON.stringify({ _class_name: 'FlowMatchEulerDiscreteScheduler', ...spec.scheduler }));
-    for (const [folder, name] of Object.entries(spec.tokenizers)) cpSync(hf.tinyTokenizerFolder(name), join(dir, folder), { recursive: true });
-  }
-
   it('loads a folder saved from tiny-sd3 that generates what tiny() does', async () => {
     const tiny = await hf.StableDiffusion3Pipeline.tiny();
-    await save(tiny);
+    await saveTinyPipeline(dir, 'tiny-sd3', { text_encoder: tiny.textEncoder!, text_encoder_2: tiny.textEncoder2!, text_encoder_3: tiny.textEncoder3!, transformer: tiny.transformer, vae: tiny.vae });
     // the text encoders on a device of their own
     const textEncoderMesh = new dt.DeviceMesh('cpu', [1]);
     const loaded = await hf.StableDiffusion3Pipeline.fromPretrained(dir, { textEncoderMesh });
