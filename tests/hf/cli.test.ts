@@ -57,7 +57,11 @@ describe('dtorch info', () => {
     expect(r.stdout).toMatch(/^LibTorch \d+\.\d+\.\d+/m);
     expect(r.stdout).toMatch(/^CUDA: /m);
     expect(r.stdout).toMatch(/^NCCL: /m);
-    expect(r.stdout).toMatch(/^ {2}cpu:0\.\. \d+ cores, [\d.]+ GiB host memory/m);
+    const cpu = /^ {2}cpu:0-(\d+) \d+ cores, [\d.]+ GiB host memory .* shared by the (\d+) CPU devices/m.exec(r.stdout);
+    expect(cpu, r.stdout).not.toBe(null);
+    expect(Number(cpu![1]) + 1).toBe(Number(cpu![2]));
+    // the CPU devices DTORCH_CPU_DEVICES gives
+    expect(dtorch(['info'], { DTORCH_CPU_DEVICES: '4' }).stdout).toMatch(/^ {2}cpu:0-3 .* shared by the 4 CPU devices/m);
   });
 
   it('--version prints the package version; the bin entry runs the same program', () => {

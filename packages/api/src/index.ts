@@ -15,7 +15,7 @@ export {
   type ReduceOp,
 } from './placement.js';
 export { checkDtype, dtypeNames, type DType } from './dtype.js';
-export { tidy, keep, dispose, memory, sync, workers, resetPeakMemory, setCaptureStacks } from './scope.js';
+export { tidy, keep, dispose, memory, sync, workers, nativeSettings, resetPeakMemory, setCaptureStacks } from './scope.js';
 export {
   tensor,
   fromBuffer,

@@ -1,7 +1,7 @@
 // Memory scopes, as TF.js has them: tidy() frees the tensors created inside it except those
 // it returns or that were kept; dispose() frees now; memory() counts what is live.
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { engine, type MemoryInfo, type WorkerInfo } from '@dtorch/core';
+import { engine, type MemoryInfo, type NativeSettings, type WorkerInfo } from '@dtorch/core';
 import type { Tensor } from './tensor.js';
 
 const scopes: Tensor[][] = [];
@@ -122,6 +122,11 @@ export function resetPeakMemory(): void {
 /** The worker thread of each device in use: its intra-op threads and compute kernels run. */
 export function workers(): WorkerInfo[] {
   return engine().workers();
+}
+
+/** The engine's settings in force, as the DTORCH_* variables gave them (README's table): cpuDevices, fusion, ... */
+export function nativeSettings(): NativeSettings {
+  return engine().settings();
 }
 
 /** Resolves when every device has finished the work recorded so far. */

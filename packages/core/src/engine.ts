@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { CoreSlice, Fetched, HostArray, MemoryInfo, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
+import type { CoreSlice, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 export type DeviceKind = 'cpu' | 'cuda';
 
@@ -167,6 +167,11 @@ export class Engine {
 
   memory(): MemoryInfo {
     return this.slice.memory();
+  }
+
+  /** The native settings in force (DTORCH_* variables, read once). */
+  settings(): NativeSettings {
+    return this.slice.settings();
   }
 
   workers(): WorkerInfo[] {

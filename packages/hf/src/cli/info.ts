@@ -36,7 +36,7 @@ export function infoLines(): string[] {
     `CUDA: ${info.builtWithCuda ? `built with CUDA, ${info.cudaDeviceCount} GPU(s) visible` : 'not available (the addon was built without CUDA)'}`,
     `NCCL: ${info.ncclVersion ? info.ncclVersion : info.builtWithCuda ? 'not found (GPUs exchange data by peer copies)' : 'not available'}`,
     'devices:',
-    `  cpu:0.. ${info.cpuCores} cores, ${gib(totalmem())} host memory (${gib(freemem())} free), shared by the CPU devices (worker threads; DTORCH_CPU_DEVICES sets how many)`,
+    `  cpu:0-${dt.nativeSettings().cpuDevices - 1} ${info.cpuCores} cores, ${gib(totalmem())} host memory (${gib(freemem())} free), shared by the ${dt.nativeSettings().cpuDevices} CPU devices (worker threads; DTORCH_CPU_DEVICES sets how many)`,
   ];
   for (const d of info.cudaDevices) {
     lines.push(`  cuda:${d.index} ${d.name}, ${gib(d.totalMemory)}, compute capability ${d.computeCapability}`);
