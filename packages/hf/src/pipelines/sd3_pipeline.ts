@@ -34,16 +34,9 @@ import {
 } from './pipeline_inputs.js';
 import { encodeSD3Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from './sd3_prompt.js';
 
-/** A pipeline's parts, as diffusers' StableDiffusion3Pipeline(...) takes them (camelCase). */
-export interface StableDiffusion3Components {
+/** A pipeline's parts, as diffusers' StableDiffusion3Pipeline(...) takes them (camelCase); the T5 is optional, as in diffusers. */
+export interface StableDiffusion3Components extends SD3TextEncoders {
   scheduler: FlowMatchEulerDiscreteScheduler;
-  textEncoder: CLIPTextModelWithProjection;
-  tokenizer: PreTrainedTokenizer;
-  textEncoder2: CLIPTextModelWithProjection;
-  tokenizer2: PreTrainedTokenizer;
-  /** Optional, as in diffusers: without it T5's part of the prompt embeddings is zeros. */
-  textEncoder3?: T5EncoderModel | undefined;
-  tokenizer3?: PreTrainedTokenizer | undefined;
   transformer: SD3Transformer2DModel;
   vae: AutoencoderKL;
 }
