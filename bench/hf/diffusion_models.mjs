@@ -28,13 +28,13 @@
 // DTorch), BUDGET_S (360: a step still running then is stopped, later ones skipped),
 // DIFFUSERS_SRC (the folder holding the `diffusers` package, put on PYTHONPATH; else the first of
 // /tmp/diffusers-src/src, /tmp/diffusers-src, /work/diffusers-src/src that holds it), PYTHON.
-import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { childRuns, diffusersPython } from './child_runs.mjs';
 import { fillLikeTorchInit, noise } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -210,37 +210,22 @@ function compileFor(name) {
   return compileEnv.split(',').includes(name) ? '1' : '0';
 }
 
-function diffusersSrc() {
-  const given = process.env.DIFFUSERS_SRC;
-  if (given) return given;
-  return ['/tmp/diffusers-src/src', '/tmp/diffusers-src', '/work/diffusers-src/src'].find((d) => existsSync(join(d, 'diffusers', '__init__.py'))) ?? null;
-}
+const children = childRuns(budgetS, { bench, device, size });
+const left = children.left;
 
-const started = Date.now();
-const left = () => budgetS - (Date.now() - started) / 1000;
-
-// A child process's JSON lines; a line with the error when it failed or ran past the budget.
+// A child's lines; diffusers' kernel traces come after all its timings: merged into the timing lines
 function child(command, args, env, what) {
-  const timeout = Math.round(Math.max(1, left()) * 1000); // spawnSync takes whole milliseconds only
-  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env }, timeout, killSignal: 'SIGKILL' });
   const lines = [];
-  for (const line of (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))) {
-    // diffusers' kernel traces come after all its timings: merged into the timing lines
+  for (const line of children.run(command, args, env, what)) {
     const timed = line.trace && lines.find((l) => l.model === line.model && l.side === line.side && l.pass === line.pass);
     if (timed) Object.assign(timed, { gpu_busy_ms: line.gpu_busy_ms, gpu_events: line.gpu_events, gpu_idle_share: line.gpu_idle_share, kernel_ms: line.kernel_ms, top_kernels: line.top_kernels });
     else lines.push(line);
-  }
-  if (r.status !== 0 && !lines.some((l) => l.error)) {
-    const why = r.error ? String(r.error.message) : r.signal ? `killed by ${r.signal} (BUDGET_S ${budgetS} reached?)` : `exit ${r.status}`;
-    lines.push({ bench, ...what, device, size, error: `${why}: ${(r.stderr ?? '').trim().split('\n').slice(-4).join(' | ').slice(0, 600)}` });
   }
   return lines;
 }
 
 function diffusers(names, pass, compile) {
-  const python = process.env.PYTHON ?? (existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3');
-  const src = diffusersSrc();
-  const env = { PYTHONUNBUFFERED: '1', ...(src ? { DIFFUSERS_SRC: src, PYTHONPATH: [src, process.env.PYTHONPATH].filter(Boolean).join(':') } : {}) };
+  const { python, env } = diffusersPython(root);
   const args = ['-W', 'ignore', join(here, 'diffusion_models.py'), '--models', names, '--device', device, '--dtype', dtype, '--size', size,
     '--iters', String(iters), '--warmup', String(warmup), '--compile', compile, '--compile-mode', compileMode, '--trace', traceOn && pass === 'before' ? '1' : '0', '--pass', pass];
   return child(python, args, env, { side: 'diffusers', model: names, pass });
@@ -271,7 +256,7 @@ async function main() {
   if (again && left() > 30) emit(diffusers(models.join(','), 'after', '0'));
   else if (again) for (const name of models) skipped({ side: 'diffusers', model: name, pass: 'after' });
   for (const name of models) emit([summary(name, lines)]);
-  console.log(JSON.stringify({ bench, done: true, device, size, models, wall_s: +((Date.now() - started) / 1000).toFixed(1) }));
+  console.log(JSON.stringify({ bench, done: true, device, size, models, wall_s: +children.elapsedS().toFixed(1) }));
 }
 
 function summary(name, lines) {

@@ -15,13 +15,13 @@
 //   DEVICE=cuda node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
 // Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), DIFFUSERS_SRC, PYTHON.
-import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { childRuns, diffusersPython } from './child_runs.mjs';
 import { fillLikeTorchInit, fillLikeTransformersInit } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -137,23 +137,11 @@ async function measure(name) {
 
 // ---- the run: each side of each pipeline in a process of its own -----------------------------
 
-const started = Date.now();
-const left = () => budgetS - (Date.now() - started) / 1000;
-
-function child(command, args, env, what) {
-  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env }, timeout: Math.round(Math.max(1, left()) * 1000), killSignal: 'SIGKILL' });
-  const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
-  if (r.status !== 0 && !lines.some((l) => l.error)) {
-    const why = r.error ? String(r.error.message) : r.signal ? `killed by ${r.signal} (BUDGET_S ${budgetS} reached?)` : `exit ${r.status}`;
-    lines.push({ bench, ...what, device, size, error: `${why}: ${(r.stderr ?? '').trim().split('\n').slice(-4).join(' | ').slice(0, 600)}` });
-  }
-  return lines;
-}
+const children = childRuns(budgetS, { bench, device, size });
+const { left, run: child } = children;
 
 function diffusers(name) {
-  const python = process.env.PYTHON ?? (existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3');
-  const src = process.env.DIFFUSERS_SRC ?? ['/tmp/diffusers-src/src', '/work/diffusers-src/src'].find((d) => existsSync(join(d, 'diffusers', '__init__.py')));
-  const env = { PYTHONUNBUFFERED: '1', ...(src ? { DIFFUSERS_SRC: src, PYTHONPATH: [src, process.env.PYTHONPATH].filter(Boolean).join(':') } : {}) };
+  const { python, env } = diffusersPython(root);
   const tokenizers = dirname(hf.tinyTokenizerFolder('clip'));
   hf.tinyTokenizerFolder('t5');
   return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs)], env, { side: 'diffusers_eager', pipeline: name });
@@ -186,7 +174,7 @@ async function main() {
     if (left() > 20) emit(child(process.execPath, [self], { PIPELINE_WORKER: name }, { side: 'dtorch', pipeline: name }));
   }
   for (const name of names) emit([summary(name, lines)]);
-  console.log(JSON.stringify({ bench, done: true, device, size, pipelines: names, wall_s: +((Date.now() - started) / 1000).toFixed(1) }));
+  console.log(JSON.stringify({ bench, done: true, device, size, pipelines: names, wall_s: +children.elapsedS().toFixed(1) }));
 }
 
 if (process.env.PIPELINE_WORKER) {
