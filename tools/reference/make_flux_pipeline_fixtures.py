@@ -17,7 +17,6 @@ folder), and runs the cases below. Writes to tests/fixtures/hf/pipelines/:
   component cast to bfloat16 (pipe.to(torch.bfloat16)), stored as float32
   tiny-flux-cases.json           each case's arguments (prompts, size, steps, seed, ...)
 """
-import gzip
 import json
 import pathlib
 import shutil
@@ -29,9 +28,9 @@ from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer, T5Config, T5EncoderModel, T5TokenizerFast
 
 from random_weights import fill_random_weights
+from tiny_pipeline_assets import component_config, tiny_spec, unpack_tokenizer
 
 root = pathlib.Path(__file__).resolve().parents[2]
-assets = root / "packages" / "hf" / "assets"
 out = root / "tests" / "fixtures" / "hf" / "pipelines"
 
 LONG = " ".join(["a very long prompt about a small red house on a green hill under a blue sky"] * 6)
@@ -52,27 +51,14 @@ CASES = [
 ]
 
 
-def unpack(name, into):
-    folder = into / name
-    folder.mkdir(parents=True)
-    for file in (assets / "tiny-tokenizers" / name).iterdir():
-        data = file.read_bytes()
-        target = folder / file.name.removesuffix(".gz")
-        target.write_bytes(gzip.decompress(data) if file.name.endswith(".gz") else data)
-    return folder
-
-
-def config_of(values):
-    return {k: v for k, v in values.items() if not k.startswith("_")}
-
-
 def build():
-    spec = json.loads((assets / "tiny-pipelines" / "tiny-flux.json").read_text())
+    spec = tiny_spec("tiny-flux")
+    config_of = lambda name: component_config(spec, name)  # noqa: E731
     seeds = spec["seeds"]
-    text_encoder = CLIPTextModel(CLIPTextConfig(**config_of(spec["text_encoder"]))).eval()
-    text_encoder_2 = T5EncoderModel(T5Config(**config_of(spec["text_encoder_2"]))).eval()
-    transformer = FluxTransformer2DModel(**config_of(spec["transformer"])).eval()
-    vae = AutoencoderKL(**config_of(spec["vae"])).eval()
+    text_encoder = CLIPTextModel(CLIPTextConfig(**config_of("text_encoder"))).eval()
+    text_encoder_2 = T5EncoderModel(T5Config(**config_of("text_encoder_2"))).eval()
+    transformer = FluxTransformer2DModel(**config_of("transformer")).eval()
+    vae = AutoencoderKL(**config_of("vae")).eval()
     models = {"text_encoder": text_encoder, "text_encoder_2": text_encoder_2, "transformer": transformer, "vae": vae}
     # T5's embedding is tied: one parameter, listed (and drawn) once under "shared.weight"
     assert text_encoder_2.shared.weight is text_encoder_2.encoder.embed_tokens.weight
@@ -81,11 +67,11 @@ def build():
         fill_random_weights(model, seeds[name])
         keys[name] = sorted(k for k, _ in model.named_parameters())
     assert "shared.weight" in keys["text_encoder_2"] and "encoder.embed_tokens.weight" not in keys["text_encoder_2"]
-    scheduler = FlowMatchEulerDiscreteScheduler(**config_of(spec["scheduler"]))
+    scheduler = FlowMatchEulerDiscreteScheduler(**config_of("scheduler"))
     tmp = pathlib.Path(tempfile.mkdtemp())
     try:
-        tokenizer = CLIPTokenizer.from_pretrained(unpack(spec["tokenizers"]["tokenizer"], tmp))
-        tokenizer_2 = T5TokenizerFast.from_pretrained(unpack(spec["tokenizers"]["tokenizer_2"], tmp))
+        tokenizer = CLIPTokenizer.from_pretrained(unpack_tokenizer(spec["tokenizers"]["tokenizer"], tmp))
+        tokenizer_2 = T5TokenizerFast.from_pretrained(unpack_tokenizer(spec["tokenizers"]["tokenizer_2"], tmp))
     finally:
         shutil.rmtree(tmp)
     pipe = FluxPipeline(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer,

@@ -17,7 +17,6 @@ Writes tests/fixtures/hf/pipelines/:
     "one.bf16.images": case "one" with every component cast to bfloat16 (pipe.to(torch.bfloat16)),
     stored as float32
 """
-import gzip
 import json
 import pathlib
 import tempfile
@@ -28,9 +27,9 @@ from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModelWithProjection, CLIPTokenizer, T5Config, T5EncoderModel, T5TokenizerFast
 
 from random_weights import fill_random_weights
+from tiny_pipeline_assets import component_config, tiny_spec, unpack_tokenizer
 
 root = pathlib.Path(__file__).resolve().parents[2]
-assets = root / "packages" / "hf" / "assets"
 out = root / "tests" / "fixtures" / "hf" / "pipelines"
 
 CASES = {
@@ -43,18 +42,9 @@ CASES = {
 }
 
 
-def tokenizer_folder(name, into):
-    folder = pathlib.Path(into) / name
-    folder.mkdir()
-    for f in (assets / "tiny-tokenizers" / name).iterdir():
-        data = f.read_bytes()
-        (folder / f.name.removesuffix(".gz")).write_bytes(gzip.decompress(data) if f.name.endswith(".gz") else data)
-    return str(folder)
-
-
 def build(tmp):
-    spec = json.loads((assets / "tiny-pipelines" / "tiny-sd3.json").read_text())
-    cfg = lambda name: {k: v for k, v in spec[name].items() if k != "dtype"}
+    spec = tiny_spec("tiny-sd3")
+    cfg = lambda name: component_config(spec, name)  # noqa: E731
     modules = {
         "text_encoder": CLIPTextModelWithProjection(CLIPTextConfig(**cfg("text_encoder"))),
         "text_encoder_2": CLIPTextModelWithProjection(CLIPTextConfig(**cfg("text_encoder_2"))),
@@ -70,9 +60,9 @@ def build(tmp):
     # T5's embedding is shared by `shared` and `encoder.embed_tokens` (one parameter, listed once)
     t5 = modules["text_encoder_3"]
     assert t5.shared.weight is t5.encoder.embed_tokens.weight, "T5's shared and encoder.embed_tokens must be tied"
-    folders = {name: tokenizer_folder(name, tmp) for name in ("clip", "t5")}
+    folders = {name: unpack_tokenizer(name, tmp) for name in ("clip", "t5")}
     pipe = StableDiffusion3Pipeline(
-        scheduler=FlowMatchEulerDiscreteScheduler(**spec["scheduler"]),
+        scheduler=FlowMatchEulerDiscreteScheduler(**cfg("scheduler")),
         tokenizer=CLIPTokenizer.from_pretrained(folders[spec["tokenizers"]["tokenizer"]]),
         tokenizer_2=CLIPTokenizer.from_pretrained(folders[spec["tokenizers"]["tokenizer_2"]]),
         tokenizer_3=T5TokenizerFast.from_pretrained(folders[spec["tokenizers"]["tokenizer_3"]]),
