@@ -344,9 +344,15 @@ export class FluxPipeline extends DiffusionPipeline {
       if (names.includes('cfg') && !cfgParallel) {
         log.warn(`${what}: the mesh dim 'cfg' splits true CFG's two branches (trueCfgScale > 1 with a negative prompt, on a mesh without 'dp'); ${negative ? "with 'dp'" : 'without them'} the work is repeated on it`);
       }
-      const velocity = (x: dt.Tensor, timestep: dt.Tensor, embeds: FluxPromptEmbeds) =>
+      // CFG parallel: the branches' embeddings batched [negative; positive] once, for every step
+      const both = (a: dt.Tensor, b: dt.Tensor) => dt.cat([a, b], 0);
+      const joint: FluxPromptEmbeds | undefined =
+        cfgParallel && negative ? { promptEmbeds: both(negative.promptEmbeds, positive.promptEmbeds), pooledPromptEmbeds: both(negative.pooledPromptEmbeds, positive.pooledPromptEmbeds), textIds: positive.textIds } : undefined;
+      const jointGuidance = joint && guidance ? both(guidance, guidance) : undefined;
+      if (joint) owned.push(joint.promptEmbeds, joint.pooledPromptEmbeds, ...(jointGuidance ? [jointGuidance] : []));
+      const velocity = (x: dt.Tensor, timestep: dt.Tensor, embeds: FluxPromptEmbeds, g = guidance) =>
         this.transformer.forward(x, {
-          encoderHiddenStates: embeds.promptEmbeds, pooledProjections: embeds.pooledPromptEmbeds, timestep, guidance, imgIds: imageIds, txtIds: embeds.textIds,
+          encoderHiddenStates: embeds.promptEmbeds, pooledProjections: embeds.pooledPromptEmbeds, timestep, guidance: g, imgIds: imageIds, txtIds: embeds.textIds,
         });
       const final = await denoise({
         timesteps: this.scheduler.timesteps,
@@ -358,15 +364,10 @@ export class FluxPipeline extends DiffusionPipeline {
           // as diffusers: t.expand(batch).to(latents.dtype) / 1000
           const timestep = dt.full([batch], t, { dtype: x.dtype, mesh: this.mesh, placements }).div(1000);
           let prediction: dt.Tensor;
-          if (negative && cfgParallel) {
-            // CFG parallel: both branches in one call, batched [negative; positive] and split
-            // over 'cfg' by the transformer's plan; gathered for the guidance step
-            const both = (a: dt.Tensor, b: dt.Tensor) => dt.cat([a, b], 0);
-            const joint = { promptEmbeds: both(negative.promptEmbeds, positive.promptEmbeds), pooledPromptEmbeds: both(negative.pooledPromptEmbeds, positive.pooledPromptEmbeds), textIds: positive.textIds };
-            const out = this.transformer.forward(both(x, x), {
-              encoderHiddenStates: joint.promptEmbeds, pooledProjections: joint.pooledPromptEmbeds, timestep: both(timestep, timestep),
-              guidance: guidance ? both(guidance, guidance) : undefined, imgIds: imageIds, txtIds: joint.textIds,
-            });
+          if (joint) {
+            // both branches in one call, its batch split over 'cfg' by the transformer's plan;
+            // gathered for the guidance step
+            const out = velocity(both(x, x), both(timestep, timestep), joint, jointGuidance);
             const [unconditional, conditional] = out.redistribute(out.placements.map(() => dt.Replicate())).split([batch, batch], 0) as [dt.Tensor, dt.Tensor];
             prediction = unconditional.add(conditional.sub(unconditional).mul(call.trueCfgScale));
           } else {
