@@ -1,5 +1,5 @@
 // Runs a script (an ES module importing @dtorch/api) in a fresh node process from the tests
-// folder, with `env` added to this process's environment: for what a process does at its start
+// folder, with `env` added to this process's environment (an undefined value removes a variable): for what a process does at its start
 // (settings read once) or at its end (whether it can exit).
 import { spawnSync } from 'node:child_process';
 import { dirname } from 'node:path';
@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 const testsDir = dirname(dirname(fileURLToPath(import.meta.url)));
 
-export function runNode(script: string, env: Record<string, string>, timeoutMs = 20_000) {
+export function runNode(script: string, env: Record<string, string | undefined>, timeoutMs = 20_000) {
   const started = Date.now();
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
     cwd: testsDir,

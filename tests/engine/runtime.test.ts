@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import * as dt from '@dtorch/api';
 import { cudaSkip, machineGpuSource, machineGpus, skipNote } from '../conformance/meshes.js';
+import { runNode } from './run_node.js';
 
 describe('runtime facts', () => {
   it('reports the LibTorch the addon was built against', () => {
@@ -60,5 +61,20 @@ describe('runtime facts', () => {
     const workers = dt.workers().filter((w) => w.device.startsWith('cpu')); // GPU workers may exist too
     expect(workers.map((w) => w.device)).toEqual(['cpu:0', 'cpu:1', 'cpu:2', 'cpu:3']);
     for (const w of workers) expect(w.intraOpThreads).toBe(expected);
+  });
+
+  it('shares the cores among the CPU workers by default (DTORCH_INTRAOP_THREADS unset)', () => {
+    // the tests' vitest config sets DTORCH_INTRAOP_THREADS; a fresh process without it shows the default
+    const script = `
+      import * as dt from '@dtorch/api';
+      const mesh = new dt.DeviceMesh('cpu', [0, 1, 2, 3]);
+      dt.ones([2], { mesh }).add(1);
+      await dt.sync();
+      const threads = dt.workers().filter((w) => w.device.startsWith('cpu')).map((w) => w.intraOpThreads);
+      console.log(JSON.stringify({ cores: dt.torchInfo().cpuCores, threads }));`;
+    const r = runNode(script, { DTORCH_INTRAOP_THREADS: undefined });
+    expect(r.status, r.stderr).toBe(0);
+    const { cores, threads } = JSON.parse(r.stdout.trim().split('\n').pop()!) as { cores: number; threads: number[] };
+    expect(threads).toEqual(Array(4).fill(Math.max(1, Math.floor(cores / 4))));
   });
 });

@@ -129,7 +129,9 @@ describe.each([meshes[0]!, meshes[1]!])('tiny-sd3 in bfloat16 on $name', ({ make
     const wide = latents.to('float32');
     const images = await generate(pipe, 'one', 'tensor');
     expect(images.dtype).toBe('float32');
-    await compareWithin(wide, 'one.bf16.latents', 3e-2, 'bf16 one latents');
+    // bfloat16 CPU matmuls round differently from one LibTorch build (and batch split) to the
+    // next: 2.1e-2 under torch 2.13 here, 3.1e-2 on 'cfg=2' under the H200 machine's torch 2.11
+    await compareWithin(wide, 'one.bf16.latents', 4e-2, 'bf16 one latents');
     await compareWithin(images, 'one.bf16.images', 6e-2, 'bf16 one images');
     dt.dispose([latents, wide, images]);
     pipe.dispose();
