@@ -1,3 +1,7 @@
+// For TypeScript consumers: these declarations use Node's types (Buffer) and Disposable (a Tensor
+// works with `using`), whatever the consumer's `types` and `lib`; @types/node is the one thing to install.
+/// <reference types="node" preserve="true" />
+/// <reference lib="esnext.disposable" preserve="true" />
 // @dtorch/api: the user-facing library (`import * as dt from '@dtorch/api'`).
 export { Tensor, isTensor, type Scalar, type NestedArray } from './tensor.js';
 export { DeviceMesh, defaultMesh, initDeviceMesh } from './device_mesh.js';

@@ -74,6 +74,20 @@ describe('Tensor', () => {
     expect(escaped.isDisposed).toBe(true);
   });
 
+  it('takes arange\'s options after however many numbers, as torch.arange(end, device=...)', async () => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    for (const [t, want] of [
+      [dt.arange(4, { mesh, dtype: 'float32' }), [0, 1, 2, 3]],
+      [dt.arange(2, 5, { mesh }), [2, 3, 4]],
+      [dt.arange(0, 6, 2, { mesh }), [0, 2, 4]],
+    ] as const) {
+      expect(t.mesh).toBe(mesh);
+      expect(await t.array()).toEqual(want);
+    }
+    expect(dt.arange(4, { dtype: 'float32' }).dtype).toBe('float32');
+    expect(() => dt.arange(4, 'x' as unknown as number)).toThrow(/arange end/);
+  });
+
   it('validates creation arguments with one message format', () => {
     expect(() => dt.zeros([2, -1])).toThrow('Expected shape (array of non-negative integers) for zeros shape but received [2, -1] of type array');
     expect(() => dt.zeros([2], { dtype: 'float' as never })).toThrow(

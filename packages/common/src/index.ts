@@ -1,3 +1,6 @@
+// For TypeScript consumers: these declarations use Node's types, whatever the consumer's `types`
+// (@types/node is the one thing to install beside the package).
+/// <reference types="node" preserve="true" />
 export { DTorchError, ErrorCode, isDTorchError } from './errors.js';
 export { config, readConfig, type DTorchConfig } from './env.js';
 export { log, setLogLevel, logLevelEnabled, type LogLevel } from './log.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultCandidates, formatLoadFailure, loadNative, native } from './loader.js';
+import { defaultCandidates, formatLoadFailure, inRepository, loadNative, native } from './loader.js';
 import { DTorchError } from './errors.js';
 
 describe('addon loader', () => {
@@ -42,10 +42,21 @@ describe('addon loader', () => {
     expect(formatLoadFailure([{ path: '/z', error: 'undefined symbol: _ZN2at4_ops' }])).toContain('do not match');
   });
 
-  it('tries DTORCH_NATIVE_PATH first, then the repo build, then a package-local build', () => {
+  it('names the LibTorch the addon was built against when it is gone, and the command that rebuilds', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
+    writeFileSync(join(dir, 'torch.json'), JSON.stringify({ cmakePrefixPath: '/gone/torch', version: '2.13.0' }));
+    const text = formatLoadFailure([
+      { path: join(dir, 'dtorch.node'), error: 'libc10.so: cannot open shared object file: No such file or directory' },
+    ]);
+    expect(text).toContain('built against LibTorch 2.13.0 at /gone/torch, and libc10.so is no longer in /gone/torch/lib');
+    expect(text).toContain('`npm run setup` at the repository root'); // these tests run in the repository
+  });
+
+  it('tries DTORCH_NATIVE_PATH first, then the repository\'s build (in a checkout) or the package\'s own', () => {
+    expect(inRepository).toBe(true);
     const candidates = defaultCandidates();
-    expect(candidates.at(-2)).toMatch(/build[\\/]Release[\\/]dtorch\.node$/);
-    expect(candidates.at(-1)).toMatch(/packages[\\/]common[\\/]build[\\/]Release[\\/]dtorch\.node$/);
+    expect(candidates.at(-1)).toMatch(/build[\\/]Release[\\/]dtorch\.node$/);
+    expect(candidates.at(-1)).not.toMatch(/packages[\\/]common[\\/]build/);
   });
 
   it('loads the built addon and registers DTorchError with it', () => {

@@ -1,6 +1,6 @@
 // The single loader of the native addon (dtorch.node). Like sharp's, it tries each candidate
 // in order, keeps every error, and ends with remedies for what actually failed.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,38 +21,73 @@ const here = dirname(fileURLToPath(import.meta.url));
 const packageRoot = resolve(here, '..');
 const repoRoot = resolve(packageRoot, '..', '..');
 
-/** Where the addon may be, in the order tried. */
+/**
+ * Whether this package is the repository's source folder (packages/common of a checkout), where
+ * the root's setup builds one addon into <repo>/build; else it is an installed package, whose
+ * install script built the addon into its own build/ folder.
+ */
+export const inRepository =
+  existsSync(join(repoRoot, 'turbo.json')) && existsSync(join(repoRoot, 'native')) && resolve(repoRoot, 'packages', 'common') === packageRoot;
+
+/** The command that builds the addon again where this package lives. */
+const rebuildCommand = inRepository ? '`npm run setup` at the repository root' : '`npm rebuild @dtorch/common` in your project';
+
+/** Where the addon may be, in the order tried: DTORCH_NATIVE_PATH, then this checkout's or this package's build. */
 export function defaultCandidates(): string[] {
   const candidates: string[] = [];
   if (config.nativePath) candidates.push(resolve(config.nativePath));
-  candidates.push(join(repoRoot, 'build', 'Release', 'dtorch.node')); // the repo's build
-  candidates.push(join(packageRoot, 'build', 'Release', 'dtorch.node')); // a package-local build
+  candidates.push(join(inRepository ? repoRoot : packageRoot, 'build', 'Release', 'dtorch.node'));
   return candidates;
+}
+
+/** The LibTorch an addon was built against, from the torch.json the build wrote beside it. */
+function builtAgainst(addonPath: string): { cmakePrefixPath: string; version: string } | undefined {
+  try {
+    const record = JSON.parse(readFileSync(join(dirname(addonPath), 'torch.json'), 'utf8')) as { cmakePrefixPath?: unknown; version?: unknown };
+    if (typeof record.cmakePrefixPath === 'string') return { cmakePrefixPath: record.cmakePrefixPath, version: String(record.version) };
+  } catch {
+    // no record (a build from before torch.json, or DTORCH_NATIVE_PATH's): the remedy stays general
+  }
+  return undefined;
 }
 
 function remedies(attempts: LoadAttempt[]): string[] {
   const text = attempts.map((a) => a.error).join('\n');
   const out: string[] = [];
   if (attempts.every((a) => a.error.startsWith('not found'))) {
-    out.push('The addon has not been built. Run `npm install` at the repository root (it finds LibTorch and builds),');
-    out.push('or `npm run build:native` if setup already ran. Set DTORCH_NATIVE_PATH to use a build elsewhere.');
+    if (inRepository) {
+      out.push('The addon has not been built. Run `npm install` at the repository root (it finds LibTorch and builds),');
+      out.push('or `npm run build:native` if setup already ran. Set DTORCH_NATIVE_PATH to use a build elsewhere.');
+    } else {
+      out.push('The addon has not been built: @dtorch/common builds it when it is installed (installed with --ignore-scripts,');
+      out.push('or its build failed?). Run `npm rebuild @dtorch/common` in your project: it needs a C++ compiler, cmake and a');
+      out.push('LibTorch (LIBTORCH=/path/to/libtorch picks one; else a Python torch, else it pip-installs one). Set');
+      out.push('DTORCH_NATIVE_PATH to use a build elsewhere.');
+    }
   }
-  if (/libtorch|libc10/.test(text) && /cannot open shared object/.test(text)) {
-    out.push('LibTorch is not where the addon was built against (moved or deleted .venv?). Run `npm run setup` to find');
-    out.push('it again and rebuild, or set LIBTORCH=/path/to/libtorch first.');
+  const missingLibrary = /(lib\S+\.so[.\d]*): cannot open shared object/.exec(text);
+  if (missingLibrary && /libtorch|libc10|libnccl|libcudart/.test(missingLibrary[1]!)) {
+    const moved = attempts.map((a) => a.error.includes('cannot open shared object') && builtAgainst(a.path)).find((b) => b);
+    if (moved) {
+      out.push(`The addon was built against LibTorch ${moved.version} at ${moved.cmakePrefixPath}, and ${missingLibrary[1]} is no longer in ${join(moved.cmakePrefixPath, 'lib')} (LibTorch moved, or its virtual environment was removed).`);
+      out.push(`Put it back there, or build against the LibTorch you have now: ${rebuildCommand} (LIBTORCH=/path/to/libtorch picks one).`);
+    } else {
+      out.push(`LibTorch is not where the addon was built against (${missingLibrary[1]} is missing). Run ${rebuildCommand}`);
+      out.push('to find it again and rebuild, or set LIBTORCH=/path/to/libtorch first.');
+    }
   }
   if (/GLIBCXX|CXXABI|GLIBC_/.test(text)) {
     out.push('The C++ runtime is older than the one the addon or LibTorch needs: rebuild on this machine');
-    out.push('(`npm run setup`) or install a newer libstdc++ (apt-get install libstdc++6).');
+    out.push(`(${rebuildCommand}) or install a newer libstdc++ (apt-get install libstdc++6).`);
   }
   if (/undefined symbol/.test(text)) {
     out.push('The addon and LibTorch do not match (built against another torch version or C++ ABI).');
-    out.push('Remove build/ and run `npm run setup` to rebuild against the LibTorch found now.');
+    out.push(`Rebuild against the LibTorch found now: ${rebuildCommand}.`);
   }
   if (/invalid ELF header|wrong ELF class|architecture/.test(text)) {
-    out.push('The addon was built for another processor or OS: rebuild here with `npm run setup`.');
+    out.push(`The addon was built for another processor or OS: rebuild here with ${rebuildCommand}.`);
   }
-  if (out.length === 0) out.push('Rebuild with `npm run setup`; run with DTORCH_LOG=debug for details.');
+  if (out.length === 0) out.push(`Rebuild with ${rebuildCommand}; run with DTORCH_LOG=debug for details.`);
   return out;
 }
 

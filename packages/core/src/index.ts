@@ -1,3 +1,6 @@
+// For TypeScript consumers: these declarations use Node's types, whatever the consumer's `types`
+// (@types/node is the one thing to install beside the package).
+/// <reference types="node" preserve="true" />
 export { Engine, engine, type DeviceKind } from './engine.js';
 export { CallSites } from './call_sites.js';
 export { dtypeNames, hostArrayFor, dtypeOfHostArray, type DTypeName } from './host_arrays.js';

@@ -1,3 +1,6 @@
+// For TypeScript consumers: these declarations use Node's types, whatever the consumer's `types`
+// (@types/node is the one thing to install beside the package).
+/// <reference types="node" preserve="true" />
 // @dtorch/hf: HuggingFace models on DTorch (`import * as hf from '@dtorch/hf'`): configs read
 // from config.json, fromPretrained from a local folder or the hub (through the HF cache), the
 // T5 and CLIP text encoders with transformers' keys and outputs, their tokenizers (HF's Rust

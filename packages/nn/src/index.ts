@@ -1,3 +1,6 @@
+// For TypeScript consumers: these declarations use Node's types, whatever the consumer's `types`
+// (@types/node is the one thing to install beside the package).
+/// <reference types="node" preserve="true" />
 // @dtorch/nn: Module and layers, tensor-parallel layers, and state dicts that load from
 // safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
 export { Module } from './module.js';

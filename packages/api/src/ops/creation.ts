@@ -80,10 +80,20 @@ export function empty(shape: readonly number[], options?: CreationOptions): Tens
 }
 
 /**
- * arange(end) or arange(start, end, step?): int64 when every bound is an integer (inside int64),
- * else float32. An integer dtype takes integer bounds only.
+ * arange(end) or arange(start, end, step?), the options last wherever the numbers end
+ * (`arange(24, { mesh })`, as torch.arange(24, device=...)): int64 when every bound is an
+ * integer (inside int64), else float32. An integer dtype takes integer bounds only.
  */
-export function arange(start: number, end?: number, step = 1, options?: CreationOptions): Tensor {
+export function arange(end: number, options?: CreationOptions): Tensor;
+export function arange(start: number, end: number, options?: CreationOptions): Tensor;
+export function arange(start: number, end?: number, step?: number, options?: CreationOptions): Tensor;
+export function arange(start: number, endOrOptions?: number | CreationOptions, stepOrOptions: number | CreationOptions = 1, options?: CreationOptions): Tensor {
+  const isOptions = (v: unknown): v is CreationOptions => typeof v === 'object' && v !== null;
+  let end: number | undefined;
+  let step: number;
+  if (isOptions(endOrOptions)) [end, step, options] = [undefined, 1, endOrOptions];
+  else if (isOptions(stepOrOptions)) [end, step, options] = [endOrOptions, 1, stepOrOptions];
+  else [end, step] = [endOrOptions, stepOrOptions];
   checkNumber('arange start', start);
   if (end === undefined) [start, end] = [0, start];
   checkNumber('arange end', end);

@@ -61,9 +61,12 @@ export interface GenerateOptions {
   onStep?: (info: StepInfo) => void;
 }
 
-/** What generate() returns: PNG files, [B, 3, H, W] float32 in [0, 1], or the final latents. */
-export interface GenerateOutput {
-  images: Buffer[] | dt.Tensor;
+/**
+ * What generate() returns: PNG files, [B, 3, H, W] float32 in [0, 1], or the final latents.
+ * `Images` follows the call's outputType (each pipeline's generate() overloads say which).
+ */
+export interface GenerateOutput<Images extends Buffer[] | dt.Tensor = Buffer[] | dt.Tensor> {
+  images: Images;
   /** Milliseconds spent per phase: encode, denoise, decode. */
   timings: { encodeMs: number; denoiseMs: number; decodeMs: number };
 }

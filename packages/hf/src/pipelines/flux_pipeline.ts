@@ -285,6 +285,9 @@ export class FluxPipeline extends DiffusionPipeline {
    * (default), 'tensor' ([B, 3, H, W] in [0, 1]) or 'latent' (the packed latents
    * [B, (H/16)·(W/16), 64], as diffusers' output_type="latent").
    */
+  generate(options: FluxGenerateOptions & { outputType: 'tensor' | 'latent' }): Promise<GenerateOutput<dt.Tensor>>;
+  generate(options: FluxGenerateOptions & { outputType?: 'png' }): Promise<GenerateOutput<Buffer[]>>;
+  generate(options: FluxGenerateOptions): Promise<GenerateOutput>;
   async generate(options: FluxGenerateOptions): Promise<GenerateOutput> {
     const what = 'FluxPipeline.generate';
     const o = checkGenerateOptions<FluxGenerateOptions>(what, options, GENERATE_OPTIONS);

@@ -207,6 +207,9 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
   }
 
   /** An image per prompt (and per numImagesPerPrompt), as diffusers' __call__ (see the header). */
+  generate(options: SD3GenerateOptions & { outputType: 'tensor' | 'latent' }): Promise<GenerateOutput<dt.Tensor>>;
+  generate(options?: SD3GenerateOptions & { outputType?: 'png' }): Promise<GenerateOutput<Buffer[]>>;
+  generate(options?: SD3GenerateOptions): Promise<GenerateOutput>;
   async generate(options: SD3GenerateOptions = {}): Promise<GenerateOutput> {
     const start = performance.now();
     const o = this.checkInputs(options);
