@@ -2,6 +2,7 @@
 // recorded it: with the defaults (capture within a time budget), with 'all', and says so when off.
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
+import { runNode } from './run_node.js';
 
 // 16 PiB of float32: no address space holds it, so the kernel fails whatever the overcommit policy
 function recordFailingEmpty(): dt.Tensor {
@@ -48,6 +49,21 @@ describe('the call site of a kernel that fails later', () => {
 
   it('is not named when capture is off, and the message says how to turn it on', async () => {
     dt.setCaptureStacks(false);
-    expect((await failure(recordFailingEmpty())).message).toContain('recorded at:\n    (call sites are not captured: DTORCH_CAPTURE_STACKS=0)');
+    expect((await failure(recordFailingEmpty())).message).toContain(
+      'recorded at:\n    (call sites are not captured: dt.setCaptureStacks(false); DTORCH_CAPTURE_STACKS=1 captures them)',
+    );
+  });
+
+  it.each([
+    [{ NODE_ENV: 'production' }, 'NODE_ENV=production'],
+    [{ DTORCH_CAPTURE_STACKS: '0' }, 'DTORCH_CAPTURE_STACKS=0'],
+  ])('names the setting that turned capture off (%o)', (env, because) => {
+    const script = `
+      import * as dt from '@dtorch/api';
+      const e = await dt.empty([2 ** 52]).sum().data().catch((e) => e);
+      console.log(JSON.stringify(e.message));`;
+    const r = runNode(script, { NODE_ENV: undefined, DTORCH_CAPTURE_STACKS: undefined, ...env });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toContain(`(call sites are not captured: ${because}; DTORCH_CAPTURE_STACKS=1 captures them)`);
   });
 });

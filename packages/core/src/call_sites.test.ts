@@ -71,6 +71,8 @@ describe('CallSites', () => {
     const off = new CallSites('off', 4);
     off.capture(2);
     expect(off.describe(2)).toContain('DTORCH_CAPTURE_STACKS=0');
+    off.setMode('off', 'NODE_ENV=production');
+    expect(off.describe(2)).toContain('not captured: NODE_ENV=production; DTORCH_CAPTURE_STACKS=1 captures them');
   });
 
   it('keeps no reference to what the recording call held (its receiver, the user tensor)', async () => {

@@ -61,6 +61,7 @@ export class CallSites {
   private untilCheck = 0;
   private readonly internalFiles = new Map<string, boolean>();
   private collected = noFrames;
+  private offBecause = 'DTORCH_CAPTURE_STACKS=0';
   // Error.prepareStackTrace while capturing: V8 hands it the structured frames
   private readonly collect = (_err: Error, callSites: NodeJS.CallSite[]): string => {
     this.collected = this.frameData(callSites);
@@ -78,8 +79,10 @@ export class CallSites {
     this.lastRefill = now();
   }
 
-  setMode(mode: CaptureMode): void {
+  /** `offBecause` names what turned capture off, for describe() (default: DTORCH_CAPTURE_STACKS=0). */
+  setMode(mode: CaptureMode, offBecause = 'DTORCH_CAPTURE_STACKS=0'): void {
     this.mode = mode;
+    this.offBecause = offBecause;
   }
 
   capture(seq: number): void {
@@ -105,7 +108,7 @@ export class CallSites {
     const slot = seq % this.capacity;
     const frames = this.seqs[slot] === seq ? this.sites[slot] : undefined;
     if (frames) return frames.map(formatFrame).join('\n');
-    if (this.mode === 'off') return '    (call sites are not captured: DTORCH_CAPTURE_STACKS=0)';
+    if (this.mode === 'off') return `    (call sites are not captured: ${this.offBecause}; DTORCH_CAPTURE_STACKS=1 captures them)`;
     if (this.newestSeq - seq >= this.capacity || this.newestSeq < seq) {
       return `    (op #${seq} was recorded too long ago for its call site to be kept)`;
     }

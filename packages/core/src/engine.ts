@@ -20,7 +20,7 @@ export class Engine {
   private readonly slice: CoreSlice;
   private readonly dtypeCodes: Record<string, number>;
   private readonly dtypeByCode: DTypeName[] = [];
-  private readonly sites = new CallSites(captureMode(config.captureStacks));
+  private readonly sites = newCallSites();
   private flushQueued = false;
   // End of a JS task: nobody can catch here, so nothing may throw. The engine rejects the reads
   // that depend on a segment it could not hand over; what is left (a shut-down engine) is logged.
@@ -192,7 +192,7 @@ export class Engine {
 
   /** Call-site capture: on (within a time budget), 'all' (every op) or off; see DTORCH_CAPTURE_STACKS. */
   setCaptureStacks(on: boolean | 'all'): void {
-    this.sites.setMode(captureMode(on));
+    this.sites.setMode(captureMode(on), `dt.setCaptureStacks(${on})`);
   }
 
   private toHost(fetched: Fetched): HostArray {
@@ -213,6 +213,14 @@ export class Engine {
 
 function captureMode(on: boolean | 'all'): CaptureMode {
   return on === 'all' ? 'all' : on ? 'budget' : 'off';
+}
+
+// The process's call sites, capturing as DTORCH_CAPTURE_STACKS (or NODE_ENV=production) says.
+function newCallSites(): CallSites {
+  const sites = new CallSites(captureMode(config.captureStacks));
+  const off = process.env['DTORCH_CAPTURE_STACKS'] === '0' ? 'DTORCH_CAPTURE_STACKS=0' : 'NODE_ENV=production';
+  sites.setMode(captureMode(config.captureStacks), off);
+  return sites;
 }
 
 let instance: Engine | undefined;
