@@ -1,6 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { defaultCandidates, formatLoadFailure, inRepository, loadNative, native } from './loader.js';
 import { DTorchError } from './errors.js';
@@ -57,6 +59,20 @@ describe('addon loader', () => {
     const candidates = defaultCandidates();
     expect(candidates.at(-1)).toMatch(/build[\\/]Release[\\/]dtorch\.node$/);
     expect(candidates.at(-1)).not.toMatch(/packages[\\/]common[\\/]build/);
+  });
+
+  it('refuses a DTORCH_NATIVE_PATH that names no file, rather than loading another build', () => {
+    const script = "import { native } from '@dtorch/common'; try { native(); console.log('loaded'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }";
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: dirname(fileURLToPath(import.meta.url)),
+      env: { ...process.env, DTORCH_NATIVE_PATH: '/nonexistent/dtorch.node' },
+      encoding: 'utf8',
+    });
+    const out = JSON.parse(r.stdout.trim());
+    expect(out.code).toBe('NATIVE_ADDON_MISSING');
+    expect(out.message).toContain('  - /nonexistent/dtorch.node: not found');
+    expect(out.message).toContain('DTORCH_NATIVE_PATH=/nonexistent/dtorch.node names this addon, which does not exist');
+    expect(out.message).not.toMatch(/build[\\/]Release/);
   });
 
   it('loads the built addon and registers DTorchError with it', () => {

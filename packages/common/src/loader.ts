@@ -32,12 +32,14 @@ export const inRepository =
 /** The command that builds the addon again where this package lives. */
 const rebuildCommand = inRepository ? '`npm run setup` at the repository root' : '`npm rebuild @dtorch/common` in your project';
 
-/** Where the addon may be, in the order tried: DTORCH_NATIVE_PATH, then this checkout's or this package's build. */
+/**
+ * Where the addon may be: the file DTORCH_NATIVE_PATH names, alone (a setting that names a file
+ * that does not load is an error, never a silent fallback to another build), else this
+ * checkout's or this package's build.
+ */
 export function defaultCandidates(): string[] {
-  const candidates: string[] = [];
-  if (config.nativePath) candidates.push(resolve(config.nativePath));
-  candidates.push(join(inRepository ? repoRoot : packageRoot, 'build', 'Release', 'dtorch.node'));
-  return candidates;
+  if (config.nativePath) return [resolve(config.nativePath)];
+  return [join(inRepository ? repoRoot : packageRoot, 'build', 'Release', 'dtorch.node')];
 }
 
 /** The LibTorch an addon was built against, from the torch.json the build wrote beside it. */
@@ -54,7 +56,11 @@ function builtAgainst(addonPath: string): { cmakePrefixPath: string; version: st
 function remedies(attempts: LoadAttempt[]): string[] {
   const text = attempts.map((a) => a.error).join('\n');
   const out: string[] = [];
-  if (attempts.every((a) => a.error.startsWith('not found'))) {
+  const named = config.nativePath ? resolve(config.nativePath) : undefined;
+  if (named && attempts.some((a) => a.path === named)) {
+    out.push(`DTORCH_NATIVE_PATH=${config.nativePath} names this addon${existsSync(named) ? ', which does not load (below)' : ', which does not exist'}: point it at a`);
+    out.push('built dtorch.node, or unset it to load the build of this checkout or package.');
+  } else if (attempts.every((a) => a.error.startsWith('not found'))) {
     if (inRepository) {
       out.push('The addon has not been built. Run `npm install` at the repository root (it finds LibTorch and builds),');
       out.push('or `npm run build:native` if setup already ran. Set DTORCH_NATIVE_PATH to use a build elsewhere.');
