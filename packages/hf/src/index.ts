@@ -31,6 +31,8 @@ export {
   type DecodeOptions,
   type EncodeOptions,
 } from "./tokenizers/index.js";
+// the padding and truncation side of PreTrainedTokenizer
+export { type Side } from "./tokenizers/tokenizer_config.js";
 export {
   applyTpPlan,
   checkTpDivides,
@@ -120,7 +122,8 @@ export {
   type SD3GenerateOptions,
   type StableDiffusion3Components,
 } from "./pipelines/sd3_pipeline.js";
-export { type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3_prompt.js";
+// SD3's prompt encoding: its options, result and text encoders, and Prompt (one prompt or a list)
+export { type Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3_prompt.js";
 export { tinySD3Components, type TinySD3Options } from "./pipelines/tiny/tiny_sd3.js";
 export { tinyPipelineSpec, randomModel, type TinyPipelineSpec } from "./pipelines/tiny/tiny_spec.js";
 export { batchPlacementsOver } from "./parallel/batch.js";

@@ -24,7 +24,9 @@ export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'
 export interface StepInfo {
   /** 1-based. */
   step: number;
+  /** The number of steps of this call. */
   steps: number;
+  /** The scheduler's timestep of the step just done (0 to 1000, high to low). */
   timestep: number;
   /** Milliseconds since generate() began. */
   elapsedMs: number;
@@ -32,30 +34,61 @@ export interface StepInfo {
 
 /** diffusers' __call__ arguments, camelCase; each pipeline documents the ones it takes and its defaults. */
 export interface GenerateOptions {
+  /** The prompt, or a list of prompts (numImagesPerPrompt images each); required unless promptEmbeds is given. */
   prompt?: string | readonly string[];
   /** The second text encoder's prompt (default `prompt`). */
   prompt2?: string | readonly string[];
   /** The third text encoder's prompt (SD3's T5; default `prompt`). */
   prompt3?: string | readonly string[];
+  /**
+   * What the image should not show. SD3: the classifier-free guidance branch (default '').
+   * Flux: used only with trueCfgScale > 1 (default none: no true CFG).
+   */
   negativePrompt?: string | readonly string[];
+  /** The second text encoder's negative prompt (default `negativePrompt`). */
   negativePrompt2?: string | readonly string[];
+  /** The third text encoder's negative prompt (SD3's T5; default `negativePrompt`). */
   negativePrompt3?: string | readonly string[];
+  /**
+   * The image height in pixels, a multiple of the VAE's scale factor times the patch size (16
+   * for FLUX.1 and SD3); default defaultSampleSize × vaeScaleFactor (1024 for both).
+   */
   height?: number;
+  /** The image width in pixels, as `height`. */
   width?: number;
+  /** Denoising steps (default 28 for Flux and SD3). */
   numInferenceSteps?: number;
+  /**
+   * Flux: the embedded guidance of guidance-distilled models (default 3.5; unused when the
+   * transformer has no guidance_embeds). SD3: the classifier-free guidance scale, on when > 1
+   * (default 7.0).
+   */
   guidanceScale?: number;
   /** Flux: true classifier-free guidance when > 1 and a negative prompt is given. */
   trueCfgScale?: number;
+  /**
+   * The seed of the initial latents, drawn as torch.Generator("cpu").manual_seed(seed) draws them
+   * (diffusers' `generator`); default a fresh one. Ignored when `latents` is given.
+   */
   seed?: number;
+  /** Images per prompt (default 1). */
   numImagesPerPrompt?: number;
+  /** T5's tokens, at most 512 (default 512 for Flux, 256 for SD3). */
   maxSequenceLength?: number;
   /** Initial latents (as diffusers' `latents`), instead of drawing them from `seed`. */
   latents?: dt.Tensor;
   /** Encoded prompts instead of `prompt` (each pipeline names the ones it takes: pooled, negative). */
   promptEmbeds?: dt.Tensor;
+  /** The CLIP pooled output [batch, pooled_projection_dim] that goes with promptEmbeds (required with it). */
   pooledPromptEmbeds?: dt.Tensor;
+  /** The negative prompt encoded, instead of `negativePrompt` (SD3: for guidance; Flux: for true CFG). */
   negativePromptEmbeds?: dt.Tensor;
+  /** The pooled output that goes with negativePromptEmbeds (required with it). */
   negativePooledPromptEmbeds?: dt.Tensor;
+  /**
+   * 'png' (default, diffusers' 'pil'): PNG files; 'tensor': [B, 3, H, W] float32 in [0, 1];
+   * 'latent': the final latents, not decoded.
+   */
   outputType?: OutputType;
   /** Called after each step; it may not keep the tensors it does not own. */
   onStep?: (info: StepInfo) => void;
@@ -66,13 +99,24 @@ export interface GenerateOptions {
  * `Images` follows the call's outputType (each pipeline's generate() overloads say which).
  */
 export interface GenerateOutput<Images extends Buffer[] | dt.Tensor = Buffer[] | dt.Tensor> {
+  /** One PNG per image, or the batch as one tensor ('tensor', 'latent'); diffusers' `images`. */
   images: Images;
   /** Milliseconds spent per phase: encode, denoise, decode. */
-  timings: { encodeMs: number; denoiseMs: number; decodeMs: number };
+  timings: {
+    /** Encoding the prompts. */
+    encodeMs: number;
+    /** The denoising loop. */
+    denoiseMs: number;
+    /** Decoding with the VAE and writing the output (0 for 'latent'). */
+    decodeMs: number;
+  };
 }
 
+/** A pipeline class registerPipeline can register: its name is model_index.json's _class_name. */
 export interface PipelineClass {
+  /** The class name, as model_index.json's _class_name spells it ('FluxPipeline'). */
   readonly name: string;
+  /** Loads the pipeline at `source` (a folder or hub id). */
   fromPretrained(source: string, options?: PipelineOptions): Promise<DiffusionPipeline>;
 }
 
@@ -83,7 +127,12 @@ export function registerPipeline(cls: PipelineClass): void {
   registry.set(cls.name, cls);
 }
 
+/**
+ * The base of the text-to-image pipelines, as diffusers' DiffusionPipeline:
+ * DiffusionPipeline.fromPretrained loads the class model_index.json names.
+ */
 export abstract class DiffusionPipeline {
+  /** Images for the prompts, as diffusers' __call__ (each pipeline documents its options and defaults). */
   abstract generate(options: GenerateOptions): Promise<GenerateOutput>;
   /** Frees every component's parameters. */
   abstract dispose(): void;

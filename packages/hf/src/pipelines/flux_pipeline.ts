@@ -29,15 +29,23 @@ import { tinyFluxComponents } from './tiny/tiny_flux.js';
 
 /** A FluxPipeline's parts, as diffusers' FluxPipeline(...) takes them; text encoders may be left out (then pass promptEmbeds). */
 export interface FluxPipelineComponents {
+  /** The flow-matching Euler scheduler (dynamic shifting, as FLUX.1's scheduler_config.json). */
   scheduler: FlowMatchEulerDiscreteScheduler;
+  /** The VAE that decodes the latents (16 latent channels for FLUX.1). */
   vae: AutoencoderKL;
+  /** CLIP-L, for the pooled prompt embedding (diffusers' text_encoder). */
   textEncoder?: CLIPTextModel | null;
+  /** CLIP's tokenizer; required with textEncoder. */
   tokenizer?: PreTrainedTokenizer | null;
+  /** T5-XXL's encoder, for the prompt's hidden states (diffusers' text_encoder_2). */
   textEncoder2?: T5EncoderModel | null;
+  /** T5's tokenizer; required with textEncoder2. */
   tokenizer2?: PreTrainedTokenizer | null;
+  /** The denoiser. */
   transformer: FluxTransformer2DModel;
 }
 
+/** FluxPipeline's settings beside its components. */
 export interface FluxPipelineInit {
   /** The default image side in latents (diffusers' default_sample_size, 128): height and width default to it times the VAE's scale factor. */
   defaultSampleSize?: number;
@@ -51,9 +59,11 @@ export interface FluxGenerateOptions extends Omit<GenerateOptions, 'prompt3' | '
 
 /** diffusers' encode_prompt arguments, camelCase. */
 export interface FluxEncodePromptOptions {
+  /** CLIP's prompt, or a list of prompts; T5's too unless prompt2 is given. */
   prompt?: string | readonly string[];
   /** T5's prompt (default `prompt`). */
   prompt2?: string | readonly string[];
+  /** Rows per prompt in the result (default 1). */
   numImagesPerPrompt?: number;
   /** Already encoded (then no text encoder runs): T5's hidden states [batch, length, joint_attention_dim]. */
   promptEmbeds?: dt.Tensor;
@@ -105,13 +115,26 @@ const COMPONENT_CLASSES: Record<string, readonly string[]> = {
   vae: ['AutoencoderKL'],
 };
 
+/**
+ * FLUX.1 text to image, as diffusers' FluxPipeline: FluxPipeline.fromPretrained (a folder or hub
+ * id), FluxPipeline.tiny (built in, random weights), or `new FluxPipeline(components)`; then
+ * generate(). The mesh's dims 'ulysses', 'ring', 'tp', 'dp' and 'cfg' split the work; the same
+ * seed gives the same image on every mesh.
+ */
 export class FluxPipeline extends DiffusionPipeline {
+  /** The scheduler; generate() sets its timesteps. */
   readonly scheduler: FlowMatchEulerDiscreteScheduler;
+  /** The VAE that decodes the final latents. */
   readonly vae: AutoencoderKL;
+  /** CLIP-L (diffusers' text_encoder); null when left out or after releaseTextEncoders(). */
   textEncoder: CLIPTextModel | null;
+  /** CLIP's tokenizer, or null. */
   readonly tokenizer: PreTrainedTokenizer | null;
+  /** T5's encoder (diffusers' text_encoder_2); null when left out or after releaseTextEncoders(). */
   textEncoder2: T5EncoderModel | null;
+  /** T5's tokenizer, or null. */
   readonly tokenizer2: PreTrainedTokenizer | null;
+  /** The denoiser; its mesh is the pipeline's. */
   readonly transformer: FluxTransformer2DModel;
   /** 2^(VAE levels - 1): image pixels per latent (8 for FLUX.1). */
   readonly vaeScaleFactor: number;

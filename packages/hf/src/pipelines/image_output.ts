@@ -6,7 +6,12 @@
 import * as dt from '@dtorch/api';
 import { PNG } from 'pngjs';
 
+/**
+ * What generate() returns as `images`: 'png' (PNG files, diffusers' 'pil'), 'tensor'
+ * ([B, 3, H, W] float32 in [0, 1]) or 'latent' (the final latents, not decoded).
+ */
 export type OutputType = 'png' | 'tensor' | 'latent';
+/** Every OutputType, for checking a value. */
 export const outputTypes: readonly OutputType[] = ['png', 'tensor', 'latent'];
 
 /** The VAE's output [B, 3, H, W] in [-1, 1] as float32 in [0, 1], on its own mesh. */

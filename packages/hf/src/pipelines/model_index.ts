@@ -4,6 +4,7 @@
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { readJsonFile, type JsonObject } from '../configs/config_file.js';
 
+/** A pipeline folder's model_index.json, as readModelIndex reads it. */
 export interface ModelIndex {
   /** The pipeline class, e.g. 'FluxPipeline', 'StableDiffusion3Pipeline'. */
   readonly className: string;

@@ -36,8 +36,11 @@ import { encodeSD3Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, typ
 
 /** A pipeline's parts, as diffusers' StableDiffusion3Pipeline(...) takes them (camelCase); the T5 is optional, as in diffusers. */
 export interface StableDiffusion3Components extends SD3TextEncoders {
+  /** The flow-matching Euler scheduler (shift 3.0 for SD3). */
   scheduler: FlowMatchEulerDiscreteScheduler;
+  /** The MMDiT denoiser. */
   transformer: SD3Transformer2DModel;
+  /** The VAE that decodes the latents (16 latent channels). */
   vae: AutoencoderKL;
 }
 
@@ -64,20 +67,37 @@ const IMAGE_BATCH_DIMS = ['dp'] as const;
 
 const what = 'StableDiffusion3Pipeline';
 
+/**
+ * Stable Diffusion 3 / 3.5 text to image, as diffusers' StableDiffusion3Pipeline:
+ * StableDiffusion3Pipeline.fromPretrained (a folder or hub id), StableDiffusion3Pipeline.tiny
+ * (built in, random weights), or `new StableDiffusion3Pipeline(components)`; then generate().
+ * The mesh's dims 'ulysses', 'ring', 'tp' split the transformer, 'dp' the images, 'cfg' the
+ * guidance branches; the same seed gives the same image on every mesh.
+ */
 export class StableDiffusion3Pipeline extends DiffusionPipeline {
+  /** The scheduler; generate() sets its timesteps. */
   scheduler: FlowMatchEulerDiscreteScheduler;
+  /** CLIP-L with projection (diffusers' text_encoder); undefined after releaseTextEncoders(). */
   textEncoder: CLIPTextModelWithProjection | undefined;
+  /** CLIP-L's tokenizer. */
   tokenizer: PreTrainedTokenizer;
+  /** CLIP-G with projection (diffusers' text_encoder_2); undefined after releaseTextEncoders(). */
   textEncoder2: CLIPTextModelWithProjection | undefined;
+  /** CLIP-G's tokenizer. */
   tokenizer2: PreTrainedTokenizer;
+  /** T5-XXL's encoder (diffusers' text_encoder_3); undefined when left out (zeros in its place) or released. */
   textEncoder3: T5EncoderModel | undefined;
+  /** T5's tokenizer; undefined without the T5. */
   tokenizer3: PreTrainedTokenizer | undefined;
+  /** The MMDiT denoiser; its mesh is the pipeline's. */
   transformer: SD3Transformer2DModel;
+  /** The VAE that decodes the final latents. */
   vae: AutoencoderKL;
   /** 2^(VAE levels - 1): image pixels per latent pixel. */
   readonly vaeScaleFactor: number;
   /** The transformer's sample_size: the default latent side (default image side: × vaeScaleFactor). */
   readonly defaultSampleSize: number;
+  /** The transformer's patch_size: latent pixels per patch side (2 for SD3). */
   readonly patchSize: number;
 
   constructor(components: StableDiffusion3Components) {

@@ -16,18 +16,26 @@ import { promptList, promptsFor, repeatPerPrompt } from './pipeline_inputs.js';
 
 /** The text encoders of an SD3 pipeline; the T5 is optional (its embeddings are zeros without it). */
 export interface SD3TextEncoders {
+  /** CLIP-L with projection (diffusers' text_encoder). */
   textEncoder: CLIPTextModelWithProjection;
+  /** CLIP-L's tokenizer (diffusers' tokenizer). */
   tokenizer: PreTrainedTokenizer;
+  /** CLIP-G with projection (diffusers' text_encoder_2). */
   textEncoder2: CLIPTextModelWithProjection;
+  /** CLIP-G's tokenizer (diffusers' tokenizer_2). */
   tokenizer2: PreTrainedTokenizer;
+  /** T5-XXL's encoder (diffusers' text_encoder_3); optional. */
   textEncoder3?: T5EncoderModel | undefined;
+  /** T5's tokenizer (diffusers' tokenizer_3); required with textEncoder3. */
   tokenizer3?: PreTrainedTokenizer | undefined;
 }
 
+/** A prompt option: one prompt, or a list of prompts. */
 export type Prompt = string | readonly string[];
 
 /** encodePrompt's arguments: diffusers' encode_prompt, camelCase. */
 export interface SD3EncodePromptOptions {
+  /** The prompt (CLIP-L's, and the others' by default); required unless promptEmbeds is given. */
   prompt?: Prompt;
   /** CLIP-G's prompt (default `prompt`). */
   prompt2?: Prompt;
@@ -35,7 +43,9 @@ export interface SD3EncodePromptOptions {
   prompt3?: Prompt;
   /** Default ''. */
   negativePrompt?: Prompt;
+  /** CLIP-G's negative prompt (default `negativePrompt`). */
   negativePrompt2?: Prompt;
+  /** T5's negative prompt (default `negativePrompt`). */
   negativePrompt3?: Prompt;
   /** Default 1. */
   numImagesPerPrompt?: number;
@@ -47,17 +57,23 @@ export interface SD3EncodePromptOptions {
   maxSequenceLength?: number;
   /** Given embeddings are returned as they are (prompt's, or the negative's), the rest encoded. */
   promptEmbeds?: dt.Tensor;
+  /** The pooled projections [batch, pooled_projection_dim] that go with promptEmbeds. */
   pooledPromptEmbeds?: dt.Tensor;
+  /** The negative prompt's embeddings, instead of encoding negativePrompt. */
   negativePromptEmbeds?: dt.Tensor;
+  /** The pooled projections that go with negativePromptEmbeds. */
   negativePooledPromptEmbeds?: dt.Tensor;
 }
 
 /** encodePrompt's result: [batch, 77 + maxSequenceLength, joint_attention_dim] and [batch, pooled_projection_dim]. */
 export interface SD3PromptEmbeds {
+  /** The CLIPs' penultimate hidden states (zero-padded to T5's width), then T5's: [batch, 77 + maxSequenceLength, joint_attention_dim]. */
   promptEmbeds: dt.Tensor;
+  /** The two CLIPs' pooled projections, joined: [batch, pooled_projection_dim]. */
   pooledPromptEmbeds: dt.Tensor;
   /** With doClassifierFreeGuidance. */
   negativePromptEmbeds?: dt.Tensor;
+  /** The negative prompt's pooled projections, with doClassifierFreeGuidance. */
   negativePooledPromptEmbeds?: dt.Tensor;
 }
 

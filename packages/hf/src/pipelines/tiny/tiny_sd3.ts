@@ -20,8 +20,11 @@ import { tinyTokenizer } from './tiny_tokenizers.js';
 
 /** Where tiny-sd3 lives: the transformer and VAE on `mesh`, the text encoders on `textEncoderMesh` (default `mesh`). */
 export interface TinySD3Options {
+  /** The mesh of the transformer and the VAE (default the default mesh). */
   mesh?: dt.DeviceMesh;
+  /** The text encoders' mesh (default `mesh`). */
   textEncoderMesh?: dt.DeviceMesh;
+  /** The parameters' dtype (default float32). */
   dtype?: dt.DType;
 }
 
@@ -42,14 +45,23 @@ export async function tinySD3Components(options: TinySD3Options = {}) {
   const o = (m: dt.DeviceMesh) => ({ mesh: m, ...(dtype ? { dtype } : {}) });
   try {
     return {
+      /** The scheduler, from the spec's config (shift 3.0). */
       scheduler: FlowMatchEulerDiscreteScheduler.fromConfig(config('scheduler')),
+      /** CLIP-L at a tiny size, on textEncoderMesh. */
       textEncoder: random('text_encoder', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(config('text_encoder')), o(textMesh))),
+      /** The tiny CLIP tokenizer. */
       tokenizer: tokenizer!,
+      /** CLIP-G at a tiny size, on textEncoderMesh. */
       textEncoder2: random('text_encoder_2', () => new CLIPTextModelWithProjection(CLIPTextConfig.fromDict(config('text_encoder_2')), o(textMesh))),
+      /** The tiny CLIP tokenizer. */
       tokenizer2: tokenizer2!,
+      /** A tiny T5 encoder, on textEncoderMesh. */
       textEncoder3: random('text_encoder_3', () => new T5EncoderModel(T5Config.fromDict(config('text_encoder_3')), o(textMesh))),
+      /** The tiny T5 tokenizer. */
       tokenizer3: tokenizer3!,
+      /** The MMDiT at a tiny size, on `mesh`. */
       transformer: random('transformer', () => new SD3Transformer2DModel(SD3Transformer2DConfig.fromDict(config('transformer')), o(mesh)), { initialize: true }),
+      /** A tiny 16-channel VAE with SD3's scaling and shift, on `mesh`. */
       vae: random('vae', () => new AutoencoderKL(AutoencoderKLConfig.fromDict(config('vae')), o(mesh))),
     };
   } catch (err) {

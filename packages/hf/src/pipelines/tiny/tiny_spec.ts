@@ -10,8 +10,11 @@ import type { TinyTokenizerName } from './tiny_tokenizers.js';
 
 /** A tiny pipeline's spec: model_index.json's entries, the weight seeds, the tokenizers, each component's config. */
 export interface TinyPipelineSpec {
+  /** The pipeline's model_index.json. */
   model_index: JsonObject;
+  /** Component name (transformer, text_encoder, ...) to the seed of its random weights. */
   seeds: Record<string, number>;
+  /** Tokenizer component name (tokenizer, tokenizer_2, ...) to the built-in tokenizer it is. */
   tokenizers: Record<string, TinyTokenizerName>;
   [component: string]: JsonObject;
 }

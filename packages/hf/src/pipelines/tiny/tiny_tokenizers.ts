@@ -9,6 +9,7 @@ import { gunzipSync } from 'node:zlib';
 import { AutoTokenizer } from '../../tokenizers/auto_tokenizer.js';
 import type { PreTrainedTokenizer } from '../../tokenizers/pretrained_tokenizer.js';
 
+/** The built-in tiny tokenizers: CLIP's BPE and a small T5 SentencePiece. */
 export type TinyTokenizerName = 'clip' | 't5';
 
 const assets = fileURLToPath(new URL('../../../assets/tiny-tokenizers/', import.meta.url));
