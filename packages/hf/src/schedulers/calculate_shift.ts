@@ -2,6 +2,11 @@
 // sequence length (the number of 2x2 latent patches: (height / 16) * (width / 16)).
 import { checkFinite, checkInteger } from '@dtorch/common';
 
+/**
+ * diffusers' calculate_shift: the `mu` for setTimesteps, linear from baseShift at baseSeqLen
+ * image tokens to maxShift at maxSeqLen (the scheduler config's base_image_seq_len,
+ * max_image_seq_len, base_shift, max_shift; defaults FLUX.1's).
+ */
 export function calculateShift(imageSeqLen: number, baseSeqLen = 256, maxSeqLen = 4096, baseShift = 0.5, maxShift = 1.15): number {
   checkFinite('calculateShift imageSeqLen', imageSeqLen, 0);
   checkInteger('calculateShift baseSeqLen', baseSeqLen);

@@ -4,29 +4,40 @@
 import { log } from '@dtorch/common';
 import { ConfigReader, type JsonObject } from '../configs/config_file.js';
 
+/** How the dynamic shift bends the sigmas: e^mu / (e^mu + (1/σ − 1)) ('exponential', diffusers' default) or mu / (mu + (1/σ − 1)). */
 export type TimeShiftType = 'exponential' | 'linear';
 
 const CLASS_NAME = 'FlowMatchEulerDiscreteScheduler';
 
+/** A FlowMatchEulerDiscreteScheduler's settings: scheduler_config.json's keys, camelCase, with diffusers' defaults. */
 export class FlowMatchEulerDiscreteConfig {
   /** The file the config was read from ('<dict>' when built in code). */
   readonly file: string;
+  /** The training schedule's length (num_train_timesteps, default 1000): timesteps run from it down. */
   readonly numTrainTimesteps: number;
   /** The static shift of the sigmas (SD3: 3.0); unused when useDynamicShifting. */
   readonly shift: number;
   /** Shift by `mu` given to setTimesteps, from the image size (Flux). */
   readonly useDynamicShifting: boolean;
+  /** The dynamic shift at baseImageSeqLen tokens (base_shift, default 0.5), for calculateShift. */
   readonly baseShift: number | null;
+  /** The dynamic shift at maxImageSeqLen tokens (max_shift, default 1.15), for calculateShift. */
   readonly maxShift: number | null;
+  /** base_image_seq_len (default 256), for calculateShift. */
   readonly baseImageSeqLen: number;
+  /** max_image_seq_len (default 4096), for calculateShift. */
   readonly maxImageSeqLen: number;
   /** Sigmas run 0 → 1 (Mochi). */
   readonly invertSigmas: boolean;
   /** Stretch the shifted sigmas so that the last one is this value; null (or 0) for none. */
   readonly shiftTerminal: number | null;
+  /** Respace the sigmas as Karras et al. (ρ = 7) between the first and the last; default false. */
   readonly useKarrasSigmas: boolean;
+  /** Respace the sigmas evenly in log between the first and the last; default false. */
   readonly useExponentialSigmas: boolean;
+  /** diffusers' beta-distributed sigmas; only false is supported (true is a BAD_CONFIG error). */
   readonly useBetaSigmas: boolean;
+  /** time_shift_type: the form of the dynamic shift (default 'exponential'). */
   readonly timeShiftType: TimeShiftType;
   /** step() mixes fresh noise into the predicted clean sample instead of an Euler step. */
   readonly stochasticSampling: boolean;
@@ -63,6 +74,7 @@ export class FlowMatchEulerDiscreteConfig {
     this.extra = reader.unread();
   }
 
+  /** From the scheduler_config.json at `path`. */
   static fromFile(path: string): FlowMatchEulerDiscreteConfig {
     return new FlowMatchEulerDiscreteConfig(ConfigReader.fromFile(path));
   }

@@ -13,6 +13,7 @@ import {
 
 const CONFIG_FILE = 'scheduler_config.json';
 
+/** setTimesteps's options, as diffusers' set_timesteps arguments. */
 export interface SetTimestepsOptions {
   /** Custom sigmas, one per step (Flux passes linspace(1, 1/n, n)); shifted as the computed ones. */
   sigmas?: readonly number[];
@@ -22,6 +23,7 @@ export interface SetTimestepsOptions {
   mu?: number;
 }
 
+/** step()'s options (diffusers' `generator`, for stochastic sampling). */
 export interface SchedulerStepOptions {
   /** Stochastic sampling only: the noise to mix in (float32, the sample's shape); default randn. */
   noise?: dt.Tensor;
@@ -29,12 +31,19 @@ export interface SchedulerStepOptions {
   seed?: number;
 }
 
+/** What step() returns, as diffusers' FlowMatchEulerDiscreteSchedulerOutput. */
 export interface FlowMatchEulerDiscreteSchedulerOutput {
   /** The sample at the next timestep, in the model output's dtype. */
   prevSample: dt.Tensor;
 }
 
+/**
+ * diffusers' FlowMatchEulerDiscreteScheduler, the Euler sampler of flow-matching models (SD3,
+ * Flux): setTimesteps makes the schedule, step() moves the sample one step along the model's
+ * velocity.
+ */
 export class FlowMatchEulerDiscreteScheduler {
+  /** The settings, from scheduler_config.json. */
   readonly config: FlowMatchEulerDiscreteConfig;
   /** The schedule's timesteps, high to low (float32 values). */
   timesteps: number[];
@@ -92,6 +101,7 @@ export class FlowMatchEulerDiscreteScheduler {
     return this.#shift;
   }
 
+  /** Changes the static shift used by later setTimesteps calls, as diffusers' set_shift. */
   setShift(shift: number): void {
     checkFinite('setShift shift', shift);
     this.#shift = shift;
@@ -107,6 +117,7 @@ export class FlowMatchEulerDiscreteScheduler {
     return this.#beginIndex;
   }
 
+  /** Makes the first step() start at timestep index `beginIndex` (diffusers' set_begin_index). */
   setBeginIndex(beginIndex = 0): void {
     checkInteger('setBeginIndex beginIndex', beginIndex, 0, this.timesteps.length - 1);
     this.#beginIndex = beginIndex;
