@@ -22,6 +22,7 @@ const SPECIAL_TOKENS_MAP_FILE = 'special_tokens_map.json';
 /** Files of slow (Python-only) tokenizers, named when a folder has no tokenizer.json. */
 const SLOW_FILES = ['vocab.json', 'merges.txt', 'vocab.txt', 'spiece.model', 'sentencepiece.bpe.model', 'tokenizer.model', 'added_tokens.json'];
 
+/** Loads a saved tokenizer as transformers' AutoTokenizer: AutoTokenizer.fromPretrained(source). */
 export class AutoTokenizer {
   /**
    * The tokenizer of `source`: a local folder, or a hub id "org/name" (through the HF cache).

@@ -4,6 +4,7 @@
 import { DTorchError, ErrorCode, checkBoolean, checkInteger, invalidParameter, checkKnownOptions } from '@dtorch/common';
 import { LARGE_INTEGER } from './tokenizer_config.js';
 
+/** encode()'s options: transformers' tokenizer(...) arguments, camelCase. */
 export interface EncodeOptions {
   /**
    * false (default): no padding; 'longest' (or true): to the longest sequence of the batch;

@@ -11,10 +11,13 @@ import type { Side } from './tokenizer_config.js';
 
 /** Always the batch form: one row per text, also for a single string. */
 export interface BatchEncoding {
+  /** The token ids of each text (transformers' input_ids). */
   inputIds: number[][];
+  /** 1 for a real token, 0 for padding, per text (transformers' attention_mask). */
   attentionMask: number[][];
 }
 
+/** decode()'s and batchDecode()'s options, as transformers' decode arguments. */
 export interface DecodeOptions {
   /** Leave out special tokens (padding, <|endoftext|>, </s>, ...); default false. */
   skipSpecialTokens?: boolean;
@@ -41,6 +44,11 @@ export interface TokenizerParts {
 
 const DECODE_OPTIONS = ['skipSpecialTokens', 'cleanUpTokenizationSpaces'] as const;
 
+/**
+ * A loaded tokenizer, as transformers' PreTrainedTokenizerFast: encode() and decode(), the
+ * special tokens and the padding and truncation rules of tokenizer_config.json. Made by
+ * AutoTokenizer.fromPretrained.
+ */
 export class PreTrainedTokenizer {
   /** The tokenizers.Tokenizer doing the work (transformers' backend_tokenizer). */
   readonly backendTokenizer: Tokenizer;
@@ -48,15 +56,25 @@ export class PreTrainedTokenizer {
   readonly tokenizerClass: string | undefined;
   /** model_max_length (transformers' 1e30 when the config gives none). */
   readonly modelMaxLength: number;
+  /** The side padding goes on (padding_side; default 'right'). */
   readonly paddingSide: Side;
+  /** The side truncation cuts from (truncation_side; default 'right'). */
   readonly truncationSide: Side;
+  /** The padding token (pad_token), if the tokenizer has one. */
   readonly padToken: string | undefined;
+  /** padToken's id. */
   readonly padTokenId: number | undefined;
+  /** The end-of-sequence token (eos_token), if any. */
   readonly eosToken: string | undefined;
+  /** eosToken's id. */
   readonly eosTokenId: number | undefined;
+  /** The beginning-of-sequence token (bos_token), if any. */
   readonly bosToken: string | undefined;
+  /** bosToken's id. */
   readonly bosTokenId: number | undefined;
+  /** The unknown-word token (unk_token), if any. */
   readonly unkToken: string | undefined;
+  /** unkToken's id. */
   readonly unkTokenId: number | undefined;
   /** The model's vocabulary, added tokens not counted (transformers' vocab_size). */
   readonly vocabSize: number;

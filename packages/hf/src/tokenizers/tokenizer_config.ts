@@ -13,6 +13,7 @@ export const LARGE_INTEGER = 1e20;
 /** The named special tokens of transformers (SPECIAL_TOKENS_ATTRIBUTES), in its order. */
 export const SPECIAL_TOKEN_NAMES = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'] as const;
 
+/** Which end padding or truncation acts on (transformers' padding_side, truncation_side). */
 export type Side = 'left' | 'right';
 
 export interface TokenizerConfig {
