@@ -16,6 +16,7 @@ export function isAvailable(): boolean {
   return torchInfo().cudaDeviceCount > 0;
 }
 
+/** Number of GPUs visible to this process (0 without CUDA), as torch.cuda.device_count(). */
 export function deviceCount(): number {
   return torchInfo().cudaDeviceCount;
 }

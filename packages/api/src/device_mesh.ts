@@ -4,7 +4,11 @@
 import { DTorchError, ErrorCode, describeValue, isInteger } from '@dtorch/common';
 import { engine, type DeviceKind } from '@dtorch/core';
 
-type Nested = number | readonly Nested[];
+/**
+ * The devices of a {@link DeviceMesh}: a device index, or arrays of them nested one level per mesh
+ * dim, every row of a level the same length (`[[0, 1], [2, 3]]` is a 2 x 2 mesh).
+ */
+export type Nested = number | readonly Nested[];
 
 const MAX_DEVICE_INDEX = 2 ** 31 - 1;
 const MAX_MESH_DEVICES = 2 ** 16;
@@ -34,15 +38,31 @@ function flatten(devices: Nested, where: string, shape: number[], depth: number,
   devices.forEach((d: Nested, i: number) => flatten(d, `${where}[${i}]`, shape, depth + 1, out));
 }
 
+/**
+ * An N-D arrangement of devices of one kind, as torch's DeviceMesh: `new DeviceMesh('cpu', [[0, 1],
+ * [2, 3]], ['dp', 'tp'])` is a 2 x 2 mesh of CPU devices 0..3 with mesh dims named 'dp' and 'tp'.
+ * A tensor has one {@link Placement} per mesh dim. Ranks number the devices in row-major order
+ * (rank 1 is device 1 here). Meshes are frozen; creating one starts a worker thread for each
+ * device not yet in use. {@link initDeviceMesh} builds one from a shape.
+ */
 export class DeviceMesh {
+  /** The kind of every device of the mesh: 'cpu' or 'cuda'. */
   readonly deviceType: DeviceKind;
   /** Device index of each rank, row-major. */
   readonly devices: readonly number[];
+  /** Number of devices along each mesh dim ([n] for a flat list, [1] for a single device index). */
   readonly shape: readonly number[];
+  /** The names of the mesh dims, one per dim, as given; undefined when none were given. */
   readonly dimNames: readonly string[] | undefined;
   /** Engine id of this mesh. */
   readonly id: number;
 
+  /**
+   * @param deviceType - 'cpu' or 'cuda'.
+   * @param devices - Device indices, nested one array level per mesh dim; each device at most once.
+   * @param dimNames - Distinct, non-empty names, one per mesh dim.
+   * @throws INVALID_MESH for ragged nesting, repeated or invalid device indices, or bad dim names.
+   */
   constructor(deviceType: DeviceKind, devices: Nested, dimNames?: readonly string[]) {
     if (deviceType !== 'cpu' && deviceType !== 'cuda') {
       throw new DTorchError(ErrorCode.InvalidMesh, `Expected 'cpu' or 'cuda' for device type but received ${describeValue(deviceType)}`);
@@ -78,10 +98,12 @@ export class DeviceMesh {
     Object.freeze(this);
   }
 
+  /** Number of mesh dims. */
   get ndim(): number {
     return this.shape.length;
   }
 
+  /** Number of devices (ranks) in the mesh. */
   get size(): number {
     return this.devices.length;
   }
@@ -100,7 +122,9 @@ export class DeviceMesh {
   /**
    * The 1-D sub-meshes along the dim named `dimName` (or dim index): one per combination of the
    * other dims' coordinates, in rank order. For a ['dp', 'tp'] mesh of [[0, 1], [2, 3]],
-   * get('tp') gives the meshes [0, 1] and [2, 3]; get('dp') gives [0, 2] and [1, 3].
+   * get('tp') gives the meshes [0, 1] and [2, 3]; get('dp') gives [0, 2] and [1, 3]. Each is a
+   * new 1-D DeviceMesh of the same device type, named after the dim when the mesh has names.
+   * Throws INVALID_MESH for a dim the mesh does not have.
    */
   get(dimName: string | number): DeviceMesh[] {
     const dim = typeof dimName === 'number' ? dimName : (this.dimNames ?? []).indexOf(dimName);
@@ -120,6 +144,7 @@ export class DeviceMesh {
     return [...groups.values()].map((devices) => new DeviceMesh(this.deviceType, devices, name ? [name] : undefined));
   }
 
+  /** Whether `other` is the same mesh: same device type, the same devices in the same order, same shape and dim names (it may be another object). */
   equals(other: DeviceMesh): boolean {
     return (
       this === other ||
@@ -130,6 +155,7 @@ export class DeviceMesh {
     );
   }
 
+  /** The mesh as a constructor call, with its shape when it has more than one dim, e.g. `DeviceMesh('cpu', [0, 1, 2, 3], ['dp', 'tp']) shape=[2, 2]`. */
   toString(): string {
     const names = this.dimNames ? `, [${this.dimNames.map((n) => `'${n}'`).join(', ')}]` : '';
     const shape = this.ndim > 1 ? ` shape=[${this.shape.join(', ')}]` : '';

@@ -2,9 +2,14 @@
 import { DTorchError, ErrorCode, describeValue } from '@dtorch/common';
 import { dtypeNames, type DTypeName } from '@dtorch/core';
 
+/**
+ * The name of an element type: 'float32' (the default of most creation functions), 'float16',
+ * 'bfloat16', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8' or 'bool', as torch's dtypes.
+ */
 export type DType = DTypeName;
 export { dtypeNames };
 
+/** Returns `value` as a {@link DType} if it is one of {@link dtypeNames}; otherwise throws UNKNOWN_DTYPE naming `name` and the valid names. */
 export function checkDtype(value: unknown, name = 'dtype'): DType {
   if (typeof value === 'string' && (dtypeNames as readonly string[]).includes(value)) return value as DType;
   throw new DTorchError(

@@ -5,6 +5,8 @@
 // @dtorch/api: the user-facing library (`import * as dt from '@dtorch/api'`).
 export { Tensor, isTensor, type Scalar, type NestedArray } from './tensor.js';
 export { DeviceMesh, defaultMesh, initDeviceMesh } from './device_mesh.js';
+/** The `devices` argument of `new DeviceMesh(...)`: a device index or arrays of them nested one level per mesh dim. */
+export type { Nested } from './device_mesh.js';
 export {
   Shard,
   Replicate,
@@ -62,5 +64,5 @@ export {
   split, chunk, unbind, joinShards, splitShards, sliceAlong, narrow, indexSelect, repeat, repeatInterleave, pad, slice, get, set, Slice, type Index,
 } from './ops/shape.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
-export { torchInfo, describeRuntime } from '@dtorch/external';
+export { torchInfo, describeRuntime, dtorchVersion } from '@dtorch/external';
 export * as cuda from './cuda.js';
