@@ -11,11 +11,21 @@ import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDict
 const sameLayout = (a: dt.Tensor, b: dt.Tensor) =>
   a.dtype === b.dtype && a.mesh === b.mesh && a.shape.length === b.shape.length && a.shape.every((n, i) => n === b.shape[i]);
 
+/**
+ * The base of every layer and model, as torch.nn.Module. Submodules and parameters are
+ * registered by assigning properties; their dotted paths are the state-dict keys
+ * (`layers.0.weight`). Subclasses implement forward(); call() runs it inside tidy().
+ */
 export abstract class Module {
   /** Dropout and friends act only in training mode; modules start in eval mode (inference). */
   training = false;
   readonly #buffers = new Set<string>();
 
+  /**
+   * The module's computation, as torch.nn.Module.forward; each subclass types its own
+   * arguments and result. Called directly, intermediates are left to the enclosing tidy();
+   * call() frees them.
+   */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each module types its own forward
   abstract forward(...args: any[]): any;
 
@@ -69,6 +79,7 @@ export abstract class Module {
     }
   }
 
+  /** Every parameter, in namedParameters() order (each shared parameter once). */
   parameters(): Parameter[] {
     return [...this.namedParameters()].map(([, p]) => p);
   }
@@ -127,6 +138,7 @@ export abstract class Module {
     return this;
   }
 
+  /** Eval mode for this module and every submodule (train(false)); returns this module. */
   eval(): this {
     return this.train(false);
   }
@@ -136,6 +148,8 @@ export abstract class Module {
    * `*.safetensors.index.json`, or a Map / object of tensors. Each parameter gets exactly its
    * placements' slice (from a file, each rank reads only its own bytes), converted to its dtype
    * (or `dtype`). Missing and unexpected keys throw under `strict` (default) or are returned.
+   * Every shape is checked before anything is replaced: a mismatch throws (ShapeMismatch) and
+   * leaves the module as it was. See LoadStateDictOptions and LoadStateDictResult.
    */
   async loadStateDict(source: StateDictSource, options?: LoadStateDictOptions): Promise<LoadStateDictResult> {
     return loadStateDict(this, source, checkOptions<LoadStateDictOptions>('loadStateDict options', options));
