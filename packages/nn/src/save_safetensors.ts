@@ -61,7 +61,12 @@ export async function tensorBytes(t: dt.Tensor): Promise<TensorBytes> {
   return { dtype, shape: [...t.shape], data };
 }
 
-/** Writes `tensors` (e.g. a module's stateDict()) to a safetensors file at `path`. */
+/**
+ * Writes tensors to a safetensors file: `saveSafetensors(path, tensors, metadata?)`, the file's
+ * path first, then the tensors by key (a Map or an object, e.g. a module's stateDict()), then
+ * optional string metadata (the header's `__metadata__`). Each tensor is gathered and stored in
+ * its own dtype, bit for bit; the tensors are not disposed. An existing file is replaced.
+ */
 export async function saveSafetensors(path: string, tensors: Map<string, dt.Tensor> | Record<string, dt.Tensor>, metadata?: Record<string, string>): Promise<void> {
   const entries = tensors instanceof Map ? [...tensors] : Object.entries(tensors);
   const out: Record<string, TensorBytes> = {};

@@ -3,6 +3,11 @@
 // on that dim times everything after it; a piece cut only on dim 0 is one run.
 import type { ByteRun } from '@dtorch/external';
 
+/**
+ * The byte runs (`from`, `length`, in bytes from the tensor's start) of a row-major tensor of
+ * `shape` that hold `piece`, a box given by its offset and shape per dim, for elements of
+ * `elementSize` bytes. Runs are in order; a piece cut only on dim 0 is one run, an empty piece none.
+ */
 export function sliceRuns(shape: readonly number[], piece: { shape: readonly number[]; offset: readonly number[] }, elementSize: number): ByteRun[] {
   if (piece.shape.some((s) => s === 0)) return [];
   const strides = shape.map((_, d) => shape.slice(d + 1).reduce((a, b) => a * b, 1));

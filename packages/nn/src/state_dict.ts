@@ -11,28 +11,49 @@ import { fromSafetensorsDtype, isFloating } from './dtypes.js';
 import type { Module } from './module.js';
 import { sliceRuns } from './slice_runs.js';
 
+/**
+ * What loadStateDict() reads: a path to a `.safetensors` file or a sharded checkpoint's
+ * `*.safetensors.index.json`, or tensors by key (a Map or a plain object, e.g. stateDict()).
+ */
 export type StateDictSource = string | Map<string, dt.Tensor> | Record<string, dt.Tensor>;
 
+/** Options of Module.loadStateDict(); `strict` is torch.nn.Module.load_state_dict's. */
 export interface LoadStateDictOptions {
-  /** Throw on missing or unexpected keys (default true); else return them. */
+  /**
+   * true (default): any missing or unexpected key throws (InvalidArgument) before anything is
+   * loaded. false: the keys both sides have are loaded, the others are listed in the result.
+   */
   strict?: boolean;
-  /** Load floating parameters and buffers as this dtype (default: each one's current dtype). */
+  /**
+   * Every floating parameter and buffer is loaded as this dtype (a parameter whose dtype changes
+   * becomes a new Parameter object); integer and bool ones keep theirs. Default: each keeps its current dtype. Either way the
+   * source's values are converted to the target dtype.
+   */
   dtype?: dt.DType;
   /**
    * Module key -> the source's key, for the keys a checkpoint names otherwise (tied weights
-   * saved under another name, a prefix the module lacks); unlisted keys are the module's own.
+   * saved under another name, a prefix the module lacks), e.g. `{ 'lm_head.weight':
+   * 'shared.weight' }`; several module keys may name one source key. Unlisted keys are looked
+   * up under the module's own key.
    */
   keyMap?: Readonly<Record<string, string>>;
 }
 
+/** What Module.loadStateDict() did. Under `strict` both key lists are empty (it throws otherwise). */
 export interface LoadStateDictResult {
-  /** Keys of the module that the source lacks (left as they were). */
+  /** Module keys (parameters and buffers) whose source key is absent; those keep their values. */
   missingKeys: string[];
-  /** Keys of the source that the module lacks (ignored). */
+  /** Source keys that no module key (after keyMap) asks for; they are not read. */
   unexpectedKeys: string[];
-  /** From a file: bytes of tensor data read from disk, all ranks together (shared reads once). */
+  /**
+   * From a file: bytes of tensor data read from disk for all ranks together, each distinct
+   * piece once (ranks holding the same piece, a Replicate group, share one read); 0 from a Map or object.
+   */
   bytesRead: number;
-  /** From a file: bytes of tensor data each rank received (its own pieces). */
+  /**
+   * From a file: bytes of tensor data each rank received (the sum of its pieces), indexed by
+   * rank on the mesh of the module's first parameter; all zeros from a Map or object.
+   */
   bytesPerRank: number[];
 }
 
