@@ -11,7 +11,8 @@ export { Sequential } from './sequential.js';
 export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';
 export { Embedding } from './layers/embedding.js';
 export { LayerNorm, RMSNorm, GroupNorm, type NormOptions, type GroupNormOptions } from './layers/normalization.js';
-export { Conv2d, type Conv2dOptions } from './layers/conv.js';
+// Pair: the one-number-or-[h, w] sizes of Conv2d (kernelSize, stride, padding, dilation).
+export { Conv2d, type Conv2dOptions, type Pair } from './layers/conv.js';
 export { SiLU, GELU, ReLU } from './layers/activation.js';
 export { Dropout } from './layers/dropout.js';
 export {

@@ -2,6 +2,7 @@
 import * as dt from '@dtorch/api';
 import { checkOptions, invalidParameter } from '@dtorch/common';
 
+/** Options every layer with parameters takes: the mesh its parameters live on and their dtype. */
 export interface LayerOptions {
   /** Default: one CPU device. */
   mesh?: dt.DeviceMesh;

@@ -6,12 +6,18 @@ import { layerOptions, replicated, type LayerOptions } from '../layer_options.js
 import { Module } from '../module.js';
 import type { Parameter } from '../parameter.js';
 
-type Pair = number | readonly [number, number];
+/** A size for the height and width dims: one number for both, or [h, w]. */
+export type Pair = number | readonly [number, number];
 
+/** Options of Conv2d (those of torch.nn.Conv2d that it supports). */
 export interface Conv2dOptions extends LayerOptions {
+  /** Step of the kernel over the input; default 1. */
   stride?: Pair;
+  /** Zero padding per side, or 'valid' (none) or 'same' (output size = input size, stride 1 only); default 0. */
   padding?: Pair | 'valid' | 'same';
+  /** Spacing between kernel elements; default 1. */
   dilation?: Pair;
+  /** Channel groups; divides inChannels and outChannels; default 1. */
   groups?: number;
   /** Default true. */
   bias?: boolean;
@@ -22,12 +28,23 @@ const pairOf = (name: string, v: Pair): [number, number] => {
   return [checkInteger(name, a, 1), checkInteger(name, b, 1)];
 };
 
+/**
+ * 2-D convolution, as torch.nn.Conv2d: `new Conv2d(inChannels, outChannels, kernelSize,
+ * options)`. Weight and bias are replicated on every mesh dim and start U(-1/√fanIn, 1/√fanIn),
+ * fanIn = inChannels / groups · kH · kW.
+ */
 export class Conv2d extends Module {
+  /** C_in, the input's channels (dim 1). */
   readonly inChannels: number;
+  /** C_out, the output's channels. */
   readonly outChannels: number;
+  /** [kH, kW]. */
   readonly kernelSize: [number, number];
+  /** The stride, padding, dilation and groups passed to dt.F.conv2d (defaults filled in). */
   readonly conv: dt.F.Conv2dOptions;
+  /** [outChannels, inChannels / groups, kH, kW]. */
   weight: Parameter;
+  /** [outChannels], or undefined with `bias: false`. */
   bias: Parameter | undefined;
 
   constructor(inChannels: number, outChannels: number, kernelSize: Pair, options?: Conv2dOptions) {
@@ -47,6 +64,7 @@ export class Conv2d extends Module {
     this.bias = checkBoolean('Conv2d bias', o.bias ?? true) ? uniformParameter([outChannels], 1 / Math.sqrt(fanIn), layout) : undefined;
   }
 
+  /** x [N, inChannels, H, W] -> [N, outChannels, H_out, W_out]. */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.conv2d(x, this.weight, this.bias, this.conv);
   }

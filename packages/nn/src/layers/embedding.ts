@@ -6,9 +6,16 @@ import { layerOptions, replicated, type LayerOptions } from '../layer_options.js
 import { Module } from '../module.js';
 import type { Parameter } from '../parameter.js';
 
+/**
+ * A lookup table, as torch.nn.Embedding: `new Embedding(numEmbeddings, embeddingDim, options)`;
+ * the weight is replicated on every mesh dim and starts N(0, 1).
+ */
 export class Embedding extends Module {
+  /** Rows in the table (ids run 0 to numEmbeddings - 1). */
   readonly numEmbeddings: number;
+  /** Size of each embedding vector. */
   readonly embeddingDim: number;
+  /** The table, [numEmbeddings, embeddingDim] (placements: see the class). */
   weight: Parameter;
 
   constructor(numEmbeddings: number, embeddingDim: number, options?: LayerOptions) {
@@ -25,6 +32,7 @@ export class Embedding extends Module {
     return replicated(mesh);
   }
 
+  /** Integer `ids` of any shape -> [...ids.shape, embeddingDim]. */
   forward(ids: dt.Tensor): dt.Tensor {
     return dt.F.embedding(ids, this.weight);
   }

@@ -7,6 +7,7 @@ import { layerOptions, replicated, type LayerOptions } from '../layer_options.js
 import { Module } from '../module.js';
 import type { Parameter } from '../parameter.js';
 
+/** Options of Linear and the tensor-parallel linears. */
 export interface LinearOptions extends LayerOptions {
   /** Default true. */
   bias?: boolean;
@@ -14,14 +15,24 @@ export interface LinearOptions extends LayerOptions {
 
 /** Placements of a linear's weight and bias on its mesh. */
 export interface LinearLayout {
+  /** Placements of the weight [out, in], one per mesh dim. */
   weight: dt.Placement[];
+  /** Placements of the bias [out], one per mesh dim. */
   bias: dt.Placement[];
 }
 
+/**
+ * y = x Wᵀ + b, as torch.nn.Linear: `new Linear(inFeatures, outFeatures, options)`. Weight and
+ * bias are replicated on every mesh dim and start U(-1/√in, 1/√in).
+ */
 export class Linear extends Module {
+  /** Size of each input's last dim. */
   readonly inFeatures: number;
+  /** Size of each output's last dim. */
   readonly outFeatures: number;
+  /** [outFeatures, inFeatures] (placements: see the class). */
   weight: Parameter;
+  /** [outFeatures], or undefined with `bias: false`. */
   bias: Parameter | undefined;
 
   constructor(inFeatures: number, outFeatures: number, options?: LinearOptions) {
@@ -42,6 +53,7 @@ export class Linear extends Module {
     return { weight: replicated(mesh), bias: replicated(mesh) };
   }
 
+  /** [..., inFeatures] -> [..., outFeatures]. */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.linear(x, this.weight, this.bias);
   }

@@ -6,7 +6,9 @@ import { layerOptions, replicated, type LayerOptions } from '../layer_options.js
 import { Module } from '../module.js';
 import type { Parameter } from '../parameter.js';
 
+/** Options of LayerNorm and RMSNorm (RMSNorm takes no `bias`). */
 export interface NormOptions extends LayerOptions {
+  /** Added to the variance (mean square for RMSNorm). Default 1e-5; RMSNorm: the input dtype's machine epsilon. */
   eps?: number;
   /** Learnable weight (and bias, for LayerNorm); default true. */
   elementwiseAffine?: boolean;
@@ -18,10 +20,18 @@ function normalizedShapeOf(name: string, shape: number | readonly number[]): num
   return typeof shape === 'number' ? [checkInteger(`${name} normalizedShape`, shape, 1)] : [...checkShape(`${name} normalizedShape`, shape)];
 }
 
+/**
+ * Layer normalisation over the last dims, as torch.nn.LayerNorm: `new LayerNorm(normalizedShape,
+ * options)`. Weight (ones) and bias (zeros) are replicated on every mesh dim.
+ */
 export class LayerNorm extends Module {
+  /** The trailing dims normalised over (a number n means [n]). */
   readonly normalizedShape: number[];
+  /** Added to the variance; default 1e-5. */
   readonly eps: number;
+  /** [...normalizedShape], starting at ones; undefined with `elementwiseAffine: false`. */
   weight: Parameter | undefined;
+  /** [...normalizedShape], starting at zeros; undefined with `elementwiseAffine: false` or `bias: false`. */
   bias: Parameter | undefined;
 
   constructor(normalizedShape: number | readonly number[], options?: NormOptions) {
@@ -35,6 +45,7 @@ export class LayerNorm extends Module {
     this.bias = affine && checkBoolean('LayerNorm bias', o.bias ?? true) ? fullParameter(this.normalizedShape, 0, layout) : undefined;
   }
 
+  /** x [..., ...normalizedShape] normalised over those dims, the same shape. */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.layerNorm(x, this.normalizedShape, { weight: this.weight, bias: this.bias, eps: this.eps });
   }
@@ -44,10 +55,16 @@ export class LayerNorm extends Module {
   }
 }
 
+/**
+ * RMS normalisation over the last dims, as torch.nn.RMSNorm: `new RMSNorm(normalizedShape,
+ * options)`. The weight (ones) is replicated on every mesh dim; there is no bias.
+ */
 export class RMSNorm extends Module {
+  /** The trailing dims normalised over (a number n means [n]). */
   readonly normalizedShape: number[];
   /** undefined: the input dtype's machine epsilon, as torch.nn.RMSNorm. */
   readonly eps: number | undefined;
+  /** [...normalizedShape], starting at ones; undefined with `elementwiseAffine: false`. */
   weight: Parameter | undefined;
 
   constructor(normalizedShape: number | readonly number[], options?: Omit<NormOptions, 'bias'>) {
@@ -60,6 +77,7 @@ export class RMSNorm extends Module {
     this.weight = affine ? fullParameter(this.normalizedShape, 1, { mesh: o.mesh, placements: replicated(o.mesh), dtype: o.dtype }) : undefined;
   }
 
+  /** x [..., ...normalizedShape] divided by its root mean square over those dims, the same shape. */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.rmsNorm(x, this.normalizedShape, { weight: this.weight, ...(this.eps === undefined ? {} : { eps: this.eps }) });
   }
@@ -69,17 +87,29 @@ export class RMSNorm extends Module {
   }
 }
 
+/** Options of GroupNorm. */
 export interface GroupNormOptions extends LayerOptions {
+  /** Added to the variance; default 1e-5. */
   eps?: number;
   /** Learnable per-channel weight and bias; default true. */
   affine?: boolean;
 }
 
+/**
+ * Group normalisation, as torch.nn.GroupNorm: `new GroupNorm(numGroups, numChannels, options)`
+ * normalises x [N, C, ...] over each group of C / numGroups channels (and all later dims).
+ * Weight (ones) and bias (zeros) are replicated on every mesh dim.
+ */
 export class GroupNorm extends Module {
+  /** Groups the channels are split into; divides numChannels. */
   readonly numGroups: number;
+  /** C, the size of the input's dim 1. */
   readonly numChannels: number;
+  /** Added to the variance; default 1e-5. */
   readonly eps: number;
+  /** [numChannels], starting at ones; undefined with `affine: false`. */
   weight: Parameter | undefined;
+  /** [numChannels], starting at zeros; undefined with `affine: false`. */
   bias: Parameter | undefined;
 
   constructor(numGroups: number, numChannels: number, options?: GroupNormOptions) {
@@ -97,6 +127,7 @@ export class GroupNorm extends Module {
     this.bias = affine ? fullParameter([numChannels], 0, layout) : undefined;
   }
 
+  /** x [N, numChannels, ...] normalised per group, the same shape. */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.groupNorm(x, this.numGroups, { weight: this.weight, bias: this.bias, eps: this.eps });
   }
