@@ -15,11 +15,20 @@ import * as dt from '@dtorch/api';
 import { Linear, type LinearLayout } from '../layers/linear.js';
 import { onTpDim, toTp, tpDim } from './tp_dim.js';
 
+/**
+ * A Linear split on its output features over the mesh's 'tp' dim (Megatron's column-parallel
+ * linear): weight [out, in] Shard(0), bias [out] Shard(0). Each rank computes its out / tp
+ * output columns; the output stays sharded on its last dim, for a RowParallelLinear next.
+ */
 export class ColumnParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
     return { weight: onTpDim(mesh, dt.Shard(0)), bias: onTpDim(mesh, dt.Shard(0)) };
   }
 
+  /**
+   * x [..., in] -> y [..., out], Shard(last) on 'tp'. An x sharded on 'tp' along a token dim
+   * (sequence parallel) is all-gathered inside the matmul; any other x is replicated on 'tp' first.
+   */
   override forward(x: dt.Tensor): dt.Tensor {
     const tp = tpDim(x.mesh);
     const p = tp >= 0 ? x.placements[tp]! : undefined;
@@ -31,31 +40,52 @@ export class ColumnParallelLinear extends Linear {
   }
 }
 
+/** A ColumnParallelLinear whose output is all-gathered: y is replicated on 'tp'. */
 export class ColumnParallelLinearWithReplicateInputOutput extends ColumnParallelLinear {
+  /** x [..., in] -> y [..., out], Replicate on 'tp'. */
   override forward(x: dt.Tensor): dt.Tensor {
     return toTp(super.forward(x), dt.Replicate());
   }
 }
 
+/**
+ * A Linear split on its input features over the mesh's 'tp' dim (Megatron's row-parallel
+ * linear): weight [out, in] Shard(1), bias [out] Replicate. Each rank multiplies its in / tp
+ * input columns; the output is Partial (sum) on 'tp', reduced where it is next redistributed.
+ */
 export class RowParallelLinear extends Linear {
   protected override layout(mesh: dt.DeviceMesh): LinearLayout {
     return { weight: onTpDim(mesh, dt.Shard(1)), bias: onTpDim(mesh, dt.Replicate()) };
   }
 
+  /**
+   * x [..., in] (resharded to Shard(last) on 'tp' when it lies otherwise) -> y [..., out],
+   * Partial (sum) on 'tp'; the bias is held by one rank of each tp group, so the sum adds it once.
+   */
   override forward(x: dt.Tensor): dt.Tensor {
     // the bias as Partial: held by one rank of the tp group, so the sum adds it once
     return dt.F.linear(toTp(x, dt.Shard(-1)), this.weight, this.bias && toTp(this.bias, dt.Partial()));
   }
 }
 
+/** A RowParallelLinear whose output is all-reduced: y is replicated on 'tp' (then the bias is added). */
 export class RowParallelLinearWithReplicateOutput extends RowParallelLinear {
+  /** x [..., in] -> y [..., out], Replicate on 'tp'. */
   override forward(x: dt.Tensor): dt.Tensor {
     const summed = toTp(dt.F.linear(toTp(x, dt.Shard(-1)), this.weight), dt.Replicate());
     return this.bias ? summed.add(this.bias) : summed;
   }
 }
 
+/**
+ * A RowParallelLinear whose output is reduce-scattered on the token dim (Megatron sequence
+ * parallelism): each rank gets the summed y for 1/tp of the tokens.
+ */
 export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLinear {
+  /**
+   * x [..., tokens, in] -> y [..., tokens, out], sharded on the tokens dim (ndim - 2) over 'tp'.
+   * Without a 'tp' dim it is a plain RowParallelLinear.
+   */
   override forward(x: dt.Tensor): dt.Tensor {
     const tp = tpDim(x.mesh);
     if (tp < 0) return super.forward(x);
@@ -64,7 +94,9 @@ export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLine
   }
 }
 
+/** A Linear whose weight and bias are replicated on 'tp': every rank computes the whole output. */
 export class ReplicateParallelLinear extends Linear {
+  /** x [..., in] (replicated on 'tp' first) -> y [..., out], Replicate on 'tp'. */
   override forward(x: dt.Tensor): dt.Tensor {
     return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
   }
