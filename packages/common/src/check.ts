@@ -3,6 +3,7 @@
 // receives already-checked plain values.
 import { DTorchError, ErrorCode } from './errors.js';
 
+/** A short rendering of `value` for an error message: strings quoted, arrays element by element, objects by their class name. */
 export function describeValue(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
@@ -12,6 +13,10 @@ export function describeValue(value: unknown): string {
   return String(value); // String(), not a template: a Symbol converts only this way
 }
 
+/**
+ * The INVALID_ARGUMENT {@link DTorchError} for parameter `name`, in the one message format:
+ * "Expected `expected` for `name` but received `value` of type `type`". Returned, not thrown.
+ */
 export function invalidParameter(name: string, expected: string, value: unknown): DTorchError {
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
   return new DTorchError(
@@ -43,6 +48,7 @@ export function checkInteger(name: string, value: unknown, min = -Infinity, max 
   return value;
 }
 
+/** `value` if it is a number other than NaN (±Infinity passes; {@link checkFinite} refuses it), else INVALID_ARGUMENT naming `name`. */
 export function checkNumber(name: string, value: unknown): number {
   if (typeof value !== 'number' || Number.isNaN(value)) throw invalidParameter(name, 'number', value);
   return value;
@@ -56,6 +62,7 @@ export function checkFinite(name: string, value: unknown, min = -Infinity): numb
   return value;
 }
 
+/** `value` if it is true or false (not a stand-in such as 1 or the empty string), else INVALID_ARGUMENT naming `name`. */
 export function checkBoolean(name: string, value: unknown): boolean {
   if (typeof value !== 'boolean') throw invalidParameter(name, 'boolean', value);
   return value;
@@ -98,6 +105,7 @@ export function checkKnownOptions<T extends object>(name: string, value: unknown
   return options;
 }
 
+/** A shape as messages write it, e.g. `[2, 3]`, the way PyTorch prints `torch.Size`. */
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }

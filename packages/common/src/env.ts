@@ -9,6 +9,10 @@ import type { DTorchError } from './errors.js';
 export const logLevels = ['debug', 'info', 'warn', 'error', 'off'] as const;
 export type LogLevelName = (typeof logLevels)[number];
 
+/**
+ * The library's settings from the environment, each field named after the variable it comes from.
+ * Read once at load into {@link config}; {@link readConfig} reads another environment.
+ */
 export interface DTorchConfig {
   /** DTORCH_LOG: debug | info | warn | error | off (default warn). */
   logLevel: LogLevelName;
@@ -30,7 +34,8 @@ export const maxSegmentNodes = 1_000_000;
 // setTimeout's bound, and more than any wait needs (24.8 days)
 const maxMs = 2 ** 31 - 1;
 
-type Env = Readonly<Record<string, string | undefined>>;
+/** Environment variables by name, as `process.env` holds them; {@link readConfig} takes one so that tests can pass their own. */
+export type Env = Readonly<Record<string, string | undefined>>;
 
 function refused(name: string, expected: string, raw: string): DTorchError {
   return invalidParameter(`environment variable ${name}`, expected, raw);
@@ -83,4 +88,5 @@ export function readConfig(env: Env = process.env, warn = (message: string) => c
   };
 }
 
+/** The settings of this process, read from `process.env` once when the package loads. */
 export const config: DTorchConfig = readConfig();

@@ -2,7 +2,7 @@
 // (@types/node is the one thing to install beside the package).
 /// <reference types="node" preserve="true" />
 export { DTorchError, ErrorCode, isDTorchError } from './errors.js';
-export { config, readConfig, type DTorchConfig } from './env.js';
+export { config, readConfig, type DTorchConfig, type Env } from './env.js';
 export { log, setLogLevel, logLevelEnabled, type LogLevel } from './log.js';
 export {
   checkBoolean,

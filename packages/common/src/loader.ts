@@ -9,11 +9,22 @@ import { DTorchError, ErrorCode } from './errors.js';
 
 /** The addon: one slice per package (common, external, core). Each package types its own. */
 export type NativeAddon = Record<string, unknown> & {
-  common: { setErrorClass(ctor: unknown): void; setLogLevel(level: string): void; napiVersion: number };
+  /** The common slice, which every other slice relies on. */
+  common: {
+    /** Registers the class the engine constructs its errors with, `new ctor(code, message)`: {@link DTorchError}. */
+    setErrorClass(ctor: unknown): void;
+    /** Sets the engine's log level (a {@link LogLevel} name; an unknown one keeps the current level). */
+    setLogLevel(level: string): void;
+    /** The Node-API version the addon was built for. */
+    napiVersion: number;
+  };
 };
 
+/** One candidate the loader tried, for the failure message. */
 export interface LoadAttempt {
+  /** The absolute path of the dtorch.node tried. */
   path: string;
+  /** Why it did not load: 'not found', or the first line of the error `require` threw. */
   error: string;
 }
 
@@ -97,6 +108,11 @@ function remedies(attempts: LoadAttempt[]): string[] {
   return out;
 }
 
+/**
+ * The NATIVE_ADDON_MISSING message for `attempts`: each path and why it failed, then the remedies
+ * for the failures seen (a DTORCH_NATIVE_PATH that does not load, not built, LibTorch moved, an
+ * old C++ runtime, a mismatched build).
+ */
 export function formatLoadFailure(attempts: LoadAttempt[]): string {
   const lines = ['Could not load the DTorch native addon (dtorch.node). Tried:'];
   for (const a of attempts) lines.push(`  - ${a.path}: ${a.error}`);
