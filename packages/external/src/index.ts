@@ -30,6 +30,6 @@ export { readSafetensorsIndex, type SafetensorsIndex } from './safetensors_index
 export { SafetensorsCheckpoint, type CheckpointTensor, type ByteRun } from './safetensors_checkpoint.js';
 export { type RepoFiles, LocalRepoFiles, listFolder } from './hub/repo_files.js';
 export { openRepo, isHubRepoId, REPO_OPTION_NAMES, type RepoOptions } from './hub/open_repo.js';
-export { HubRepoFiles, repoFolderName } from './hub/hub_repo_files.js';
+export { HubRepoFiles, repoFolderName, type HubSettings } from './hub/hub_repo_files.js';
 export { defaultHubCacheDir } from './hub/hub_env.js';
-export type { DownloadProgress } from './hub/hub_fetch.js';
+export type { DownloadProgress, ProgressSink } from './hub/hub_fetch.js';

@@ -6,23 +6,53 @@
 import { closeSync, openSync, readSync, fstatSync, writeFileSync } from 'node:fs';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
+/** Bytes per element of each dtype a safetensors header may name, by its name in the format. */
 export const safetensorsDtypes = {
-  F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1,
+  /** float64 (torch.float64). */
+  F64: 8,
+  /** float32 (torch.float32). */
+  F32: 4,
+  /** IEEE half precision (torch.float16). */
+  F16: 2,
+  /** bfloat16 (torch.bfloat16): float32's exponent range with 8 bits of mantissa. */
+  BF16: 2,
+  /** int64 (torch.int64). */
+  I64: 8,
+  /** int32 (torch.int32). */
+  I32: 4,
+  /** int16 (torch.int16). */
+  I16: 2,
+  /** int8 (torch.int8). */
+  I8: 1,
+  /** uint8 (torch.uint8). */
+  U8: 1,
+  /** bool, one byte per element, 0 or 1 (torch.bool). */
+  BOOL: 1,
 } as const;
+/** A dtype name of the safetensors format: one of {@link safetensorsDtypes}' keys, e.g. `'BF16'`. */
 export type SafetensorsDtype = keyof typeof safetensorsDtypes;
 
+/** One tensor of a safetensors header: where its bytes lie and how to read them. */
 export interface TensorEntry {
+  /** The tensor's name in the file, e.g. `"model.layers.0.self_attn.q_proj.weight"`. */
   name: string;
+  /** Its element type, as the header names it. */
   dtype: SafetensorsDtype;
+  /** Its size per dim, row-major; `[]` for a scalar. */
   shape: number[];
   /** Byte range in the file (absolute offsets). */
   begin: number;
+  /** One past the last byte of its data in the file (absolute offset). */
   end: number;
 }
 
+/** The checked header of one safetensors file. */
 export interface SafetensorsHeader {
+  /** The file it was read from, used by later reads and in error messages. */
   path: string;
+  /** Every tensor of the file, by name, in header order. */
   tensors: Map<string, TensorEntry>;
+  /** The header's `__metadata__` strings (e.g. `format: "pt"`); empty when it has none. */
   metadata: Record<string, string>;
 }
 
@@ -137,9 +167,13 @@ export function readTensorBytes(header: SafetensorsHeader, name: string, from = 
   }
 }
 
+/** A tensor to write with {@link writeSafetensors}. */
 export interface TensorBytes {
+  /** The element type of `data`. */
   dtype: SafetensorsDtype;
+  /** Size per dim; the product times the dtype's size must be `data`'s length. */
   shape: readonly number[];
+  /** The elements, row-major, little-endian. */
   data: Uint8Array;
 }
 

@@ -6,6 +6,7 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import { parseSafetensorsHeader, readExactly, type TensorEntry } from './safetensors.js';
 import { readSafetensorsIndex } from './safetensors_index.js';
 
+/** A tensor's header entry in a checkpoint, with the file that holds it. */
 export interface CheckpointTensor extends TensorEntry {
   /** The file that holds it. */
   file: string;
@@ -13,12 +14,21 @@ export interface CheckpointTensor extends TensorEntry {
 
 /** A run of bytes inside one tensor: `length` bytes from byte `from` of its data. */
 export interface ByteRun {
+  /** The offset of its first byte, from the start of the tensor's data. */
   from: number;
+  /** How many bytes it holds. */
   length: number;
 }
 
+/**
+ * A safetensors checkpoint, one file or sharded, opened for positioned reads: the loader reads
+ * only the bytes of the slices its ranks hold, not whole tensors. Keeps each file open until
+ * {@link SafetensorsCheckpoint.close | close()}.
+ */
 export class SafetensorsCheckpoint {
+  /** The path it was opened from: the `.safetensors` file or the index. */
   readonly path: string;
+  /** Every tensor of every file, by name. */
   readonly tensors = new Map<string, CheckpointTensor>();
   /** Metadata of each file, by file. */
   readonly metadata = new Map<string, Record<string, string>>();
@@ -118,6 +128,7 @@ export class SafetensorsCheckpoint {
     return n;
   }
 
+  /** Closes the files; reads after it throw INVALID_ARGUMENT. Closing twice is harmless. */
   close(): void {
     for (const fd of this.#fds.values()) closeSync(fd);
     this.#fds.clear();

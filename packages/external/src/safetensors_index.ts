@@ -4,12 +4,15 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
+/** A sharded checkpoint's `*.safetensors.index.json`, checked, with shard paths made absolute. */
 export interface SafetensorsIndex {
+  /** The index file it was read from. */
   path: string;
   /** Tensor name -> absolute path of its shard. */
   weightMap: Map<string, string>;
   /** The shard files, in order of first appearance. */
   files: string[];
+  /** The index's `metadata` object (transformers writes `total_size`); empty when it has none. */
   metadata: Record<string, unknown>;
 }
 

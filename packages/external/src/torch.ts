@@ -10,14 +10,19 @@ interface ExternalSlice {
   stopKernelTrace(top: number): KernelTrace;
 }
 
+/** The LibTorch build the addon runs on and the devices it sees, as `dtorch info` prints them. */
 export interface TorchInfo {
   /** LibTorch version the addon was built against, e.g. "2.13.0". */
   libtorchVersion: string;
+  /** Whether this LibTorch was built with CUDA (`torch.backends.cuda.is_built()`); false for a CPU-only build. */
   builtWithCuda: boolean;
+  /** GPUs this process sees (`torch.cuda.device_count()`, after CUDA_VISIBLE_DEVICES); 0 without CUDA. */
   cudaDeviceCount: number;
+  /** Hardware threads of the machine (std::thread::hardware_concurrency, at least 1). */
   cpuCores: number;
   /** at::get_parallel_info(): OpenMP/MKL thread settings. */
   parallelInfo: string;
+  /** Each visible GPU, by index; empty without CUDA. */
   cudaDevices: CudaDevice[];
   /** Version of the NCCL the addon is linked with (the one LibTorch loads); '' without NCCL. */
   ncclVersion: string;
@@ -25,15 +30,19 @@ export interface TorchInfo {
 
 /** The CUDA caching allocator's counters for one GPU (torch.cuda.memory_allocated and friends). */
 export interface CudaMemoryStats {
+  /** Bytes held by live tensors now (torch.cuda.memory_allocated). */
   allocatedBytes: number;
   /** Highest allocatedBytes since the last reset (torch.cuda.max_memory_allocated). */
   peakAllocatedBytes: number;
+  /** Bytes the caching allocator holds from CUDA, in use or cached for reuse (torch.cuda.memory_reserved). */
   reservedBytes: number;
 }
 
 /** What a GPU did between startKernelTrace() and stopKernelTrace(), per device. */
 export interface KernelTrace {
+  /** One summary per GPU that ran work while tracing. */
   devices: {
+    /** The CUDA device index. */
     device: number;
     /** Kernels, copies and fills that ran. */
     events: number;
@@ -43,14 +52,25 @@ export interface KernelTrace {
     spanMs: number;
   }[];
   /** The kernels that took longest (all devices), with their calls and total time. */
-  top: { name: string; calls: number; totalMs: number }[];
+  top: {
+    /** The kernel's name, as the profiler reports it (often a mangled C++ name). */
+    name: string;
+    /** How many times it ran. */
+    calls: number;
+    /** Milliseconds it ran, summed over its calls and devices. */
+    totalMs: number;
+  }[];
 }
 
+/** One GPU, as `torch.cuda.get_device_properties` describes it. */
 export interface CudaDevice {
+  /** The CUDA device index, as in `cuda:0`. */
   index: number;
+  /** The product name, e.g. "NVIDIA H200". */
   name: string;
   /** Bytes. */
   totalMemory: number;
+  /** `major.minor`, e.g. "9.0" for Hopper. */
   computeCapability: string;
 }
 
@@ -58,6 +78,7 @@ function slice(): ExternalSlice {
   return native()['external'] as ExternalSlice;
 }
 
+/** The LibTorch version, CUDA, NCCL and thread settings and the GPUs this process sees. */
 export function torchInfo(): TorchInfo {
   return slice().torchInfo();
 }
@@ -72,11 +93,19 @@ function checkCudaDevice(device: number, fn: string): void {
   }
 }
 
+/**
+ * The caching allocator's counters for GPU `device` (as `torch.cuda.memory_stats`); throws
+ * INVALID_ARGUMENT for an index this process does not see.
+ */
 export function cudaMemoryStats(device: number): CudaMemoryStats {
   checkCudaDevice(device, 'cuda.memoryStats');
   return slice().cudaMemoryStats(device);
 }
 
+/**
+ * Starts {@link CudaMemoryStats.peakAllocatedBytes} of GPU `device` again from what is allocated now
+ * (`torch.cuda.reset_peak_memory_stats`), to measure the peak of one stretch of work.
+ */
 export function resetCudaPeakMemoryStats(device: number): void {
   checkCudaDevice(device, 'cuda.resetPeakMemoryStats');
   slice().resetCudaPeakMemoryStats(device);

@@ -7,12 +7,15 @@
 export interface DownloadProgress {
   /** The file's path inside the repository, e.g. `text_encoder/model.safetensors`. */
   file: string;
+  /** Bytes received so far. */
   loaded: number;
+  /** The file's size in bytes, from Content-Length; absent when the hub did not send one. */
   total?: number;
 }
 
 /** Where byte counts go: the user's callback, a terminal bar, or nowhere. */
 export interface ProgressSink {
+  /** More bytes of a file arrived (also called once with `loaded` 0 when its body starts). */
   update(progress: DownloadProgress): void;
   /** The file's body ended (complete, or failed when `ok` is false). */
   end(file: string, ok: boolean): void;

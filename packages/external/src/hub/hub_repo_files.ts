@@ -18,12 +18,17 @@ const COMMIT_HASH = /^[0-9a-f]{40}$/;
 
 /** What a HubRepoFiles needs beyond the repository and revision (resolved from options and env). */
 export interface HubSettings {
+  /** The HF cache folder (HF_HUB_CACHE's layout: models--org--name/blobs, refs, snapshots), shared with huggingface_hub. */
   cacheDir: string;
+  /** The hub's address without a trailing '/', e.g. https://huggingface.co (HF_ENDPOINT). */
   hubUrl: string;
+  /** The access token sent to the hub for gated or private repositories; undefined for none. */
   token: string | undefined;
+  /** Resolve from the cache alone and never call the hub (transformers' local_files_only). */
   offline: boolean;
   /** Why offline mode is on, for messages: 'localFilesOnly: true' or 'HF_HUB_OFFLINE=1'. */
   offlineReason: string;
+  /** Where the byte counts of downloads go. */
   progress: ProgressSink;
 }
 
@@ -94,11 +99,17 @@ async function withoutLibraryChatter<T>(task: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A hub repository at one commit, read through the standard HF cache as huggingface_hub's
+ * `hf_hub_download` does: files already cached are used as they are, others are downloaded into
+ * the cache when asked for. {@link openRepo} makes one from a hub id.
+ */
 export class HubRepoFiles implements RepoFiles {
   /** `org/name@revision`. */
   readonly description: string;
   /** The snapshot folder: <cacheDir>/models--org--name/snapshots/<commit> (it may not exist before a fetch). */
   readonly root: string;
+  /** The repository's hub id, `name` or `org/name`. */
   readonly repoId: string;
   /** The revision as given (branch, tag or commit hash). */
   readonly revision: string;

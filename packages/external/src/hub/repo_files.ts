@@ -7,6 +7,10 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
+/**
+ * The files of a model repository, a local folder or a hub repository at a revision, by their
+ * path inside it; what `from_pretrained`-style loaders read configs and weights through.
+ */
 export interface RepoFiles {
   /** What the files come from, for messages: a folder path, or `org/name@revision`. */
   readonly description: string;
@@ -14,6 +18,7 @@ export interface RepoFiles {
   readonly root: string;
   /** Every file path (relative, '/'-separated) the repository holds. */
   list(): readonly string[];
+  /** Whether the repository holds a file at `path` (relative, '/'-separated); nothing is downloaded. */
   has(path: string): boolean;
   /**
    * Local paths of `paths`, in order, downloading the ones not in the cache yet. A path the
