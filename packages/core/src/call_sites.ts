@@ -16,6 +16,10 @@
 
 import { findSourceMap, type SourceOrigin } from 'node:module';
 
+/**
+ * How call sites of recorded ops are captured: 'off' never, 'budget' within a share of the JS
+ * thread's time (the default; DTORCH_CAPTURE_STACKS=1), 'all' for every op (DTORCH_CAPTURE_STACKS=all).
+ */
 export type CaptureMode = 'off' | 'budget' | 'all';
 
 /** One user frame, as plain data: holds no function, receiver or tensor. */
@@ -52,6 +56,10 @@ const deepFrames = 64;
 /** User frames kept per op. */
 const userFramesKept = 3;
 
+/**
+ * The JS call sites of recently recorded ops, by record sequence number, so that an error from
+ * a kernel that ran later on a worker can say which line of the program recorded it.
+ */
 export class CallSites {
   private readonly seqs: Float64Array;
   private readonly sites: (Frame[] | undefined)[];
@@ -85,6 +93,7 @@ export class CallSites {
     this.offBecause = offBecause;
   }
 
+  /** Captures the call site of the op just recorded as `seq`, if the mode (and in 'budget', the budget) allows. */
   capture(seq: number): void {
     if (this.mode === 'off') return;
     this.newestSeq = seq;

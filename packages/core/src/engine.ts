@@ -7,15 +7,22 @@ import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
 import type { CoreSlice, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
+/** The kind of devices a mesh spans: CPU worker threads or CUDA GPUs. */
 export type DeviceKind = 'cpu' | 'cuda';
 
 // Room kept after any list a writer reserved, for the few fixed attributes written after it.
 const argsTail = 16;
 
+/**
+ * The client of the native engine (one per process, from {@link engine}): records ops by code on
+ * tensor ids, flushes at the end of each JS task, and reads values back as typed arrays.
+ * `@dtorch/api`'s Tensor and ops are built on it; programs use those instead.
+ */
 export class Engine {
   /** Output metadata of the last record (the native `out` buffer; replaced when it grows). */
   out: Float64Array;
   private argsView: Float64Array;
+  /** The op table of the loaded addon, by op name (frozen). */
   readonly ops: Readonly<Record<string, OpInfo>>;
   private readonly slice: CoreSlice;
   private readonly dtypeCodes: Record<string, number>;
@@ -57,10 +64,12 @@ export class Engine {
     return info.code;
   }
 
+  /** The native code of dtype `name`. */
   dtypeCode(name: DTypeName): number {
     return this.dtypeCodes[name]!;
   }
 
+  /** The dtype of native code `code`; throws UNKNOWN_DTYPE for a code the addon does not have. */
   dtypeName(code: number): DTypeName {
     const name = this.dtypeByCode[code];
     if (!name) throw new DTorchError(ErrorCode.UnknownDtype, `unknown native dtype code ${code}`);
@@ -129,14 +138,20 @@ export class Engine {
     this.sites.capture(this.out[0]!);
   }
 
+  /** Drops the engine's reference to tensor `id` (what dispose() does); its memory is freed once queued work that reads it ran. */
   release(id: number): void {
     this.slice.release(id);
   }
 
+  /** Hands the ops recorded so far to the workers now, rather than at the end of the JS task. */
   flush(): void {
     this.slice.flush();
   }
 
+  /**
+   * Creates a mesh of `kind` devices (`devices` laid out row-major in `shape`) and returns its id;
+   * throws INVALID_MESH when they do not fit.
+   */
   createMesh(kind: DeviceKind, devices: number[], shape: number[]): number {
     return this.slice.createMesh(kind === 'cpu' ? 0 : 1, devices, shape);
   }
@@ -150,6 +165,10 @@ export class Engine {
     }
   }
 
+  /**
+   * Reads the full value of tensor `id`, blocking the JS thread until it is computed; throws
+   * TIMEOUT after DTORCH_READ_TIMEOUT_MS, and a kernel's failure with its call site.
+   */
   fetchSync(id: number): HostArray {
     try {
       return this.toHost(this.slice.fetchSync(id, config.readTimeoutMs));
@@ -165,6 +184,7 @@ export class Engine {
     await this.slice.sync();
   }
 
+  /** Live tensors and their bytes, in all and per device (as `tf.memory()`). */
   memory(): MemoryInfo {
     return this.slice.memory();
   }
@@ -174,10 +194,12 @@ export class Engine {
     return this.slice.settings();
   }
 
+  /** The engine's worker threads, one per device in use, with their threads and kernels run. */
   workers(): WorkerInfo[] {
     return this.slice.workers();
   }
 
+  /** Starts each device's peak memory again from what it holds now (as `torch.cuda.reset_peak_memory_stats`). */
   resetPeakMemory(): void {
     this.slice.resetPeakMemory();
   }

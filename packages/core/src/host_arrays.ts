@@ -2,7 +2,9 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 // Host arrays of each dtype: what reads return and what tensor() accepts.
 import type { HostArray } from './native_slice.js';
 
+/** Every dtype the engine knows, by its PyTorch name (torch.float32 is 'float32'). */
 export const dtypeNames = ['float32', 'float16', 'bfloat16', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool'] as const;
+/** A dtype name: one of {@link dtypeNames}, e.g. `'bfloat16'`. */
 export type DTypeName = (typeof dtypeNames)[number];
 
 /** The typed array a read of `dtype` returns (float16/bfloat16 widen to float32, bool to uint8). */

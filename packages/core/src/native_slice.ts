@@ -1,6 +1,8 @@
 // The typed contract of the addon's core slice (native/bindings/core_binding.cpp).
 
+/** One op of the native registry, as {@link CoreSlice.ops} lists it by name. */
 export interface OpInfo {
+  /** The op's code, what record() takes; fixed for a build, not across builds. */
   code: number;
   /** Tensor inputs; -1 for any number. */
   numInputs: number;
@@ -8,6 +10,7 @@ export interface OpInfo {
   attrs: string;
 }
 
+/** A read's result as the native side hands it over, before it becomes a {@link HostArray}. */
 export interface Fetched {
   /** Native dtype code of the tensor read. */
   dtype: number;
@@ -15,7 +18,9 @@ export interface Fetched {
   buffer: ArrayBuffer;
 }
 
+/** The memory of one device's worker, as {@link MemoryInfo.perDevice} lists it. */
 export interface DeviceMemoryInfo {
+  /** The device, e.g. `'cuda:0'` or `'cpu:3'`. */
   device: string;
   /** Live tensors with a part on this device. */
   numTensors: number;
@@ -29,7 +34,9 @@ export interface DeviceMemoryInfo {
 
 /** One placement signature row of an op, for one mesh dim (placement wire codes). */
 export interface SignatureRowInfo {
+  /** Each input's placement code: Shard(d) is d, Replicate -1, Partial -2 and below. */
   inputs: number[];
+  /** The output's placement code for these inputs. */
   output: number;
   /** Bit k: input k may also be Replicate, sliced locally. */
   slice: number;
@@ -37,13 +44,17 @@ export interface SignatureRowInfo {
 
 /** Where one rank's piece of a tensor lives. */
 export interface PieceInfo {
+  /** The device that holds it, e.g. `'cuda:1'`. */
   device: string;
+  /** The piece's local shape (the full shape, for a replicated or partial tensor). */
   shape: number[];
   /** Offset of the piece in the full tensor, per dim. */
   offset: number[];
 }
 
+/** One worker thread of the engine, one per device a mesh has named, for diagnostics. */
 export interface WorkerInfo {
+  /** The device it runs on, e.g. `'cuda:0'` or `'cpu:0'`. */
   device: string;
   /** Intra-op threads LibTorch uses on this worker's thread (0 before it ran anything). */
   intraOpThreads: number;
@@ -51,12 +62,17 @@ export interface WorkerInfo {
   kernelsRun: number;
 }
 
+/** What the engine holds, as TF.js's `tf.memory()` reports it: live tensors and their bytes, per device too. */
 export interface MemoryInfo {
+  /** Live tensors: recorded and not yet released. */
   numTensors: number;
+  /** Their logical bytes: the full shape's, however the tensor is split over devices. */
   numBytes: number;
+  /** One entry per worker's device. */
   perDevice: DeviceMemoryInfo[];
 }
 
+/** The typed arrays that carry tensor data between JS and the engine; int64 is a BigInt64Array. */
 export type HostArray =
   | Float32Array
   | Float64Array
@@ -68,20 +84,34 @@ export type HostArray =
 
 /** The engine's settings from the environment (native/common/env.h), as parsed. */
 export interface NativeSettings {
+  /** DTORCH_CPU_DEVICES: how many CPU devices (worker threads) meshes may name, 1 to 1024 (default 64). */
   cpuDevices: number;
   /** 0: unset (cores / CPU workers). */
   intraOpThreads: number;
+  /** DTORCH_COLLECTIVE_TIMEOUT_MS: how long a collective waits for its group before it fails with TIMEOUT (default 600000). */
   collectiveTimeoutMs: number;
+  /** DTORCH_CUDA_BATCHES_IN_FLIGHT: segments a GPU worker may have queued on its GPU before it waits, 0 to 1024 (default 4). */
   cudaBatchesInFlight: number;
+  /** DTORCH_NCCL: collectives between GPUs through NCCL; false: they meet in shared memory and copy (default true). */
   nccl: boolean;
+  /** DTORCH_COPY_ENGINES: all-gather and all-to-all between GPUs by copy-engine pulls rather than NCCL (default true). */
   copyEngines: boolean;
+  /** DTORCH_COPY_ENGINE_REDUCTIONS: GPU reductions and ring passes by copy-engine pulls too, not NCCL (default false). */
   copyEngineReductions: boolean;
+  /** DTORCH_FUSION: producer-consumer fusion of recorded ops in the controller (default true). */
   fusion: boolean;
+  /** DTORCH_RMS_NORM_KERNEL: `rmsNorm` on GPUs through DTorch's row kernel rather than LibTorch's ops (default true). */
   rmsNormKernel: boolean;
+  /** DTORCH_SCALAR_OP_KERNEL: a small GPU tensor plus or times a scalar through DTorch's kernel rather than LibTorch's (default true). */
   scalarOpKernel: boolean;
+  /** DTORCH_ROTARY_KERNEL: `applyRotaryEmb` on GPUs in DTorch's one-pass kernel rather than LibTorch's separate ones (default true). */
   rotaryKernel: boolean;
 }
 
+/**
+ * The addon's core slice: the native engine's recorder, reads and diagnostics, called only from
+ * the JS thread through {@link Engine}, which adds the checks and the call sites.
+ */
 export interface CoreSlice {
   /** Shared argument buffer: input ids, then attributes (the first one; growArgs replaces it). */
   args: Float64Array;
@@ -89,24 +119,44 @@ export interface CoreSlice {
   out: Float64Array;
   /** The args buffer with room for `n` values, what was written so far kept. */
   growArgs(n: number): Float64Array;
-  // Each record returns the grown `out` when the outputs needed more room, else undefined.
+  /**
+   * Records op `code` with `numInputs` ids then `numAttrs` attributes from `args`; writes the
+   * outputs' metadata to `out`, and returns the grown `out` when they needed more room, else undefined.
+   */
   record(code: number, numInputs: number, numAttrs: number): Float64Array | undefined;
+  /** Like record, for an op whose value is `data` (copied now), given as `sourceDtype`'s code. */
   recordData(code: number, numAttrs: number, data: HostArray, sourceDtype: number): Float64Array | undefined;
+  /** Records a redistribute of `id` to `placementCodes` on mesh `meshId`, its own or another (returns as record). */
   redistribute(id: number, meshId: number, placementCodes: number[]): Float64Array | undefined;
+  /** Each rank's piece of tensor `id`: device, shape and offset. */
   layout(id: number): PieceInfo[];
+  /** The steps (e.g. all-gather, local slice) a redistribute of `id` to `placementCodes` on its mesh would take. */
   planRedistribute(id: number, placementCodes: number[]): string[];
+  /** The placement rows op `code` has for the inputs and attributes in `args`; records nothing. */
   signatureRows(code: number, numInputs: number, numAttrs: number): SignatureRowInfo[];
+  /** Drops the engine's reference to tensor `id`; its memory is freed once queued work that reads it ran. A no-op after shutdown. */
   release(id: number): void;
+  /** Hands the open segment to the controller, to run on the workers. Never throws for a segment that fails: its reads do. */
   flush(): void;
+  /** Resolves with the full value of `id` once computed; rejects with the error of the op that failed. */
   fetch(id: number): Promise<Fetched>;
+  /** Blocks the JS thread until the value of `id` is computed; TIMEOUT after `timeoutMs`. */
   fetchSync(id: number, timeoutMs: number): Fetched;
+  /** Resolves when every worker has run everything recorded so far. */
   sync(): Promise<unknown>;
+  /** Creates a mesh of `kind` (0 cpu, 1 cuda) over `devices` in row-major `shape` and returns its id; INVALID_MESH when they do not fit. */
   createMesh(kind: number, devices: number[], shape: number[]): number;
+  /** The op table of this build, by op name. */
   ops(): Record<string, OpInfo>;
+  /** The native dtype codes, by dtype name ('float32', 'bfloat16', ...). */
   dtypes(): Record<string, number>;
+  /** Live tensors and their bytes, in all and per device. */
   memory(): MemoryInfo;
+  /** The engine's worker threads, one per device in use. */
   workers(): WorkerInfo[];
+  /** Starts each device's {@link DeviceMemoryInfo.peakBytes} again from what it holds now. */
   resetPeakMemory(): void;
+  /** Nodes a segment reaches before it is flushed (DTORCH_SEGMENT_NODES); INVALID_ARGUMENT outside 1 to 1,000,000. */
   setFlushThreshold(nodes: number): void;
   /** This process's native settings; throws INVALID_ARGUMENT naming a malformed one. */
   settings(): NativeSettings;
