@@ -15,21 +15,35 @@ import { StepProgress } from './progress.js';
 
 /** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
 export interface GenerateFlags {
+  /** --model: a hub id, a diffusers pipeline folder, or a built-in tiny model (tinyModels). */
   model: string;
+  /** --prompt. */
   prompt: string;
+  /** --out: the PNG to write (default image.png); several images get -0, -1, ... (outputPath). */
   out: string;
+  /** --negative-prompt. */
   negativePrompt?: string;
+  /** --steps: numInferenceSteps (default the pipeline's). */
   steps?: number;
   /** WIDTHxHEIGHT or one number (parseSize). */
   size?: string;
+  /** --seed of the initial latents (default 0). */
   seed: number;
+  /** --guidance: guidanceScale (default the pipeline's). */
   guidance?: number;
+  /** --true-cfg-scale: Flux's trueCfgScale. */
   trueCfgScale?: number;
+  /** --devices, for parseDevices. */
   devices?: string;
+  /** --parallel, for parseParallel. */
   parallel?: string;
+  /** --dtype of the parameters (default float32). */
   dtype?: dt.DType;
+  /** --images-per-prompt: numImagesPerPrompt. */
   imagesPerPrompt?: number;
+  /** --revision on the hub (branch, tag or commit). */
   revision?: string;
+  /** --local-files-only: the HF cache only, no download. */
   localFilesOnly?: boolean;
 }
 
@@ -83,6 +97,7 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(2)}s`;
 }
 
+/** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
   if (!/\.png$/i.test(flags.out)) throw invalid(`--out: ${JSON.stringify(flags.out)} is not a .png file; the images are written as PNG`);
   const size = flags.size === undefined ? undefined : parseSize(flags.size);

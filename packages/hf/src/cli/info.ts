@@ -22,6 +22,7 @@ export function versions(): { hf: string; api: string } {
   };
 }
 
+/** `bytes` in GiB with one decimal ("79.6 GiB"). */
 export function gib(bytes: number): string {
   return `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 }
@@ -44,6 +45,7 @@ export function infoLines(): string[] {
   return lines;
 }
 
+/** Runs `dtorch info`: prints infoLines(). */
 export function runInfo(): void {
   for (const line of infoLines()) console.log(line);
 }

@@ -48,6 +48,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
+/** The `dtorch` command and its subcommands, generate and info. */
 export function program(): Command {
   const cli = new Command('dtorch')
     .description('DTorch: diffusion pipelines on any mesh of devices, from the command line')

@@ -8,16 +8,22 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 
 /** The mesh dims the pipelines act on. */
 export const parallelDims = ['dp', 'cfg', 'ulysses', 'ring', 'tp'] as const;
+/** One of parallelDims. */
 export type ParallelDim = (typeof parallelDims)[number];
 
+/** --devices parsed. */
 export interface DeviceSpec {
+  /** The device type. */
   kind: 'cpu' | 'cuda';
   /** Device indices, in mesh order; undefined: "the first ones" (`--devices cpu`). */
   indices: number[] | undefined;
 }
 
+/** One `name=degree` of --parallel: a mesh dim. */
 export interface ParallelSpec {
+  /** The dim's name. */
   name: ParallelDim;
+  /** The dim's size, at least 1. */
   degree: number;
 }
 

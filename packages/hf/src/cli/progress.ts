@@ -5,6 +5,7 @@
 import { Presets, SingleBar } from 'cli-progress';
 import type { StepInfo } from '../pipelines/diffusion_pipeline.js';
 
+/** The denoising speed so far, as stepRate measures it. */
 export interface StepRate {
   /** Steps per second after the first; undefined after one step. */
   stepsPerSecond: number | undefined;
@@ -30,6 +31,7 @@ function formatRate(rate: number | undefined): string {
   return rate === undefined ? '-' : rate >= 10 ? rate.toFixed(1) : rate.toFixed(2);
 }
 
+/** The progress of `dtorch generate`'s denoising loop: a bar on a terminal, a line per step otherwise. */
 export class StepProgress {
   private readonly bar: SingleBar | undefined;
   private first: StepInfo | undefined;
