@@ -93,14 +93,17 @@ export function initialLatents(what: string, shape: readonly number[], seed: unk
   });
 }
 
+/** What denoise() runs: the schedule, the starting latents and one step. */
 export interface DenoiseLoop {
   /** The schedule's timesteps, one per step. */
   timesteps: readonly number[];
   /** The starting latents; freed after the first step unless `keepFirst` (the user's tensor). */
   latents: dt.Tensor;
+  /** The starting latents are the caller's: not freed. */
   keepFirst?: boolean;
   /** One step: the next latents from `latents` at timestep `t` (step `i`, 0-based); runs inside a tidy. */
   step: (latents: dt.Tensor, t: number, i: number) => dt.Tensor;
+  /** Called after each step (generate()'s onStep). */
   onStep?: (info: StepInfo) => void;
   /** performance.now() when generate() began, for StepInfo.elapsedMs. */
   startMs: number;

@@ -85,7 +85,9 @@ const prompts = (what: string, name: string, value: Prompt, batch: number) => pr
 
 /** Where the prompt's embeddings go and how the transformer reads them. */
 export interface SD3PromptTarget {
+  /** The transformer's mesh: the embeddings end there, whole on every device. */
   mesh: dt.DeviceMesh;
+  /** The transformer's joint_attention_dim: T5's width (the zeros' width without a T5). */
   jointAttentionDim: number;
 }
 

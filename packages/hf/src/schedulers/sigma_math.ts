@@ -4,10 +4,12 @@
 // float meeting a float32 array is rounded to float32 first (NumPy 2's rule, NEP 50).
 import type { TimeShiftType } from './flow_match_euler_discrete_config.js';
 
+/** Rounding of a result to an array dtype's precision. */
 export type Round = (x: number) => number;
 
 /** Rounding after each operation: none for float64, Math.fround for float32. */
 export const float64: Round = (x) => x;
+/** float32's rounding: Math.fround. */
 export const float32: Round = Math.fround;
 
 /** numpy.linspace(start, stop, num) in float64, step by step as numpy computes it. */

@@ -4,10 +4,15 @@
 import { AddedToken } from 'tokenizers';
 import { DTorchError, ErrorCode, describeValue } from '@dtorch/common';
 
+/** An added token with tokenizers' AddedToken flags, camelCase. */
 export interface AddedTokenSpec {
+  /** The token's text. */
   readonly content: string;
+  /** Matched only as a whole word (single_word). */
   readonly singleWord: boolean;
+  /** Also takes the whitespace on its left (lstrip). */
   readonly lstrip: boolean;
+  /** Also takes the whitespace on its right (rstrip). */
   readonly rstrip: boolean;
   /** Matched in the normalized text (true) or in the text as given (false). */
   readonly normalized: boolean;
@@ -46,6 +51,7 @@ export function parseAddedToken(where: string, value: unknown, special: boolean)
   });
 }
 
+/** An AddedTokenSpec of `content`: flags false unless given, `normalized` the opposite of `special`, as in tokenizers. */
 export function addedToken(content: string, flags: Partial<AddedTokenSpec> & { special: boolean }): AddedTokenSpec {
   return {
     content,
@@ -69,6 +75,7 @@ export function sameAddedToken(a: AddedTokenSpec, b: AddedTokenSpec): boolean {
   );
 }
 
+/** `token` as a tokenizers AddedToken, for the backend. */
 export function nativeAddedToken(token: AddedTokenSpec): AddedToken {
   return new AddedToken(token.content, token.special, {
     singleWord: token.singleWord,

@@ -88,6 +88,7 @@ function unkOf(named: ReadonlyMap<string, AddedTokenSpec>): string {
   return named.get('unk_token')?.content ?? '<|endoftext|>';
 }
 
+/** transformers' CLIPTokenizer: BPE from vocab.json and merges.txt (or tokenizer.json's vocabulary). */
 export const clipTokenizer: TokenizerClass = {
   name: 'CLIPTokenizer',
   specialTokenDefaults: { unk_token: '<|endoftext|>', bos_token: '<|startoftext|>', eos_token: '<|endoftext|>', pad_token: '<|endoftext|>' },

@@ -22,11 +22,15 @@ export interface EncodeOptions {
   addSpecialTokens?: boolean;
 }
 
+/** What encode() sets on the backend: the padding and truncation the options come to. */
 export interface EncodePlan {
+  /** How to pad: not at all, to the batch's longest, or to maxLength. */
   readonly padding: 'none' | 'longest' | 'max_length';
+  /** Truncate to maxLength. */
   readonly truncation: boolean;
   /** Set when padding is 'max_length' or truncation is on. */
   readonly maxLength: number | undefined;
+  /** Add the model's special tokens. */
   readonly addSpecialTokens: boolean;
 }
 
@@ -34,13 +38,17 @@ const OPTION_NAMES = ['padding', 'maxLength', 'truncation', 'addSpecialTokens'] 
 const PADDING = [false, true, 'longest', 'max_length', 'do_not_pad'] as const;
 const TRUNCATION = [false, true, 'longest_first', 'only_first', 'do_not_truncate'] as const;
 
+/** What planEncode needs to know of the tokenizer. */
 export interface PaddingFacts {
+  /** The length 'max_length' padding and truncation default to. */
   readonly modelMaxLength: number;
+  /** The pad token; padding needs one. */
   readonly padToken: string | undefined;
   /** Names the tokenizer in messages. */
   readonly description: string;
 }
 
+/** encode()'s options checked and resolved by transformers' rules (see the header). */
 export function planEncode(value: unknown, tokenizer: PaddingFacts): EncodePlan {
   const options = checkKnownOptions<EncodeOptions>('encode options', value, OPTION_NAMES);
   const { padding = false, truncation, maxLength } = options;

@@ -27,18 +27,27 @@ export interface DecodeOptions {
 
 /** What AutoTokenizer assembles; not for users to build. */
 export interface TokenizerParts {
+  /** The tokenizers.Tokenizer. */
   readonly backend: Tokenizer;
   /** The source and subfolder, for messages. */
   readonly description: string;
+  /** PreTrainedTokenizer.tokenizerClass. */
   readonly tokenizerClass: string | undefined;
+  /** PreTrainedTokenizer.modelMaxLength. */
   readonly modelMaxLength: number;
+  /** PreTrainedTokenizer.paddingSide. */
   readonly paddingSide: Side;
+  /** PreTrainedTokenizer.truncationSide. */
   readonly truncationSide: Side;
+  /** The named special tokens by name ("pad_token"). */
   readonly specialTokens: ReadonlyMap<string, AddedTokenSpec>;
+  /** decode()'s default for cleanUpTokenizationSpaces. */
   readonly cleanUpTokenizationSpaces: boolean;
   /** Clean up BPE output too (transformers skips it for BPE models unless told). */
   readonly cleanUpBpe: boolean;
+  /** The model is BPE (its decode skips the spaces clean-up unless cleanUpBpe). */
   readonly isBpe: boolean;
+  /** The class's step after decoding (TokenizerClass.cleanDecoded), if any. */
   readonly cleanDecoded: ((text: string) => string) | undefined;
 }
 

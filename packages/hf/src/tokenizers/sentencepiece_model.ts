@@ -49,14 +49,21 @@ export const PieceType = { Normal: 1, Unknown: 2, Control: 3, UserDefined: 4, Un
 /** TrainerSpec.ModelType */
 export const ModelType = { Unigram: 1, Bpe: 2, Word: 3, Char: 4 } as const;
 
+/** One piece of the vocabulary (ModelProto.SentencePiece). */
 export interface SentencePiece {
+  /** The piece's text (▁ for a space). */
   readonly piece: string;
+  /** Its score: the log probability for Unigram, the merge priority for BPE. */
   readonly score: number;
+  /** A PieceType value. */
   readonly type: number;
 }
 
+/** The fields of a ModelProto this package reads, camelCase. */
 export interface SentencePieceModel {
+  /** The vocabulary, in id order. */
   readonly pieces: readonly SentencePiece[];
+  /** TrainerSpec's model type, special ids and pieces. */
   readonly trainerSpec: {
     readonly modelType: number;
     readonly byteFallback: boolean;
@@ -69,6 +76,7 @@ export interface SentencePieceModel {
     readonly eosPiece: string;
     readonly padPiece: string;
   };
+  /** NormalizerSpec's fields. */
   readonly normalizerSpec: {
     readonly name: string;
     /** base64, as tokenizer.json's Precompiled normalizer holds it ('' when the model has none) */

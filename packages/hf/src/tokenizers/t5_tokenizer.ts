@@ -43,6 +43,7 @@ function precompiledCharsmapOf(json: TokenizerJson): string | undefined {
   return precompiled?.precompiled_charsmap as string | undefined;
 }
 
+/** transformers' T5Tokenizer: Unigram from spiece.model (or tokenizer.json's vocabulary), with the <extra_id_N> sentinels. */
 export const t5Tokenizer: TokenizerClass = {
   name: 'T5Tokenizer',
   specialTokenDefaults: { eos_token: '</s>', unk_token: '<unk>', pad_token: '<pad>' },

@@ -9,6 +9,7 @@ import type { TokenizerJson } from './tokenizer_json.js';
 
 /** A backend to load: its JSON, and a model to put in place of the JSON's once loaded. */
 export interface Backend {
+  /** The tokenizer.json to load. */
   readonly json: TokenizerJson;
   /**
    * Given where the model holds floats (Unigram scores): tokenizers' JSON reader may land 1 ulp
@@ -17,6 +18,7 @@ export interface Backend {
   readonly model?: Model;
 }
 
+/** A tokenizer class built from transformers' code (clipTokenizer, t5Tokenizer). */
 export interface TokenizerClass {
   /** transformers' class name, "CLIPTokenizer" */
   readonly name: string;

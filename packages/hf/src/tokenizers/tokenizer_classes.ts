@@ -6,6 +6,7 @@ import type { TokenizerClass } from './tokenizer_class.js';
 
 const CLASSES: readonly TokenizerClass[] = [clipTokenizer, t5Tokenizer];
 
+/** The class of tokenizer_config.json's tokenizer_class `name`, if DTorch builds it from transformers' code. */
 export function tokenizerClassNamed(name: string | undefined): TokenizerClass | undefined {
   return CLASSES.find((c) => c.name === name);
 }

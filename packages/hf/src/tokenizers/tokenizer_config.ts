@@ -16,12 +16,17 @@ export const SPECIAL_TOKEN_NAMES = ['bos_token', 'eos_token', 'unk_token', 'sep_
 /** Which end padding or truncation acts on (transformers' padding_side, truncation_side). */
 export type Side = 'left' | 'right';
 
+/** tokenizer_config.json with special_tokens_map.json, camelCase, as transformers reads them. */
 export interface TokenizerConfig {
   /** The class transformers builds (tokenizer_class, "Fast" suffix dropped), when the config names one. */
   readonly tokenizerClass: string | undefined;
+  /** model_max_length (transformers' 1e30 when absent). */
   readonly modelMaxLength: number;
+  /** padding_side, when given. */
   readonly paddingSide: Side | undefined;
+  /** truncation_side, when given. */
   readonly truncationSide: Side | undefined;
+  /** clean_up_tokenization_spaces: decode()'s default. */
   readonly cleanUpTokenizationSpaces: boolean;
   /** clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output */
   readonly cleanUpBpe: boolean;

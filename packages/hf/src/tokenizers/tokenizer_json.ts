@@ -4,15 +4,25 @@
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { addedToken, type AddedTokenSpec } from './added_token.js';
 
+/** A tokenizer.json: the parts this package reads typed, the rest as JSON. */
 export interface TokenizerJson {
+  /** The format version ("1.0"). */
   version?: string;
+  /** The saved truncation settings; its direction is a default truncation side. */
   truncation?: { direction?: string } | null;
+  /** The saved padding settings; its direction and pad_token are defaults. */
   padding?: { direction?: string; pad_token?: string } | null;
+  /** The added tokens with their ids and flags. */
   added_tokens?: { id: number; content: string; single_word?: boolean; lstrip?: boolean; rstrip?: boolean; normalized?: boolean; special?: boolean }[];
+  /** The normalizer, as tokenizers serializes it. */
   normalizer?: Record<string, unknown> | null;
+  /** The pre-tokenizer, as tokenizers serializes it. */
   pre_tokenizer?: Record<string, unknown> | null;
+  /** The post-processor (the special tokens around a sequence). */
   post_processor?: Record<string, unknown> | null;
+  /** The decoder, as tokenizers serializes it. */
   decoder?: Record<string, unknown> | null;
+  /** The model (BPE, Unigram, WordPiece, ...) with its vocabulary. */
   model: { type?: string; [key: string]: unknown };
 }
 
