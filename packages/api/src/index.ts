@@ -52,9 +52,15 @@ export {
   where, maskedFill, clamp, neg, abs, relu, square, floor, round, exp, log, log2, sqrt, rsqrt, reciprocal,
   sin, cos, tanh, sigmoid, silu, gelu, quickGelu, isnan, isinf,
 } from './ops/elementwise.js';
+/** A binary op's operand: a Tensor, or a JS number or boolean taken as a Python scalar. */
+export type { Operand } from './ops/elementwise.js';
 export { outer, einsum } from './ops/nn.js';
 export * as functional from './functional.js';
 export * as F from './functional.js';
+/** A size per spatial dim of the image ops (F.conv2d, F.avgPool2d, ...): one number for both H and W, or [h, w]. */
+export type { Pair } from './ops/image.js';
+/** The options of F.layerNorm and F.groupNorm: an optional affine weight and bias, and eps. */
+export type { NormOptions } from './ops/nn.js';
 export { matmul } from './ops/matmul.js';
 export { sum, mean, any, all, max, min, argmax, softmax, logSoftmax, type ValuesIndices } from './ops/reduction.js';
 export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';

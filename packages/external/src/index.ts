@@ -4,6 +4,7 @@
 export {
   torchInfo,
   describeRuntime,
+  dtorchVersion,
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
   setCudaSMCarveout,

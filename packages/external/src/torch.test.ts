@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { describeRuntime, torchInfo } from './torch.js';
+import { describeRuntime, dtorchVersion, torchInfo } from './torch.js';
 
 // What the addon reports is checked against facts gathered without it: the LibTorch the build
 // recorded (.dtorch/torch.json, written by setup or the device harness) and the NVIDIA GPUs of
@@ -28,7 +28,9 @@ describe('torch facts', () => {
     expect(info.cpuCores).toBeGreaterThanOrEqual(1);
     expect(info.parallelInfo).toContain('at::get_num_threads()');
     const text = describeRuntime();
-    expect(text).toContain(`LibTorch ${info.libtorchVersion}`);
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(text.split('\n')[0]).toBe(`DTorch ${version} on LibTorch ${info.libtorchVersion}`);
+    expect(dtorchVersion).toBe(version);
     expect(text).toContain(info.builtWithCuda ? `CUDA: ${info.cudaDeviceCount} device(s)` : 'CUDA: not built with CUDA');
     expect(info.cudaDevices.map((d) => d.index)).toEqual(Array.from({ length: info.cudaDeviceCount }, (_, i) => i));
     for (const d of info.cudaDevices) {

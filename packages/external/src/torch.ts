@@ -1,5 +1,9 @@
 // Facts about the LibTorch the addon runs on and the devices it sees.
+import { readFileSync } from 'node:fs';
 import { DTorchError, ErrorCode, native } from '@dtorch/common';
+
+/** DTorch's version (the packages are versioned together by changesets), e.g. "0.1.0". */
+export const dtorchVersion: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 interface ExternalSlice {
   torchInfo(): TorchInfo;
@@ -134,7 +138,7 @@ export function stopKernelTrace(top = 10): KernelTrace {
 export function describeRuntime(): string {
   const info = torchInfo();
   return [
-    `LibTorch ${info.libtorchVersion}`,
+    `DTorch ${dtorchVersion} on LibTorch ${info.libtorchVersion}`,
     `CPU cores: ${info.cpuCores}`,
     `CUDA: ${info.builtWithCuda ? `${info.cudaDeviceCount} device(s)` : 'not built with CUDA'}`,
     ...(info.builtWithCuda ? [`NCCL: ${info.ncclVersion || 'not found (GPUs exchange data by peer copies)'}`] : []),
