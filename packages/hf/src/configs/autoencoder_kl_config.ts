@@ -7,30 +7,43 @@ import { PretrainedConfig, dictReader } from './pretrained_config.js';
 /** diffusers' get_activation names (lower-cased, as diffusers looks them up); mish is not in DTorch. */
 export const vaeActivationNames: readonly string[] = ['silu', 'swish', 'gelu', 'relu'];
 
+/** diffusers' AutoencoderKL config: the VAE's sizes and latent scaling (config.json keys in camelCase, diffusers' defaults). */
 export class AutoencoderKLConfig extends PretrainedConfig {
+  /** `in_channels`: the image's channels (default 3). */
   readonly inChannels: number;
+  /** `out_channels`: the decoded image's channels (default 3). */
   readonly outChannels: number;
   /** One per resolution; each "DownEncoderBlock2D". */
   readonly downBlockTypes: readonly string[];
   /** One per resolution; each "UpDecoderBlock2D". */
   readonly upBlockTypes: readonly string[];
+  /** `block_out_channels`: the channels at each resolution, highest first (default [64]; SD and Flux: [128, 256, 512, 512]). */
   readonly blockOutChannels: readonly number[];
   /** ResNets per encoder block (the decoder's blocks have one more). */
   readonly layersPerBlock: number;
   /** Lower-cased, as diffusers' get_activation reads it. */
   readonly actFn: string;
+  /** `latent_channels`: channels of the latent (default 4; 16 for SD3 and Flux). */
   readonly latentChannels: number;
+  /** `norm_num_groups`: groups of every GroupNorm (default 32). */
   readonly normNumGroups: number;
   /** The image size the tiles of tiled decoding take ([height, width] when the file gives two). */
   readonly sampleSize: number | readonly [number, number];
+  /** `scaling_factor`: latents are (z - shift) * scaling_factor for the denoiser (default 0.18215, SD 1.x). */
   readonly scalingFactor: number;
+  /** `shift_factor`: subtracted from the latents before scaling (SD3, Flux); null when absent. */
   readonly shiftFactor: number | null;
+  /** `latents_mean`: per-channel latent means, which some pipelines normalise with in place of shift and scale; null when absent. */
   readonly latentsMean: readonly number[] | null;
+  /** `latents_std`: per-channel latent standard deviations, with latents_mean; null when absent. */
   readonly latentsStd: readonly number[] | null;
   /** Pipelines run this VAE in float32 when the rest is float16 (diffusers' force_upcast). */
   readonly forceUpcast: boolean;
+  /** `use_quant_conv`: a 1x1 conv after the encoder, checkpoint keys quant_conv.* (default true; false for SD3 and Flux). */
   readonly useQuantConv: boolean;
+  /** `use_post_quant_conv`: a 1x1 conv before the decoder, checkpoint keys post_quant_conv.* (default true; false for SD3 and Flux). */
   readonly usePostQuantConv: boolean;
+  /** `mid_block_add_attention`: the mid blocks have a self-attention between their two ResNets (default true). */
   readonly midBlockAddAttention: boolean;
 
   constructor(reader: ConfigReader) {
@@ -71,6 +84,7 @@ export class AutoencoderKLConfig extends PretrainedConfig {
     return this.blockOutChannels.length - 1;
   }
 
+  /** Reads a vae/config.json; a missing key takes diffusers' default, a wrong type is a BAD_CONFIG error naming it. */
   static fromFile(path: string): AutoencoderKLConfig {
     return new AutoencoderKLConfig(ConfigReader.fromFile(path));
   }

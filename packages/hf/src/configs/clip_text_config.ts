@@ -4,18 +4,29 @@ import { ConfigReader, type JsonObject } from './config_file.js';
 import { PretrainedConfig, dictReader } from './pretrained_config.js';
 import { activationNames } from '../models/activations.js';
 
+/** transformers' CLIPTextConfig: the CLIP text encoder's sizes (config.json keys in camelCase, transformers' defaults). */
 export class CLIPTextConfig extends PretrainedConfig {
+  /** `vocab_size`: rows of the token embedding (default 49408). */
   readonly vocabSize: number;
+  /** `hidden_size`: the hidden width (default 512; CLIP-L 768, CLIP-G 1280). */
   readonly hiddenSize: number;
+  /** `intermediate_size`: the MLP's inner width (default 2048). */
   readonly intermediateSize: number;
+  /** `projection_dim`: the width of text_projection's output (default 512; null reads as 512). */
   readonly projectionDim: number;
+  /** `num_hidden_layers`: encoder layers (default 12). */
   readonly numHiddenLayers: number;
+  /** `num_attention_heads`: attention heads, dividing hidden_size (default 8). */
   readonly numAttentionHeads: number;
+  /** `max_position_embeddings`: the longest sequence, rows of the position embedding (default 77). */
   readonly maxPositionEmbeddings: number;
   /** "quick_gelu" (CLIP-L), "gelu" (CLIP-G), "gelu_new", "relu", ... */
   readonly hiddenAct: string;
+  /** `layer_norm_eps`: the layer norms' epsilon (default 1e-5). */
   readonly layerNormEps: number;
+  /** `pad_token_id` (default 1). */
   readonly padTokenId: number | null;
+  /** `bos_token_id` (default 49406). */
   readonly bosTokenId: number | null;
   /** 2 is the legacy value: the pooled output is then taken at the largest id of each row. */
   readonly eosTokenId: number | null;
@@ -45,10 +56,12 @@ export class CLIPTextConfig extends PretrainedConfig {
     this.keepUnread(reader);
   }
 
+  /** Each head's width: hiddenSize / numAttentionHeads. */
   get headDim(): number {
     return this.hiddenSize / this.numAttentionHeads;
   }
 
+  /** Reads a config.json (a CLIPModel's gives its "text_config"); a missing key takes transformers' default. */
   static fromFile(path: string): CLIPTextConfig {
     return new CLIPTextConfig(ConfigReader.fromFile(path));
   }

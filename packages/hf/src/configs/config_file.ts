@@ -5,7 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { DTorchError, ErrorCode, describeValue } from '@dtorch/common';
 
+/** A JSON value, as JSON.parse gives it. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+/** A JSON object: a config file's top level, or a nested config in it. */
 export type JsonObject = { [key: string]: Json };
 
 /** Reads and parses `path` as a JSON object; a missing file or bad JSON is a DTorchError naming it. */
@@ -37,7 +39,9 @@ const is: Record<Kind, (v: unknown) => boolean> = {
 
 /** Typed reads of one config object; remembers which keys were read. */
 export class ConfigReader {
+  /** The file the keys come from, as errors name it ('X (from a dict)' for a config built in code). */
   readonly file: string;
+  /** The parsed object, every key as the file has it. */
   readonly json: JsonObject;
   readonly #read = new Set<string>();
 
@@ -46,6 +50,7 @@ export class ConfigReader {
     this.json = json;
   }
 
+  /** A reader of the JSON object in `path` (see {@link readJsonFile} for the errors). */
   static fromFile(path: string): ConfigReader {
     return new ConfigReader(path, readJsonFile(path));
   }
@@ -73,14 +78,17 @@ export class ConfigReader {
     return this.#get(key, 'integer', fallback, fallback === undefined, false) as number;
   }
 
+  /** A finite number; `fallback` when absent (or a BAD_CONFIG error when there is no fallback). */
   number(key: string, fallback?: number): number {
     return this.#get(key, 'number', fallback, fallback === undefined, false) as number;
   }
 
+  /** A string; `fallback` when absent (or a BAD_CONFIG error when there is no fallback). */
   string(key: string, fallback?: string): string {
     return this.#get(key, 'string', fallback, fallback === undefined, false) as string;
   }
 
+  /** A boolean; `fallback` when absent (or a BAD_CONFIG error when there is no fallback). */
   boolean(key: string, fallback?: boolean): boolean {
     return this.#get(key, 'boolean', fallback, fallback === undefined, false) as boolean;
   }
@@ -90,6 +98,7 @@ export class ConfigReader {
     return this.#get(key, 'integer', fallback, false, true) as number | null;
   }
 
+  /** A string, null, or absent (`fallback`). */
   optionalString(key: string, fallback: string | null = null): string | null {
     return this.#get(key, 'string', fallback, false, true) as string | null;
   }

@@ -3,8 +3,11 @@
 import { ConfigReader, type JsonObject } from './config_file.js';
 import { PretrainedConfig, dictReader } from './pretrained_config.js';
 
+/** diffusers' FluxTransformer2DModel config: the Flux transformer's sizes (config.json keys in camelCase, diffusers' defaults: FLUX.1's). */
 export class FluxTransformer2DConfig extends PretrainedConfig {
+  /** `patch_size` (default 1): the pipeline packs 2x2 latent patches itself, so the model sees one token per packed patch. */
   readonly patchSize: number;
+  /** `in_channels`: channels of each packed latent token (default 64: 16 latent channels x 2x2). */
   readonly inChannels: number;
   /** out_channels, or in_channels when it is null or absent (as diffusers). */
   readonly outChannels: number;
@@ -12,7 +15,9 @@ export class FluxTransformer2DConfig extends PretrainedConfig {
   readonly numLayers: number;
   /** Single-stream blocks (the joint sequence through one set of weights). */
   readonly numSingleLayers: number;
+  /** `attention_head_dim`: each head's width (default 128). */
   readonly attentionHeadDim: number;
+  /** `num_attention_heads`: attention heads (default 24). */
   readonly numAttentionHeads: number;
   /** Width of encoder_hidden_states (T5's d_model). */
   readonly jointAttentionDim: number;
@@ -57,6 +62,7 @@ export class FluxTransformer2DConfig extends PretrainedConfig {
     return this.numAttentionHeads * this.attentionHeadDim;
   }
 
+  /** Reads a transformer/config.json; a missing key takes diffusers' default, a wrong type is a BAD_CONFIG error naming it. */
   static fromFile(path: string): FluxTransformer2DConfig {
     return new FluxTransformer2DConfig(ConfigReader.fromFile(path));
   }

@@ -7,6 +7,11 @@ import { ConfigReader, type JsonObject } from './config_file.js';
 
 const dtypes: Record<string, dt.DType> = { float32: 'float32', float16: 'float16', bfloat16: 'bfloat16', float64: 'float64' };
 
+/**
+ * What every model config shares: the file it came from, the saved dtype, and the keys it does not
+ * read (`extra`). Subclasses read their keys with transformers' or diffusers' defaults; each has
+ * `fromFile(path)` and `fromDict(keys)`.
+ */
 export abstract class PretrainedConfig {
   /** The file the config was read from ('<dict>' when built in code). */
   readonly file: string;

@@ -5,23 +5,36 @@ import { PretrainedConfig, dictReader } from './pretrained_config.js';
 
 /** The query/key norms SD3.5 uses ('rms_norm') and the other per-head one diffusers has for SD3 blocks. */
 export const sd3QkNorms = ['rms_norm', 'layer_norm'] as const;
+/** `qk_norm`: the per-head norm of queries and keys in the joint attention. */
 export type SD3QkNorm = (typeof sd3QkNorms)[number];
 
+/** diffusers' SD3Transformer2DModel config: the MMDiT's sizes (config.json keys in camelCase, diffusers' defaults). */
 export class SD3Transformer2DConfig extends PretrainedConfig {
+  /** `sample_size`: the latent height and width trained at (default 128); the pipeline's default image size is this times the VAE's scale factor. */
   readonly sampleSize: number;
+  /** `patch_size`: latent pixels per patch side (default 2). */
   readonly patchSize: number;
+  /** `in_channels`: the latent's channels (default 16). */
   readonly inChannels: number;
+  /** `num_layers`: joint transformer blocks (default 18). */
   readonly numLayers: number;
+  /** `attention_head_dim`: each head's width (default 64). */
   readonly attentionHeadDim: number;
+  /** `num_attention_heads`: attention heads (default 18). */
   readonly numAttentionHeads: number;
+  /** `joint_attention_dim`: the width of encoder_hidden_states, the text embeddings (default 4096). */
   readonly jointAttentionDim: number;
+  /** `caption_projection_dim`: the text stream's width after context_embedder, equal to innerDim (default 1152). */
   readonly captionProjectionDim: number;
+  /** `pooled_projection_dim`: the width of pooled_projections, the two CLIPs' pooled outputs side by side (default 2048). */
   readonly pooledProjectionDim: number;
+  /** `out_channels`: channels of the predicted velocity (default 16; null means in_channels). */
   readonly outChannels: number;
   /** The largest latent height / width in patches; position embeddings are cropped from its grid. */
   readonly posEmbedMaxSize: number;
   /** Blocks with a second (image-only) attention, SD3.5's MMDiT-X; [] for SD3. */
   readonly dualAttentionLayers: readonly number[];
+  /** `qk_norm`: "rms_norm" for SD3.5; null (the default, SD3) for none. */
   readonly qkNorm: SD3QkNorm | null;
 
   constructor(reader: ConfigReader) {
@@ -63,6 +76,7 @@ export class SD3Transformer2DConfig extends PretrainedConfig {
     return this.numAttentionHeads * this.attentionHeadDim;
   }
 
+  /** Reads a transformer/config.json; a missing key takes diffusers' default, a wrong type is a BAD_CONFIG error naming it. */
   static fromFile(path: string): SD3Transformer2DConfig {
     return new SD3Transformer2DConfig(ConfigReader.fromFile(path));
   }

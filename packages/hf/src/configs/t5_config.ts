@@ -3,25 +3,39 @@ import { ConfigReader, type JsonObject } from './config_file.js';
 import { PretrainedConfig, dictReader } from './pretrained_config.js';
 import { activationNames } from '../models/activations.js';
 
+/** transformers' T5Config: the T5 encoder's sizes (config.json keys in camelCase, transformers' defaults: t5-small's). */
 export class T5Config extends PretrainedConfig {
+  /** `vocab_size`: rows of the shared token embedding (default 32128). */
   readonly vocabSize: number;
+  /** `d_model`: the hidden width (default 512). */
   readonly dModel: number;
   /** Size of each head's key/value projection. */
   readonly dKv: number;
+  /** `d_ff`: the feed-forward's inner width (default 2048). */
   readonly dFf: number;
+  /** `num_layers`: encoder blocks (default 6). */
   readonly numLayers: number;
+  /** `num_heads`: attention heads (default 8). */
   readonly numHeads: number;
+  /** `relative_attention_num_buckets`: buckets of the relative position bias (default 32). */
   readonly relativeAttentionNumBuckets: number;
+  /** `relative_attention_max_distance`: the distance beyond which relative positions share a bucket (default 128). */
   readonly relativeAttentionMaxDistance: number;
+  /** `dropout_rate` (default 0.1); read and kept, inference does not use it. */
   readonly dropoutRate: number;
+  /** `layer_norm_epsilon`: the RMS norms' epsilon (default 1e-6). */
   readonly layerNormEpsilon: number;
+  /** `initializer_factor`: the scale of transformers' weight init (default 1.0); kept, weights come from the checkpoint. */
   readonly initializerFactor: number;
   /** "relu" (T5 v1.0) or "gated-gelu" (v1.1), or `[gated-]<activation>`. */
   readonly feedForwardProj: string;
   /** The feed-forward activation: the part after "gated-" ("gated-gelu" means "gelu_new"). */
   readonly denseActFn: string;
+  /** Whether the feed-forward is gated (wi_0, wi_1): feed_forward_proj starts with "gated-". */
   readonly isGatedAct: boolean;
+  /** `pad_token_id` (default 0). */
   readonly padTokenId: number | null;
+  /** `eos_token_id` (default 1). */
   readonly eosTokenId: number | null;
 
   constructor(reader: ConfigReader) {
@@ -55,6 +69,7 @@ export class T5Config extends PretrainedConfig {
     this.keepUnread(reader);
   }
 
+  /** Reads a config.json; a missing key takes transformers' default, a wrong type is a BAD_CONFIG error naming it. */
   static fromFile(path: string): T5Config {
     return new T5Config(ConfigReader.fromFile(path));
   }
