@@ -9,6 +9,7 @@ export interface SourceOptions extends RepoOptions {
   subfolder?: string;
 }
 
+/** The options of a model's fromPretrained: where the files are, and the mesh and dtype to load onto. */
 export interface FromPretrainedOptions extends SourceOptions {
   /** Where the parameters live; default one CPU device. A 'tp' dim splits layers, 'dp' the batch. */
   mesh?: dt.DeviceMesh;

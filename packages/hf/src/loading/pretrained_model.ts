@@ -12,19 +12,30 @@ import { fetchWeights } from './weight_files.js';
 
 /** Where a model's parameters live and their dtype (as nn layers take them). */
 export interface ModelOptions {
+  /** The mesh the parameters live on; default dt.defaultMesh(). */
   mesh?: dt.DeviceMesh;
+  /** The parameters' dtype; a model defaults to its config's dtype, else float32. */
   dtype?: dt.DType;
 }
 
+/** A model class as fromPretrained sees it (`this`): its constructor and its statics. */
 export interface PretrainedModelClass<M extends PreTrainedModel> {
   new (config: never, options?: ModelOptions): M;
+  /** The class's name, as messages give it. */
   readonly name: string;
   /** Reads the model's config.json. */
   readConfig(path: string): PretrainedConfig;
+  /** Other checkpoint names of the module key `key` (see {@link PreTrainedModel.keyAliases}). */
   keyAliases(key: string): readonly string[];
+  /** Checkpoint keys the model lacks and skips without a warning (see {@link PreTrainedModel.ignoredCheckpointKeys}). */
   readonly ignoredCheckpointKeys: readonly RegExp[];
 }
 
+/**
+ * The base of every model of this package: an nn.Module whose parameters are named as the
+ * checkpoint's keys, with transformers' from_pretrained (config.json and safetensors weights, from
+ * a folder or the hub, each rank reading only its own slice of each tensor).
+ */
 export abstract class PreTrainedModel extends nn.Module {
   /**
    * Other names a checkpoint may give the module key `key`, tried when the key itself is absent

@@ -19,6 +19,7 @@
 // output with gatherSequence.
 import * as dt from '@dtorch/api';
 
+/** The mesh dim names that split a sequence by tokens: 'ulysses' (heads traded for tokens) and 'ring' (keys and values passed round). */
 export const sequenceParallelDimNames = ['ulysses', 'ring'] as const;
 
 /** Input name to the dim split over 'ulysses' / 'ring' (and, for batch-first inputs, dim 0 over 'dp' and, where it divides, 'cfg'). */

@@ -12,6 +12,11 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
+/**
+ * How a layer splits over 'tp': 'colwise' splits a Linear's output features (an Embedding's
+ * embedding dim), its output left sharded; 'rowwise' a Linear's input features, its partial sums
+ * all-reduced. A colwise layer followed by a rowwise one costs one all-reduce.
+ */
 export type TpStyle = 'colwise' | 'rowwise';
 
 /** Module path patterns ('*' matches one path part, e.g. 'encoder.block.*.layer.0.SelfAttention.q') to styles. */

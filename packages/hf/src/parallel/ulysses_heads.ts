@@ -36,7 +36,9 @@ export function splitTokens(t: dt.Tensor): dt.Tensor {
 
 /** Which dims of a per-head tensor hold the tokens and the heads: [B, H, N, E] by default, or token-major [B, N, H, E]. */
 export interface HeadLayout {
+  /** 2 in [B, H, N, E], 1 in [B, N, H, E]. */
   tokenDim: number;
+  /** 1 in [B, H, N, E], 2 in [B, N, H, E]. */
   headDim: number;
 }
 const headMajor: HeadLayout = { tokenDim: 2, headDim: 1 };
