@@ -2,6 +2,7 @@
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
+/** An elementwise activation function. */
 export type Activation = (x: dt.Tensor) => dt.Tensor;
 
 const activations: Record<string, Activation> = {

@@ -4,12 +4,19 @@ import * as nn from '@dtorch/nn';
 import type { CLIPTextConfig } from '../../configs/clip_text_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
+/** transformers' CLIPAttention: multi-head self-attention, projections with biases; a layer's self_attn. */
 export class CLIPAttention extends nn.Module {
+  /** The config's num_attention_heads. */
   readonly numHeads: number;
+  /** Each head's width, hiddenSize / numHeads. */
   readonly headDim: number;
+  /** hiddenSize to hiddenSize. */
   k_proj: nn.Linear;
+  /** hiddenSize to hiddenSize. */
   v_proj: nn.Linear;
+  /** hiddenSize to hiddenSize. */
   q_proj: nn.Linear;
+  /** hiddenSize to hiddenSize, after the heads are joined. */
   out_proj: nn.Linear;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {

@@ -6,9 +6,13 @@ import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { activation, type Activation } from '../activations.js';
 import { CLIPAttention } from './clip_attention.js';
 
+/** transformers' CLIPMLP: fc2(act(fc1(x))); a layer's mlp. */
 export class CLIPMLP extends nn.Module {
+  /** The activation of the config's hidden_act. */
   readonly act: Activation;
+  /** hiddenSize to intermediateSize. */
   fc1: nn.Linear;
+  /** intermediateSize to hiddenSize. */
   fc2: nn.Linear;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
@@ -18,15 +22,21 @@ export class CLIPMLP extends nn.Module {
     this.fc2 = new nn.Linear(config.intermediateSize, config.hiddenSize, options);
   }
 
+  /** [..., hiddenSize] to [..., hiddenSize]. */
   forward(x: dt.Tensor): dt.Tensor {
     return this.fc2.forward(this.act(this.fc1.forward(x)));
   }
 }
 
+/** transformers' CLIPEncoderLayer: pre-norm attention and MLP residuals; checkpoint keys encoder.layers.N.*. */
 export class CLIPEncoderLayer extends nn.Module {
+  /** The self-attention (causal, padding masked). */
   self_attn: CLIPAttention;
+  /** The norm before self_attn. */
   layer_norm1: nn.LayerNorm;
+  /** fc1, the activation, fc2. */
   mlp: CLIPMLP;
+  /** The norm before mlp. */
   layer_norm2: nn.LayerNorm;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
@@ -38,13 +48,16 @@ export class CLIPEncoderLayer extends nn.Module {
     this.layer_norm2 = new nn.LayerNorm(config.hiddenSize, norm);
   }
 
+  /** The layer's output [batch, length, hiddenSize]; `mask` as CLIPAttention.forward takes it. */
   forward(x: dt.Tensor, mask: dt.Tensor | undefined): dt.Tensor {
     const attended = x.add(this.self_attn.forward(this.layer_norm1.forward(x), mask));
     return attended.add(this.mlp.forward(this.layer_norm2.forward(attended)));
   }
 }
 
+/** transformers' CLIPEncoder: the stack of layers, checkpoint keys text_model.encoder.*. */
 export class CLIPEncoder extends nn.Module {
+  /** numHiddenLayers CLIPEncoderLayers, checkpoint keys encoder.layers.N.*. */
   layers: nn.ModuleList<CLIPEncoderLayer>;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {

@@ -13,6 +13,7 @@ import { batchInput } from '../../parallel/batch.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
 import { CLIPEncoder } from './clip_encoder.js';
 
+/** Heads and MLP features over 'tp': q/k/v and fc1 colwise, out_proj and fc2 rowwise (one all-reduce each). */
 export const clipTpPlan: TpPlan = {
   'text_model.encoder.layers.*.self_attn.q_proj': 'colwise',
   'text_model.encoder.layers.*.self_attn.k_proj': 'colwise',
@@ -22,8 +23,11 @@ export const clipTpPlan: TpPlan = {
   'text_model.encoder.layers.*.mlp.fc2': 'rowwise',
 };
 
+/** transformers' CLIPTextEmbeddings: token plus position embeddings, checkpoint keys text_model.embeddings.*. */
 export class CLIPTextEmbeddings extends nn.Module {
+  /** [vocabSize, hiddenSize]. */
   token_embedding: nn.Embedding;
+  /** [maxPositionEmbeddings, hiddenSize], one row per position. */
   position_embedding: nn.Embedding;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
@@ -32,6 +36,7 @@ export class CLIPTextEmbeddings extends nn.Module {
     this.position_embedding = new nn.Embedding(config.maxPositionEmbeddings, config.hiddenSize, options);
   }
 
+  /** The embeddings [batch, length, hiddenSize] of `inputIds` [batch, length]. */
   forward(inputIds: dt.Tensor): dt.Tensor {
     const length = inputIds.shape[1]!;
     const positions = dt.arange(length, undefined, 1, { mesh: inputIds.mesh }).unsqueeze(0);
@@ -39,6 +44,7 @@ export class CLIPTextEmbeddings extends nn.Module {
   }
 }
 
+/** The options of CLIPTextModel.forward and CLIPTextModelWithProjection.forward. */
 export interface CLIPTextCallOptions {
   /** [batch, length], 1 where a token is attended (padding 0); default every token. */
   attentionMask?: dt.Tensor | readonly (readonly number[])[];
@@ -46,10 +52,11 @@ export interface CLIPTextCallOptions {
   outputHiddenStates?: boolean;
 }
 
+/** What CLIPTextModel.forward returns (transformers' BaseModelOutputWithPooling, camelCase). */
 export interface CLIPTextOutput {
   /** [batch, length, hidden], after the final layer norm. */
   lastHiddenState: dt.Tensor;
-  /** [batch, hidden]: the last hidden state at each row's end-of-text token. */
+  /** [batch, hidden], the last hidden state at each row's end-of-text token. */
   poolerOutput: dt.Tensor;
   /** With outputHiddenStates: the embeddings' output, then each layer's (numHiddenLayers + 1 tensors). */
   hiddenStates?: dt.Tensor[];
@@ -57,9 +64,13 @@ export interface CLIPTextOutput {
 
 /** The text transformer both public classes hold as `text_model`. */
 export class CLIPTextTransformer extends nn.Module {
+  /** The config the model was built from. */
   readonly config: CLIPTextConfig;
+  /** Token and position embeddings, checkpoint keys text_model.embeddings.*. */
   embeddings: CLIPTextEmbeddings;
+  /** The layers, checkpoint keys text_model.encoder.layers.N.*. */
   encoder: CLIPEncoder;
+  /** The norm after the last layer (text_model.final_layer_norm.*). */
   final_layer_norm: nn.LayerNorm;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
@@ -70,6 +81,7 @@ export class CLIPTextTransformer extends nn.Module {
     this.final_layer_norm = new nn.LayerNorm(config.hiddenSize, { ...options, eps: config.layerNormEps });
   }
 
+  /** The outputs for `inputIds` [batch, length] (a Tensor or a tokenizer's inputIds); `what` names the caller in errors. */
   forward(what: string, inputIds: dt.Tensor | readonly (readonly number[])[], options: CLIPTextCallOptions | undefined): CLIPTextOutput {
     const o = checkOptions<CLIPTextCallOptions>(`${what} options`, options);
     const mesh = this.embeddings.token_embedding.weight.mesh;
@@ -113,7 +125,9 @@ function attentionMask(mask: dt.Tensor, batch: number, length: number): dt.Tenso
 }
 
 abstract class CLIPTextModelBase extends PreTrainedModel {
+  /** The config the model was built from. */
   readonly config: CLIPTextConfig;
+  /** The text transformer, checkpoint keys text_model.*. */
   text_model: CLIPTextTransformer;
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
@@ -124,6 +138,7 @@ abstract class CLIPTextModelBase extends PreTrainedModel {
     this.text_model = new CLIPTextTransformer(config, o);
   }
 
+  /** Reads the model's config.json (a CLIPModel's gives its text_config). */
   static readConfig(path: string): CLIPTextConfig {
     return CLIPTextConfig.fromFile(path);
   }
@@ -137,26 +152,38 @@ abstract class CLIPTextModelBase extends PreTrainedModel {
   static override readonly ignoredCheckpointKeys = [/position_ids$/, /^vision_model\./, /^visual_projection\./, /^logit_scale$/];
 }
 
+/**
+ * transformers' CLIPTextModel: CLIP's text encoder (Flux's CLIP-L), with its checkpoint keys
+ * (text_model.*). A mesh dim 'tp' splits heads and MLP features (clipTpPlan), 'dp' the batch.
+ */
 export class CLIPTextModel extends CLIPTextModelBase {
   constructor(config: CLIPTextConfig, options: ModelOptions = {}) {
     super(config, options);
     applyTpPlan(this, this.text_model.embeddings.token_embedding.weight.mesh, clipTpPlan);
   }
 
-  /** `inputIds` [batch, length]: a Tensor on the model's mesh, or a tokenizer's inputIds. */
+  /** The outputs for `inputIds` [batch, length], a Tensor on the model's mesh or a tokenizer's inputIds. */
   forward(inputIds: dt.Tensor | readonly (readonly number[])[], options?: CLIPTextCallOptions): CLIPTextOutput {
     return this.text_model.forward('CLIPTextModel', inputIds, options);
   }
 }
 
+/** What CLIPTextModelWithProjection.forward returns (transformers' CLIPTextModelOutput, camelCase). */
 export interface CLIPTextWithProjectionOutput {
+  /** [batch, length, hidden], after the final layer norm. */
   lastHiddenState: dt.Tensor;
-  /** [batch, projectionDim]: the pooled output through text_projection. */
+  /** [batch, projectionDim], the pooled output through text_projection. */
   textEmbeds: dt.Tensor;
+  /** With outputHiddenStates: the embeddings' output, then each layer's (numHiddenLayers + 1 tensors). */
   hiddenStates?: dt.Tensor[];
 }
 
+/**
+ * transformers' CLIPTextModelWithProjection: CLIP's text encoder and text_projection (SD3's CLIP-L
+ * and CLIP-G: the projected pooled output is SD3's pooled prompt).
+ */
 export class CLIPTextModelWithProjection extends CLIPTextModelBase {
+  /** hiddenSize to projectionDim, no bias (checkpoint key text_projection.weight). */
   text_projection: nn.Linear;
 
   constructor(config: CLIPTextConfig, options: ModelOptions = {}) {
@@ -166,10 +193,12 @@ export class CLIPTextModelWithProjection extends CLIPTextModelBase {
     applyTpPlan(this, mesh, clipTpPlan);
   }
 
+  /** No aliases: the checkpoint's keys are taken as they are. */
   static override keyAliases(): readonly string[] {
     return [];
   }
 
+  /** The outputs for `inputIds` [batch, length], a Tensor on the model's mesh or a tokenizer's inputIds. */
   forward(inputIds: dt.Tensor | readonly (readonly number[])[], options?: CLIPTextCallOptions): CLIPTextWithProjectionOutput {
     const { lastHiddenState, poolerOutput, hiddenStates } = this.text_model.forward('CLIPTextModelWithProjection', inputIds, options);
     return { lastHiddenState, textEmbeds: this.text_projection.forward(poolerOutput), ...(hiddenStates ? { hiddenStates } : {}) };

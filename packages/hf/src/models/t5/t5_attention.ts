@@ -10,15 +10,25 @@ import { relativePositionBuckets } from './relative_position_bucket.js';
 
 const lowest: Partial<Record<dt.DType, number>> = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38, float16: -65504, float64: -Number.MAX_VALUE };
 
+/** transformers' T5Attention (encoder self-attention): q, k, v, o without biases or 1/sqrt(d) scaling, a relative position bias as the mask. */
 export class T5Attention extends nn.Module {
+  /** The config's num_heads. */
   readonly nHeads: number;
+  /** The config's d_kv: each head's width. */
   readonly keyValueProjDim: number;
+  /** The config's relative_attention_num_buckets. */
   readonly numBuckets: number;
+  /** The config's relative_attention_max_distance. */
   readonly maxDistance: number;
+  /** dModel to numHeads * dKv. */
   q: nn.Linear;
+  /** dModel to numHeads * dKv. */
   k: nn.Linear;
+  /** dModel to numHeads * dKv. */
   v: nn.Linear;
+  /** numHeads * dKv to dModel. */
   o: nn.Linear;
+  /** The bias per bucket and head [numBuckets, numHeads]; only block 0 has it (undefined in the others). */
   relative_attention_bias: nn.Embedding | undefined;
 
   constructor(config: T5Config, hasRelativeAttentionBias: boolean, options: ModelOptions) {
@@ -37,7 +47,7 @@ export class T5Attention extends nn.Module {
   }
 
   /**
-   * The additive mask of every layer, [1 or batch, heads, length, length]: the position bias,
+   * The additive mask [1 or batch, heads, length, length] that every layer takes: the position bias,
    * and the dtype's lowest value at keys the attention mask ([batch, length], 1 = attend) hides.
    */
   positionBias(length: number, attentionMask: dt.Tensor | undefined): dt.Tensor {
@@ -53,6 +63,7 @@ export class T5Attention extends nn.Module {
     });
   }
 
+  /** Self-attention of `x` [batch, length, dModel] with `positionBias` (from positionBias) added to the scores. */
   forward(x: dt.Tensor, positionBias: dt.Tensor): dt.Tensor {
     const [batch, length] = x.shape as [number, number];
     const heads = (t: dt.Tensor) => t.reshape([batch, length, this.nHeads, this.keyValueProjDim]).transpose(1, 2);

@@ -26,9 +26,13 @@ export const t5TpPlan: TpPlan = {
   'encoder.block.*.layer.1.DenseReluDense.wo': 'rowwise',
 };
 
+/** transformers' T5Stack (the encoder): embedding, blocks, final norm; checkpoint keys encoder.* under T5EncoderModel. */
 export class T5Stack extends nn.Module {
+  /** The token embedding [vocabSize, dModel], the model's `shared` itself (tied). */
   embed_tokens: nn.Embedding;
+  /** transformers' `block`: numLayers T5Blocks, checkpoint keys encoder.block.N.*; block 0 holds the relative attention bias. */
   block: nn.ModuleList<T5Block>;
+  /** The RMS norm after the last block (checkpoint key encoder.final_layer_norm.weight). */
   final_layer_norm: T5LayerNorm;
 
   constructor(config: T5Config, embedTokens: nn.Embedding, options: ModelOptions) {
@@ -38,6 +42,7 @@ export class T5Stack extends nn.Module {
     this.final_layer_norm = new T5LayerNorm(config.dModel, config.layerNormEpsilon, options);
   }
 
+  /** The last hidden state [batch, length, dModel] of `inputIds` [batch, length]; `attentionMask` [batch, length] is 1 where a token is attended. */
   forward(inputIds: dt.Tensor, attentionMask: dt.Tensor | undefined): dt.Tensor {
     let hidden = this.embed_tokens.forward(inputIds);
     const positionBias = this.block.at(0).selfAttention.SelfAttention.positionBias(inputIds.shape[1]!, attentionMask);
@@ -50,13 +55,23 @@ export class T5Stack extends nn.Module {
   }
 }
 
+/** What T5EncoderModel.forward returns (transformers' BaseModelOutput, camelCase). */
 export interface T5EncoderOutput {
+  /** [batch, length, dModel], the output of the final norm. */
   lastHiddenState: dt.Tensor;
 }
 
+/**
+ * transformers' T5EncoderModel: T5's encoder alone (the text encoder of SD3 and Flux), with its
+ * checkpoint keys. Load with `T5EncoderModel.fromPretrained(source, { mesh, dtype })`; a mesh dim
+ * 'tp' splits heads and feed-forward features (t5TpPlan), 'dp' the batch.
+ */
 export class T5EncoderModel extends PreTrainedModel {
+  /** The config the model was built from. */
   readonly config: T5Config;
+  /** The token embedding [vocabSize, dModel] (checkpoint key shared.weight, or encoder.embed_tokens.weight). */
   shared: nn.Embedding;
+  /** The encoder stack, checkpoint keys encoder.*. */
   encoder: T5Stack;
 
   constructor(config: T5Config, options: ModelOptions = {}) {
@@ -69,6 +84,7 @@ export class T5EncoderModel extends PreTrainedModel {
     applyTpPlan(this, o.mesh, t5TpPlan);
   }
 
+  /** Reads the model's config.json. */
   static readConfig(path: string): T5Config {
     return T5Config.fromFile(path);
   }

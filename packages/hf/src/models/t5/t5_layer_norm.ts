@@ -5,11 +5,13 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
+/** transformers' T5LayerNorm: an RMS norm with a weight only, computed in float32 and cast to the weight's dtype. */
 export class T5LayerNorm extends nn.RMSNorm {
   constructor(hiddenSize: number, eps: number, options: ModelOptions) {
     super(hiddenSize, { ...options, eps });
   }
 
+  /** `x` normalised over its last dim, times the weight (in the weight's dtype). */
   override forward(x: dt.Tensor): dt.Tensor {
     const weight = this.weight!;
     if (x.dtype === weight.dtype) return super.forward(x);
