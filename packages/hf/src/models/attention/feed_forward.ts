@@ -8,7 +8,9 @@ import type { ModelOptions } from '../../loading/pretrained_model.js';
 
 /** diffusers' GELU module: proj, then GELU (tanh-approximated or exact). */
 export class GELUProjection extends nn.Module {
+  /** 'tanh' for diffusers' "gelu-approximate", 'none' for "gelu". */
   readonly approximate: 'none' | 'tanh';
+  /** dimIn to dimOut (checkpoint keys net.0.proj.*). */
   proj: nn.Linear;
 
   constructor(dimIn: number, dimOut: number, approximate: 'none' | 'tanh', options: ModelOptions & { bias?: boolean }) {
@@ -17,22 +19,29 @@ export class GELUProjection extends nn.Module {
     this.proj = new nn.Linear(dimIn, dimOut, options);
   }
 
+  /** GELU(proj(x)). */
   forward(x: dt.Tensor): dt.Tensor {
     return dt.F.gelu(this.proj.forward(x), { approximate: this.approximate });
   }
 }
 
+/** The options of FeedForward (diffusers' constructor arguments, camelCase). */
 export interface FeedForwardOptions extends ModelOptions {
+  /** The output width; default dim. */
   dimOut?: number;
   /** Default 4. */
   mult?: number;
   /** "gelu" or "gelu-approximate"; default "geglu" in diffusers, which DTorch does not have yet. */
   activationFn: 'gelu' | 'gelu-approximate';
+  /** The hidden width; default mult x dim. */
   innerDim?: number;
+  /** Biases on both linears; default true. */
   bias?: boolean;
 }
 
+/** diffusers' FeedForward with a GELU projection: net.2(GELU(net.0.proj(x))). */
 export class FeedForward extends nn.Module {
+  /** diffusers' `net`: net.0 the GELUProjection, net.1 a dropout (no weights), net.2 innerDim to dimOut. */
   net: nn.ModuleList;
 
   constructor(dim: number, options: FeedForwardOptions) {
@@ -45,6 +54,7 @@ export class FeedForward extends nn.Module {
     this.net = new nn.ModuleList([new GELUProjection(dim, innerDim, approximate, { mesh, dtype, bias }), new nn.Dropout(0), new nn.Linear(innerDim, dimOut, { mesh, dtype, bias })]);
   }
 
+  /** [..., dim] to [..., dimOut]. */
   forward(x: dt.Tensor): dt.Tensor {
     const [act, , out] = [...this.net] as [GELUProjection, nn.Dropout, nn.Linear];
     return out.forward(act.forward(x));

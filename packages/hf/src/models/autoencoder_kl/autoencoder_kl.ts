@@ -14,6 +14,7 @@ import { diagonalGaussian, type DiagonalGaussianDistribution } from './diagonal_
 import { decodeTiling, encodeTiling, tiled } from './tiling.js';
 import { Decoder, Encoder } from './vae.js';
 
+/** The options of AutoencoderKL.encode and decode. */
 export interface AutoencoderKLTilingOptions {
   /**
    * Run in overlapping tiles (diffusers' tiled_decode / _tiled_encode) when the input is larger
@@ -25,11 +26,22 @@ export interface AutoencoderKLTilingOptions {
 // the attention names of diffusers' older attention block, which its loader still converts
 const deprecatedAttention: Record<string, string> = { to_q: 'query', to_k: 'key', to_v: 'value', 'to_out.0': 'proj_attn' };
 
+/**
+ * diffusers' AutoencoderKL: the KL VAE of Stable Diffusion, SD3 and Flux, with its checkpoint keys.
+ * encode(images) gives the latent distribution, decode(latents) the images (the caller scales the
+ * latents, as pipelines do). On a mesh with a 'dp' dim the batch is split over it; the weights
+ * are replicated.
+ */
 export class AutoencoderKL extends PreTrainedModel {
+  /** The config the model was built from. */
   readonly config: AutoencoderKLConfig;
+  /** Images to the latent distribution's parameters, checkpoint keys encoder.*. */
   encoder: Encoder;
+  /** Latents to images, checkpoint keys decoder.*. */
   decoder: Decoder;
+  /** A 1x1 conv over the encoder's 2 x latent_channels output; undefined when the config's use_quant_conv is false. */
   quant_conv: nn.Conv2d | undefined;
+  /** A 1x1 conv over the latents before the decoder; undefined when the config's use_post_quant_conv is false. */
   post_quant_conv: nn.Conv2d | undefined;
   /** Whether encode() and decode() tile inputs larger than one tile (enableTiling / disableTiling), as diffusers' use_tiling. */
   useTiling = false;
@@ -37,6 +49,7 @@ export class AutoencoderKL extends PreTrainedModel {
   tileSampleMinSize: number;
   /** The side of a latent tile: tileSampleMinSize / 2^(levels - 1). */
   tileLatentMinSize: number;
+  /** The fraction of a tile that neighbouring tiles overlap and blend over (diffusers' tile_overlap_factor, 0.25). */
   tileOverlapFactor = 0.25;
 
   constructor(config: AutoencoderKLConfig, options: ModelOptions = {}) {
@@ -53,10 +66,12 @@ export class AutoencoderKL extends PreTrainedModel {
     this.tileLatentMinSize = Math.floor(this.tileSampleMinSize / 2 ** config.downsamplings);
   }
 
+  /** Reads the model's config.json. */
   static readConfig(path: string): AutoencoderKLConfig {
     return AutoencoderKLConfig.fromFile(path);
   }
 
+  /** The older attention block's names (query, key, value, proj_attn) for the mid block's to_q, to_k, to_v, to_out.0. */
   static override keyAliases(key: string): readonly string[] {
     const m = /^(.*\.attentions\.\d+\.)(to_q|to_k|to_v|to_out\.0)\.(weight|bias)$/.exec(key);
     return m ? [`${m[1]}${deprecatedAttention[m[2]!]}.${m[3]}`] : [];
@@ -72,19 +87,23 @@ export class AutoencoderKL extends PreTrainedModel {
     return this.config.shiftFactor;
   }
 
+  /** The mesh the weights are on. */
   get mesh(): dt.DeviceMesh {
     return this.encoder.conv_in.weight.mesh;
   }
 
+  /** The weights' dtype; inputs must have it. */
   get dtype(): dt.DType {
     return this.encoder.conv_in.weight.dtype;
   }
 
+  /** Makes encode() and decode() tile inputs larger than one tile (diffusers' enable_tiling); returns the model. */
   enableTiling(): this {
     this.useTiling = true;
     return this;
   }
 
+  /** Undoes enableTiling(); returns the model. */
   disableTiling(): this {
     this.useTiling = false;
     return this;

@@ -9,6 +9,7 @@ export interface DiagonalGaussianDistribution {
   mean: dt.Tensor;
   /** Clamped to [-30, 20]. */
   logvar: dt.Tensor;
+  /** exp(logvar / 2). */
   std: dt.Tensor;
   /** mean + std × noise, the noise dt.randn from `seed` (torch.randn with a generator seeded alike gives the same noise). */
   sample(seed?: number): dt.Tensor;

@@ -7,9 +7,13 @@ import * as dt from '@dtorch/api';
 
 /** One tiling: input tiles of `tile`, `step` apart; outputs blended over `extent`, cropped to `limit`. */
 export interface Tiling {
+  /** The side of an input tile. */
   tile: number;
+  /** The distance between tiles' origins. */
   step: number;
+  /** How far an output tile blends into its neighbours. */
   extent: number;
+  /** The side each output tile is cropped to. */
   limit: number;
 }
 

@@ -23,11 +23,17 @@ function head(h: dt.Tensor, blocks: (nn.Module & { forward(x: dt.Tensor): dt.Ten
   return out;
 }
 
+/** diffusers' Encoder (vae.py): conv_in, down blocks, mid block, norm, SiLU, conv_out; checkpoint keys encoder.*. */
 export class Encoder extends nn.Module {
+  /** 3x3, in_channels to block_out_channels[0]. */
   conv_in: nn.Conv2d;
+  /** One DownEncoderBlock2D per entry of block_out_channels. */
   down_blocks: nn.ModuleList<DownEncoderBlock2D>;
+  /** At the lowest resolution, block_out_channels[-1] channels. */
   mid_block: UNetMidBlock2D;
+  /** Group norm before the SiLU and conv_out. */
   conv_norm_out: nn.GroupNorm;
+  /** 3x3, to 2 x latent_channels (mean and logvar). */
   conv_out: nn.Conv2d;
 
   constructor(config: AutoencoderKLConfig, options: ModelOptions) {
@@ -50,11 +56,17 @@ export class Encoder extends nn.Module {
   }
 }
 
+/** diffusers' Decoder (vae.py): conv_in, mid block, up blocks, norm, SiLU, conv_out; checkpoint keys decoder.*. */
 export class Decoder extends nn.Module {
+  /** 3x3, latent_channels to block_out_channels[-1]. */
   conv_in: nn.Conv2d;
+  /** At the lowest resolution, block_out_channels[-1] channels. */
   mid_block: UNetMidBlock2D;
+  /** One UpDecoderBlock2D per entry of block_out_channels, the channels reversed. */
   up_blocks: nn.ModuleList<UpDecoderBlock2D>;
+  /** Group norm before the SiLU and conv_out. */
   conv_norm_out: nn.GroupNorm;
+  /** 3x3, block_out_channels[0] to out_channels. */
   conv_out: nn.Conv2d;
 
   constructor(config: AutoencoderKLConfig, options: ModelOptions) {

@@ -6,12 +6,19 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
+/** diffusers' Attention as the VAE's mid block has it: group norm, self-attention over pixels, the input added back; checkpoint keys mid_block.attentions.0.*. */
 export class VAEAttention extends nn.Module {
+  /** Attention heads: channels / headDim (one, in the VAE). */
   readonly heads: number;
+  /** The norm before the projections. */
   group_norm: nn.GroupNorm;
+  /** channels to channels. */
   to_q: nn.Linear;
+  /** channels to channels. */
   to_k: nn.Linear;
+  /** channels to channels. */
   to_v: nn.Linear;
+  /** to_out.0, channels to channels (diffusers' to_out.1 is a dropout, not kept). */
   to_out: nn.ModuleList<nn.Linear>;
 
   constructor(channels: number, headDim: number, groups: number, eps: number, options: ModelOptions) {

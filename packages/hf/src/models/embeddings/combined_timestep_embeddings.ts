@@ -11,8 +11,11 @@ import { TimestepEmbedding, timestepSinusoids } from './timestep_embedding.js';
 const PROJ_CHANNELS = 256; // diffusers' Timesteps(num_channels=256, flip_sin_to_cos=True, downscale_freq_shift=0)
 const project = (t: dt.Tensor, dtype: dt.DType) => timestepSinusoids(t, PROJ_CHANNELS, { flipSinToCos: true, downscaleFreqShift: 0 }).to(dtype);
 
+/** diffusers' CombinedTimestepTextProjEmbeddings: the timestep's embedding plus the pooled text's projection (SD3, FLUX.1-schnell); checkpoint keys time_text_embed.*. */
 export class CombinedTimestepTextProjEmbeddings extends nn.Module {
+  /** The MLP over the timestep's 256 sinusoids. */
   timestep_embedder: TimestepEmbedding;
+  /** The projection of the pooled text embedding (SiLU). */
   text_embedder: PixArtAlphaTextProjection;
 
   constructor(embeddingDim: number, pooledProjectionDim: number, options: ModelOptions) {
@@ -28,9 +31,13 @@ export class CombinedTimestepTextProjEmbeddings extends nn.Module {
   }
 }
 
+/** diffusers' CombinedTimestepGuidanceTextProjEmbeddings: CombinedTimestepTextProjEmbeddings plus the guidance scale's embedding (FLUX.1-dev); checkpoint keys time_text_embed.*. */
 export class CombinedTimestepGuidanceTextProjEmbeddings extends nn.Module {
+  /** The MLP over the timestep's 256 sinusoids. */
   timestep_embedder: TimestepEmbedding;
+  /** The MLP over the guidance scale's 256 sinusoids. */
   guidance_embedder: TimestepEmbedding;
+  /** The projection of the pooled text embedding (SiLU). */
   text_embedder: PixArtAlphaTextProjection;
 
   constructor(embeddingDim: number, pooledProjectionDim: number, options: ModelOptions) {

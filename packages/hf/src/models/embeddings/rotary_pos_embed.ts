@@ -6,6 +6,7 @@
 // give tables split the same way.
 import * as dt from '@dtorch/api';
 
+/** The rotary tables [cos, sin], each float32 [S, sum(axesDim)], of position `ids` [S, axes] (diffusers' FluxPosEmbed). */
 export function rotaryFromIds(ids: dt.Tensor, axesDim: readonly number[], theta = 10000): [dt.Tensor, dt.Tensor] {
   return dt.tidy(() => {
     const pos = ids.to('float32').to('float64'); // diffusers: ids.float(), then float64 in torch.outer

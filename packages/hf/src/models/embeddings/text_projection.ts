@@ -8,11 +8,15 @@ import { activation, type Activation } from '../activations.js';
 // diffusers' names for this layer's activations, as ours
 const actNames: Record<string, string> = { gelu_tanh: 'gelu_pytorch_tanh', silu: 'silu', silu_fp32: 'silu' };
 
+/** diffusers' PixArtAlphaTextProjection: linear_2(act(linear_1(x))). */
 export class PixArtAlphaTextProjection extends nn.Module {
+  /** The activation (act_fn: "gelu_tanh", the default, "silu" or "silu_fp32"). */
   readonly act: Activation;
   /** silu_fp32: the activation computed in float32. */
   readonly actInFloat32: boolean;
+  /** inFeatures to hiddenSize. */
   linear_1: nn.Linear;
+  /** hiddenSize to outFeatures (default hiddenSize). */
   linear_2: nn.Linear;
 
   constructor(inFeatures: number, hiddenSize: number, options: ModelOptions & { outFeatures?: number; actFn?: 'gelu_tanh' | 'silu' | 'silu_fp32' } = {}) {
@@ -24,6 +28,7 @@ export class PixArtAlphaTextProjection extends nn.Module {
     this.linear_2 = new nn.Linear(hiddenSize, outFeatures ?? hiddenSize, layer);
   }
 
+  /** [..., inFeatures] to [..., outFeatures]. */
   forward(caption: dt.Tensor): dt.Tensor {
     const h = this.linear_1.forward(caption);
     const a = this.actInFloat32 && h.dtype !== 'float32' ? this.act(h.to('float32')).to(h.dtype) : this.act(h);

@@ -5,12 +5,15 @@ import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { activation, type Activation } from '../activations.js';
 
+/** The options of timestepSinusoids (diffusers' get_timestep_embedding arguments). */
 export interface SinusoidOptions {
   /** cos before sin (diffusers' flip_sin_to_cos); default false. */
   flipSinToCos?: boolean;
   /** Frequencies spaced by 1 / (dim/2 - shift); default 1. */
   downscaleFreqShift?: number;
+  /** Multiplies the arguments of sin and cos; default 1. */
   scale?: number;
+  /** The longest period; default 10000. */
   maxPeriod?: number;
 }
 
@@ -36,8 +39,11 @@ export function timestepSinusoids(timesteps: dt.Tensor, dim: number, options: Si
 
 /** diffusers' TimestepEmbedding: linear_1, an activation (default SiLU), linear_2. */
 export class TimestepEmbedding extends nn.Module {
+  /** The activation between the two linears. */
   readonly act: Activation;
+  /** inChannels to timeEmbedDim. */
   linear_1: nn.Linear;
+  /** timeEmbedDim to outDim (default timeEmbedDim). */
   linear_2: nn.Linear;
 
   constructor(inChannels: number, timeEmbedDim: number, options: ModelOptions & { actFn?: string; outDim?: number } = {}) {
@@ -48,6 +54,7 @@ export class TimestepEmbedding extends nn.Module {
     this.linear_2 = new nn.Linear(timeEmbedDim, outDim ?? timeEmbedDim, layer);
   }
 
+  /** [N, inChannels] to [N, outDim]. */
   forward(sample: dt.Tensor): dt.Tensor {
     return this.linear_2.forward(this.act(this.linear_1.forward(sample)));
   }

@@ -8,32 +8,52 @@ import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { joinSequence, splitSequence } from '../../parallel/sequence_parallel.js';
 
+/** The rotary tables [cos, sin], each float32 [S, headDim], as rotaryFromIds gives them. */
 export type RotaryTables = readonly [dt.Tensor, dt.Tensor];
 
+/** The options of FluxAttention (diffusers' constructor arguments, camelCase). */
 export interface FluxAttentionOptions extends ModelOptions {
+  /** Attention heads. */
   heads: number;
+  /** Each head's width. */
   dimHead: number;
   /** Width of the text stream's own projections (double-stream blocks), none for single-stream. */
   addedKvProjDim?: number;
   /** No output projection (single-stream blocks). */
   preOnly?: boolean;
+  /** The per-head RMS norms' epsilon (Flux: 1e-6). */
   eps: number;
 }
 
+/** diffusers' FluxAttention with FluxAttnProcessor: per-head RMS-normed q and k, rotary embeddings, sdpa over the joint sequence. */
 export class FluxAttention extends nn.Module {
+  /** Attention heads (all of them; each device holds heads / tp under 'tp'). */
   readonly heads: number;
+  /** Each head's width. */
   readonly headDim: number;
+  /** RMS norm of each query head. */
   norm_q: nn.RMSNorm;
+  /** RMS norm of each key head. */
   norm_k: nn.RMSNorm;
+  /** queryDim to heads x headDim. */
   to_q: nn.Linear;
+  /** queryDim to heads x headDim. */
   to_k: nn.Linear;
+  /** queryDim to heads x headDim. */
   to_v: nn.Linear;
+  /** to_out.0, heads x headDim to queryDim (to_out.1 a dropout); undefined with preOnly. */
   to_out: nn.ModuleList | undefined;
+  /** RMS norm of each text query head (double-stream blocks only). */
   norm_added_q: nn.RMSNorm | undefined;
+  /** RMS norm of each text key head (double-stream blocks only). */
   norm_added_k: nn.RMSNorm | undefined;
+  /** The text tokens' query projection (double-stream blocks only). */
   add_q_proj: nn.Linear | undefined;
+  /** The text tokens' key projection (double-stream blocks only). */
   add_k_proj: nn.Linear | undefined;
+  /** The text tokens' value projection (double-stream blocks only). */
   add_v_proj: nn.Linear | undefined;
+  /** The text tokens' output projection (double-stream blocks only). */
   to_add_out: nn.Linear | undefined;
 
   constructor(queryDim: number, options: FluxAttentionOptions) {

@@ -8,11 +8,17 @@ import { packedLinear } from '../../parallel/packed_rowwise.js';
 import { AdaLayerNormZeroSingle, gated } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
+/** diffusers' FluxSingleTransformerBlock (single stream): attention and MLP side by side over the joint sequence; checkpoint keys single_transformer_blocks.N.*. */
 export class FluxSingleTransformerBlock extends nn.Module {
+  /** The MLP's width: dim x mlpRatio (4). */
   readonly mlpHiddenDim: number;
+  /** The adaptive norm (3 chunks: shift, scale, gate). */
   norm: AdaLayerNormZeroSingle;
+  /** The MLP's input: dim to mlpHiddenDim, then tanh GELU. */
   proj_mlp: nn.Linear;
+  /** The attention's and the MLP's outputs side by side, dim + mlpHiddenDim to dim. */
   proj_out: nn.Linear;
+  /** The attention, without an output projection (pre_only). */
   attn: FluxAttention;
 
   constructor(dim: number, numAttentionHeads: number, attentionHeadDim: number, options: ModelOptions, mlpRatio = 4.0) {

@@ -51,6 +51,7 @@ export const fluxTpPlan: TpPlan = {
   'single_transformer_blocks.*.proj_mlp': 'colwise',
 };
 
+/** The inputs of FluxTransformer2DModel.forward beside the latents (diffusers' forward arguments, camelCase). */
 export interface FluxTransformerCallOptions {
   /** Text tokens [batch, textLength, joint_attention_dim] (T5's last hidden state). */
   encoderHiddenStates: dt.Tensor;
@@ -66,14 +67,27 @@ export interface FluxTransformerCallOptions {
   txtIds: dt.Tensor;
 }
 
+/**
+ * diffusers' FluxTransformer2DModel: the denoiser of FLUX.1 (dev and schnell), with its checkpoint
+ * keys (subfolder "transformer"). Mesh dims 'ulysses' / 'ring' split the tokens
+ * (fluxSequenceParallelPlan), 'tp' heads and MLP features (fluxTpPlan), 'dp' the batch.
+ */
 export class FluxTransformer2DModel extends PreTrainedModel {
+  /** The config the model was built from. */
   readonly config: FluxTransformer2DConfig;
+  /** The conditioning vector [batch, innerDim] from the timestep, the pooled text and (guidance_embeds) the guidance scale. */
   time_text_embed: CombinedTimestepTextProjEmbeddings | CombinedTimestepGuidanceTextProjEmbeddings;
+  /** Text tokens in: joint_attention_dim to innerDim. */
   context_embedder: nn.Linear;
+  /** Packed latent tokens in: in_channels to innerDim. */
   x_embedder: nn.Linear;
+  /** diffusers' `transformer_blocks`: the num_layers double-stream blocks, checkpoint keys transformer_blocks.N.*. */
   transformer_blocks: nn.ModuleList<FluxTransformerBlock>;
+  /** diffusers' `single_transformer_blocks`: the num_single_layers single-stream blocks, checkpoint keys single_transformer_blocks.N.*. */
   single_transformer_blocks: nn.ModuleList<FluxSingleTransformerBlock>;
+  /** The output norm, modulated by the conditioning vector. */
   norm_out: AdaLayerNormContinuous;
+  /** Image tokens out: innerDim to patch_size² x out_channels. */
   proj_out: nn.Linear;
 
   constructor(config: FluxTransformer2DConfig, options: ModelOptions = {}) {
@@ -95,18 +109,20 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     applyTpPlan(this, o.mesh, fluxTpPlan);
   }
 
+  /** Reads the model's config.json. */
   static readConfig(path: string): FluxTransformer2DConfig {
     return FluxTransformer2DConfig.fromFile(path);
   }
 
+  /** The mesh the weights are on; inputs must be on it. */
   get mesh(): dt.DeviceMesh {
     return this.x_embedder.weight.mesh;
   }
 
   /**
    * The predicted sample [batch, imageLength, patch² · out_channels] for the packed latents
-   * `hiddenStates` [batch, imageLength, in_channels]: diffusers' FluxTransformer2DModel.forward
-   * (its `.sample`).
+   * `hiddenStates` [batch, imageLength, in_channels], as diffusers' FluxTransformer2DModel.forward
+   * gives it (its `.sample`).
    */
   forward(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions): dt.Tensor {
     const inputs = placeInputs(fluxSequenceParallelPlan, this.mesh, this.#checkInputs(hiddenStates, options));

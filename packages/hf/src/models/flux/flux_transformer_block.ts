@@ -9,13 +9,21 @@ import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
 const clampFloat16 = (x: dt.Tensor) => (x.dtype === 'float16' ? x.clamp(-65504, 65504) : x);
 
+/** diffusers' FluxTransformerBlock (double stream): image and text tokens with their own norms and feed-forwards, one joint attention; checkpoint keys transformer_blocks.N.*. */
 export class FluxTransformerBlock extends nn.Module {
+  /** The image tokens' adaptive norm (6 chunks). */
   norm1: AdaLayerNormZero;
+  /** The text tokens' adaptive norm (6 chunks). */
   norm1_context: AdaLayerNormZero;
+  /** The joint attention, with the text tokens' own projections (add_q_proj, ...). */
   attn: FluxAttention;
+  /** The image tokens' norm before ff (no weights). */
   norm2: nn.LayerNorm;
+  /** The image tokens' feed-forward (tanh GELU). */
   ff: FeedForward;
+  /** The text tokens' norm before ff_context (no weights). */
   norm2_context: nn.LayerNorm;
+  /** The text tokens' feed-forward (tanh GELU). */
   ff_context: FeedForward;
 
   constructor(dim: number, numAttentionHeads: number, attentionHeadDim: number, options: ModelOptions) {

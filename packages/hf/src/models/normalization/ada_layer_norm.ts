@@ -20,7 +20,9 @@ export const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor): dt.Tensor =>
  * embeddingDim, and the parameter-free LayerNorm (eps 1e-6). SD35AdaLayerNormZeroX extends it too.
  */
 export abstract class AdaLayerNormChunks extends nn.Module {
+  /** embeddingDim to chunks x embeddingDim, after a SiLU. */
   linear: nn.Linear;
+  /** LayerNorm without weight or bias, eps 1e-6. */
   norm: nn.LayerNorm;
   readonly #chunks: number;
 
@@ -63,9 +65,11 @@ export class AdaLayerNormZeroSingle extends AdaLayerNormChunks {
   }
 }
 
+/** The options of AdaLayerNormContinuous (diffusers' constructor arguments). */
 export interface AdaLayerNormContinuousOptions extends ModelOptions {
   /** The norm's own weight (and bias); Flux and SD3 use false. */
   elementwiseAffine: boolean;
+  /** The norm's epsilon (Flux and SD3: 1e-6). */
   eps: number;
   /** A bias on `linear` and (with elementwiseAffine) on the norm; default true. */
   bias?: boolean;
@@ -73,7 +77,9 @@ export interface AdaLayerNormContinuousOptions extends ModelOptions {
 
 /** diffusers' AdaLayerNormContinuous with norm_type "layer_norm". */
 export class AdaLayerNormContinuous extends nn.Module {
+  /** conditioningEmbeddingDim to 2 x embeddingDim (scale, then shift), after a SiLU. */
   linear: nn.Linear;
+  /** The layer norm over embeddingDim. */
   norm: nn.LayerNorm;
 
   constructor(embeddingDim: number, conditioningEmbeddingDim: number, options: AdaLayerNormContinuousOptions) {
@@ -83,6 +89,7 @@ export class AdaLayerNormContinuous extends nn.Module {
     this.norm = new nn.LayerNorm(embeddingDim, { mesh, dtype, elementwiseAffine, bias, eps });
   }
 
+  /** norm(x) x (1 + scale) + shift for x [B, S, embeddingDim] and `conditioning` [B, conditioningEmbeddingDim]. */
   forward(x: dt.Tensor, conditioning: dt.Tensor): dt.Tensor {
     const emb = this.linear.forward(dt.F.silu(conditioning).to(x.dtype));
     const [scale, shift] = emb.chunk(2, 1) as [dt.Tensor, dt.Tensor];

@@ -10,11 +10,16 @@ import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { headsToTokens, tokensToHeads } from '../../parallel/ulysses_heads.js';
 
+/** @inline Where the weights live, both given. */
 type Layout = Required<ModelOptions>;
 
+/** What an SD3Attention has: heads, norms, and which of the text stream's projections. */
 export interface SD3AttentionOptions {
+  /** The config's num_attention_heads. */
   heads: number;
+  /** The config's attention_head_dim. */
   headDim: number;
+  /** The config's qk_norm: the per-head norm of queries and keys, or none. */
   qkNorm: SD3QkNorm | null;
   /** Whether the attention has the text stream's projections (JointTransformerBlock's attn; not attn2). */
   joint: boolean;
@@ -25,20 +30,35 @@ export interface SD3AttentionOptions {
 const headNorm = (kind: SD3QkNorm | null, headDim: number, options: Layout): nn.LayerNorm | nn.RMSNorm | undefined =>
   kind === null ? undefined : kind === 'rms_norm' ? new nn.RMSNorm(headDim, { ...options, eps: 1e-6 }) : new nn.LayerNorm(headDim, { ...options, eps: 1e-6 });
 
+/** diffusers' Attention with JointAttnProcessor2_0: the image and text streams attend together over cat(image, text); a block's attn (or attn2, image only). */
 export class SD3Attention extends nn.Module {
+  /** Attention heads. */
   readonly heads: number;
+  /** Each head's width. */
   readonly headDim: number;
+  /** The image stream's query projection, dim to heads x headDim. */
   to_q: nn.Linear;
+  /** The image stream's key projection. */
   to_k: nn.Linear;
+  /** The image stream's value projection. */
   to_v: nn.Linear;
+  /** The per-head norm of the image queries (qk_norm); undefined without one. */
   norm_q: nn.LayerNorm | nn.RMSNorm | undefined;
+  /** The per-head norm of the image keys (qk_norm); undefined without one. */
   norm_k: nn.LayerNorm | nn.RMSNorm | undefined;
+  /** The text stream's key projection (joint attention only). */
   add_k_proj: nn.Linear | undefined;
+  /** The text stream's value projection (joint attention only). */
   add_v_proj: nn.Linear | undefined;
+  /** The text stream's query projection (joint attention only). */
   add_q_proj: nn.Linear | undefined;
+  /** The per-head norm of the text queries (joint attention with qk_norm only). */
   norm_added_q: nn.LayerNorm | nn.RMSNorm | undefined;
+  /** The per-head norm of the text keys (joint attention with qk_norm only). */
   norm_added_k: nn.LayerNorm | nn.RMSNorm | undefined;
+  /** to_out.0, the image stream's output projection (to_out.1 a dropout). */
   to_out: nn.ModuleList;
+  /** The text stream's output projection; undefined in attn2 and in the last block (context_pre_only). */
   to_add_out: nn.Linear | undefined;
 
   constructor(dim: number, o: SD3AttentionOptions, options: Layout) {
@@ -69,7 +89,7 @@ export class SD3Attention extends nn.Module {
     return norm ? norm.forward(split) : split;
   }
 
-  /** Self-attention over `x` [B, N, dim] alone (attn2), or joint attention with `context` [B, M, dim]: [image out, text out]. */
+  /** Self-attention over `x` [B, N, dim] alone (attn2), or joint attention with `context` [B, M, dim]; returns [image out, text out]. */
   forward(x: dt.Tensor, context?: dt.Tensor): [dt.Tensor, dt.Tensor | undefined] {
     let q = this.heads_(this.to_q.forward(x), this.norm_q);
     let k = this.heads_(this.to_k.forward(x), this.norm_k);

@@ -12,25 +12,42 @@ import { AdaLayerNormContinuous, AdaLayerNormZero, gated, modulate } from '../no
 import { SD3Attention } from './joint_attention.js';
 import { SD35AdaLayerNormZeroX } from './sd35_ada_layer_norm_zero_x.js';
 
+/** @inline Where the weights live, both given. */
 type Layout = Required<ModelOptions>;
 
+/** What a JointTransformerBlock has (from the config, per block). */
 export interface JointBlockOptions {
+  /** The config's num_attention_heads. */
   heads: number;
+  /** The config's attention_head_dim. */
   headDim: number;
+  /** The config's qk_norm. */
   qkNorm: SD3QkNorm | null;
+  /** The last block: its text stream feeds the attention and nothing after it. */
   contextPreOnly: boolean;
+  /** A block of the config's dual_attention_layers (SD3.5): a second, image-only attention. */
   dualAttention: boolean;
 }
 
+/** diffusers' JointTransformerBlock (MMDiT): both streams modulated by the conditioning vector, one joint attention, per-stream feed-forwards; checkpoint keys transformer_blocks.N.*. */
 export class JointTransformerBlock extends nn.Module {
+  /** The last block: no text output (diffusers' context_pre_only). */
   readonly contextPreOnly: boolean;
+  /** The image stream's adaptive norm: AdaLayerNormZero, or SD35AdaLayerNormZeroX in dual-attention blocks. */
   norm1: AdaLayerNormZero | SD35AdaLayerNormZeroX;
+  /** The text stream's adaptive norm: AdaLayerNormZero, or AdaLayerNormContinuous in the last block. */
   norm1_context: AdaLayerNormZero | AdaLayerNormContinuous;
+  /** The joint attention over both streams. */
   attn: SD3Attention;
+  /** The second, image-only attention of SD3.5's dual-attention blocks; else undefined. */
   attn2: SD3Attention | undefined;
+  /** The image stream's norm before ff (no weights). */
   norm2: nn.LayerNorm;
+  /** The image stream's feed-forward (tanh GELU). */
   ff: FeedForward;
+  /** The text stream's norm before ff_context; undefined in the last block. */
   norm2_context: nn.LayerNorm | undefined;
+  /** The text stream's feed-forward; undefined in the last block. */
   ff_context: FeedForward | undefined;
 
   constructor(dim: number, o: JointBlockOptions, options: Layout) {

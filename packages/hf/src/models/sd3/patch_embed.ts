@@ -7,6 +7,7 @@ import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
+/** @inline Where the weights live, both given. */
 type Layout = Required<ModelOptions>;
 
 /**
@@ -40,9 +41,13 @@ export function sincosPositionEmbedding(dim: number, gridSize: number, baseSize:
 
 /** PatchEmbed: latents [B, C, H, W] to tokens [B, (H/p)(W/p), dim] plus the cropped position embedding. */
 export class PatchEmbed extends nn.Module {
+  /** The config's patch_size. */
   readonly patchSize: number;
+  /** The config's pos_embed_max_size: the side of the position embedding's grid, in patches. */
   readonly posEmbedMaxSize: number;
+  /** in_channels to dim, a patch_size conv of stride patch_size (checkpoint keys pos_embed.proj.*). */
   proj: nn.Conv2d;
+  /** The buffer [1, posEmbedMaxSize², dim] of the sincos position embedding (checkpoint key pos_embed.pos_embed). */
   declare pos_embed: dt.Tensor;
 
   constructor(sampleSize: number, patchSize: number, inChannels: number, dim: number, posEmbedMaxSize: number, options: Layout) {
@@ -74,6 +79,7 @@ export class PatchEmbed extends nn.Module {
     return grid.narrow(1, top, h).narrow(2, left, w).reshape([1, h * w, -1]);
   }
 
+  /** The tokens [B, (H/p)(W/p), dim] of `latent` [B, C, H, W], position embedding added. */
   forward(latent: dt.Tensor): dt.Tensor {
     const [h, w] = [latent.shape[2]! / this.patchSize, latent.shape[3]! / this.patchSize];
     const pos = this.croppedPosEmbed(h, w);

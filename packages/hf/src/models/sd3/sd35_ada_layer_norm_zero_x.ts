@@ -6,6 +6,7 @@ import type * as dt from '@dtorch/api';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { AdaLayerNormChunks, modulate } from '../normalization/ada_layer_norm.js';
 
+/** diffusers' SD35AdaLayerNormZeroX: AdaLayerNormZero with 9 chunks, the input modulated for attn and for attn2 (SD3.5's dual-attention blocks). */
 export class SD35AdaLayerNormZeroX extends AdaLayerNormChunks {
   constructor(embeddingDim: number, options: ModelOptions = {}) {
     super(embeddingDim, 9, options);

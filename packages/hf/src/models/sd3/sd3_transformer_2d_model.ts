@@ -41,6 +41,7 @@ export const sd3TpPlan: TpPlan = {
   'transformer_blocks.*.ff_context.net.2': 'rowwise',
 };
 
+/** The inputs of SD3Transformer2DModel.forward beside the latents (diffusers' forward arguments, camelCase). */
 export interface SD3TransformerCallOptions {
   /** The prompt's token embeddings [B, M, joint_attention_dim] (CLIP-L, CLIP-G and T5, joined). */
   encoderHiddenStates: dt.Tensor;
@@ -60,13 +61,25 @@ export interface SD3TransformerCallOptions {
 
 const what = 'SD3Transformer2DModel';
 
+/**
+ * diffusers' SD3Transformer2DModel: the MMDiT denoiser of Stable Diffusion 3 and 3.5, with its
+ * checkpoint keys (subfolder "transformer"). Mesh dims 'dp' and 'cfg' split the batch, 'tp' heads
+ * and feed-forward features (sd3TpPlan), 'ulysses' and 'ring' the tokens.
+ */
 export class SD3Transformer2DModel extends PreTrainedModel {
+  /** The config the model was built from. */
   readonly config: SD3Transformer2DConfig;
+  /** Latent patches to image tokens, plus the position embedding. */
   pos_embed: PatchEmbed;
+  /** The conditioning vector [B, innerDim] from the timestep and the pooled prompt. */
   time_text_embed: CombinedTimestepTextProjEmbeddings;
+  /** Text tokens in: joint_attention_dim to caption_projection_dim. */
   context_embedder: nn.Linear;
+  /** diffusers' `transformer_blocks`: the num_layers joint blocks, checkpoint keys transformer_blocks.N.*. */
   transformer_blocks: nn.ModuleList<JointTransformerBlock>;
+  /** The output norm, modulated by the conditioning vector. */
   norm_out: AdaLayerNormContinuous;
+  /** Image tokens out: innerDim to patch_size² x out_channels. */
   proj_out: nn.Linear;
 
   constructor(config: SD3Transformer2DConfig, options: ModelOptions = {}) {
@@ -95,10 +108,12 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     applyTpPlan(this, o.mesh, sd3TpPlan);
   }
 
+  /** Reads the model's config.json. */
   static readConfig(path: string): SD3Transformer2DConfig {
     return SD3Transformer2DConfig.fromFile(path);
   }
 
+  /** The mesh the weights are on; inputs must be on it. */
   get mesh(): dt.DeviceMesh {
     return this.proj_out.weight.mesh;
   }
