@@ -46,6 +46,12 @@ export {
   t5TpPlan,
   type T5EncoderOutput,
 } from "./models/t5/t5_encoder_model.js";
+// T5's submodules, named and nested as the checkpoint's keys (encoder.block.N.layer.M.*).
+export { T5Block, T5LayerSelfAttention } from "./models/t5/t5_block.js";
+export { T5Attention } from "./models/t5/t5_attention.js";
+export { T5LayerFF, T5DenseActDense, T5DenseGatedActDense } from "./models/t5/t5_feed_forward.js";
+export { T5LayerNorm } from "./models/t5/t5_layer_norm.js";
+export { type Activation } from "./models/activations.js";
 export {
   CLIPTextModel,
   CLIPTextModelWithProjection,
@@ -55,21 +61,37 @@ export {
   type CLIPTextOutput,
   type CLIPTextWithProjectionOutput,
 } from "./models/clip/clip_text_model.js";
+// CLIP's submodules, named and nested as the checkpoint's keys (text_model.*).
+export { CLIPTextEmbeddings } from "./models/clip/clip_text_model.js";
+export { CLIPEncoder, CLIPEncoderLayer, CLIPMLP } from "./models/clip/clip_encoder.js";
+export { CLIPAttention } from "./models/clip/clip_attention.js";
 export { AutoencoderKLConfig } from "./configs/autoencoder_kl_config.js";
 export {
   AutoencoderKL,
   type AutoencoderKLTilingOptions,
 } from "./models/autoencoder_kl/autoencoder_kl.js";
 export { type DiagonalGaussianDistribution } from "./models/autoencoder_kl/diagonal_gaussian.js";
+// AutoencoderKL's submodules, named and nested as the checkpoint's keys (encoder.*, decoder.*).
+export { Encoder, Decoder } from "./models/autoencoder_kl/vae.js";
+export { DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D, type BlockSettings } from "./models/autoencoder_kl/blocks.js";
+export { ResnetBlock2D } from "./models/autoencoder_kl/resnet_block_2d.js";
+export { Downsample2D, Upsample2D } from "./models/autoencoder_kl/sampling.js";
+export { VAEAttention } from "./models/autoencoder_kl/vae_attention.js";
 export {
   SD3Transformer2DConfig,
   type SD3QkNorm,
 } from "./configs/sd3_transformer_config.js";
+export { sd3QkNorms } from "./configs/sd3_transformer_config.js";
 export {
   SD3Transformer2DModel,
   sd3TpPlan,
   type SD3TransformerCallOptions,
 } from "./models/sd3/sd3_transformer_2d_model.js";
+// SD3's submodules, named and nested as the checkpoint's keys (pos_embed.*, transformer_blocks.N.*).
+export { PatchEmbed } from "./models/sd3/patch_embed.js";
+export { JointTransformerBlock, type JointBlockOptions } from "./models/sd3/joint_transformer_block.js";
+export { SD3Attention, type SD3AttentionOptions } from "./models/sd3/joint_attention.js";
+export { SD35AdaLayerNormZeroX } from "./models/sd3/sd35_ada_layer_norm_zero_x.js";
 export {
   FlowMatchEulerDiscreteScheduler,
   FlowMatchEulerDiscreteConfig,
@@ -86,6 +108,22 @@ export {
   fluxTpPlan,
   type FluxTransformerCallOptions,
 } from "./models/flux/flux_transformer_2d_model.js";
+// Flux's submodules, named and nested as the checkpoint's keys (transformer_blocks.N.*, single_transformer_blocks.N.*).
+export { FluxTransformerBlock } from "./models/flux/flux_transformer_block.js";
+export { FluxSingleTransformerBlock } from "./models/flux/flux_single_transformer_block.js";
+export { FluxAttention, type FluxAttentionOptions, type RotaryTables } from "./models/flux/flux_attention.js";
+// The diffusion transformers' shared submodules (diffusers' embeddings.py, normalization.py, attention.py).
+export { CombinedTimestepTextProjEmbeddings, CombinedTimestepGuidanceTextProjEmbeddings } from "./models/embeddings/combined_timestep_embeddings.js";
+export { TimestepEmbedding } from "./models/embeddings/timestep_embedding.js";
+export { PixArtAlphaTextProjection } from "./models/embeddings/text_projection.js";
+export {
+  AdaLayerNormChunks,
+  AdaLayerNormZero,
+  AdaLayerNormZeroSingle,
+  AdaLayerNormContinuous,
+  type AdaLayerNormContinuousOptions,
+} from "./models/normalization/ada_layer_norm.js";
+export { FeedForward, GELUProjection, type FeedForwardOptions } from "./models/attention/feed_forward.js";
 export {
   joinSequence,
   splitSequence,
