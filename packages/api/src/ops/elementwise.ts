@@ -17,28 +17,47 @@ function unary(name: string, x: Tensor, attrs: readonly number[] = []): Tensor {
   return recordOp(name, [checkTensor(name, x)], attrs);
 }
 
+/** -x, as torch.neg; same dtype (bool refused). Partial(sum/avg) stays partial. */
 export const neg = (x: Tensor): Tensor => unary('neg', x);
+/** |x|, as torch.abs; same dtype (bool refused). */
 export const abs = (x: Tensor): Tensor => unary('abs', x);
+/** max(x, 0), as torch.relu; same dtype (bool refused). */
 export const relu = (x: Tensor): Tensor => unary('relu', x);
+/** x * x, as torch.square; same dtype, bool giving int64. */
 export const square = (x: Tensor): Tensor => unary('square', x);
+/** Rounds down, as torch.floor; same dtype (bool refused). */
 export const floor = (x: Tensor): Tensor => unary('floor', x);
 /** Rounds half to even, as torch.round. */
 export const round = (x: Tensor): Tensor => unary('round', x);
+/** e^x, as torch.exp; integer and bool inputs give float32. */
 export const exp = (x: Tensor): Tensor => unary('exp', x);
+/** Natural logarithm, as torch.log; integer and bool inputs give float32. */
 export const log = (x: Tensor): Tensor => unary('log', x);
+/** Base-2 logarithm, as torch.log2; integer and bool inputs give float32. */
 export const log2 = (x: Tensor): Tensor => unary('log2', x);
+/** Square root, as torch.sqrt; integer and bool inputs give float32. */
 export const sqrt = (x: Tensor): Tensor => unary('sqrt', x);
+/** 1 / sqrt(x), as torch.rsqrt; integer and bool inputs give float32. */
 export const rsqrt = (x: Tensor): Tensor => unary('rsqrt', x);
+/** 1 / x, as torch.reciprocal; integer and bool inputs give float32. */
 export const reciprocal = (x: Tensor): Tensor => unary('reciprocal', x);
+/** Sine (radians), as torch.sin; integer and bool inputs give float32. */
 export const sin = (x: Tensor): Tensor => unary('sin', x);
+/** Cosine (radians), as torch.cos; integer and bool inputs give float32. */
 export const cos = (x: Tensor): Tensor => unary('cos', x);
+/** Hyperbolic tangent, as torch.tanh; integer and bool inputs give float32. */
 export const tanh = (x: Tensor): Tensor => unary('tanh', x);
+/** 1 / (1 + e^-x), as torch.sigmoid; integer and bool inputs give float32. */
 export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x);
+/** x · sigmoid(x) of a floating tensor, as torch.nn.functional.silu; same dtype. */
 export const silu = (x: Tensor): Tensor => unary('silu', x);
 /** x · sigmoid(1.702 x): CLIP's activation (transformers' QuickGELUActivation), as one op. */
 export const quickGelu = (x: Tensor): Tensor => unary('quick_gelu', x);
+/** Whether each element is NaN: a bool tensor, as torch.isnan. */
 export const isnan = (x: Tensor): Tensor => unary('isnan', x);
+/** Whether each element is +inf or -inf: a bool tensor, as torch.isinf. */
 export const isinf = (x: Tensor): Tensor => unary('isinf', x);
+/** Logical not (zero is false): a bool tensor, as torch.logical_not. */
 export const logicalNot = (x: Tensor): Tensor => unary('logical_not', x);
 
 /** GELU; `approximate: 'tanh'` is the tanh approximation. */
@@ -148,31 +167,50 @@ function binary(name: BinaryName, a: Tensor | Scalar, b: Tensor | Scalar, alphaO
   throw new DTorchError(ErrorCode.InvalidArgument, `${name}: expected at least one Tensor operand but received ${typeof a} and ${typeof b}`);
 }
 
-type Operand = Tensor | Scalar;
+/**
+ * An operand of a binary op: a tensor, or a JS number or boolean taken as a Python scalar (an
+ * integral number inside int64 as an int, any other number as a float, a boolean as a bool).
+ */
+export type Operand = Tensor | Scalar;
 // alpha from add/sub's options (none on the hot path: x.add(1))
 const alphaOf = (name: string, options: unknown): unknown =>
   options === undefined ? undefined : checkKnownOptions<{ alpha: number }>(`${name} options`, options, ALPHA_OPTIONS).alpha;
 
-/** a + alpha * b */
+/**
+ * a + alpha * b, broadcast, with PyTorch type promotion, as torch.add (alpha default 1). Shards
+ * pass through (a Replicate operand beside a Shard is sliced locally); Partial(sum/avg) plus
+ * the same Partial stays partial.
+ */
 export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('add', a, b, alphaOf('add', options));
-/** a - alpha * b */
+/** a - alpha * b, broadcast, as torch.sub (alpha default 1); Partial minus Partial stays partial, bool operands are refused. */
 export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, b, alphaOf('sub', options));
+/** a * b, broadcast, with PyTorch type promotion, as torch.mul. A Partial(sum/avg) operand times a Replicate one or a scalar stays partial. */
 export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b);
 /** True division: integer operands give float32. */
 export const div = (a: Operand, b: Operand): Tensor => binary('div', a, b);
+/** a to the power b, broadcast, as torch.pow; integers to negative integer powers and bool tensors are refused. */
 export const pow = (a: Operand, b: Operand): Tensor => binary('pow', a, b);
+/** Elementwise minimum, broadcast, as torch.minimum (NaN wins). */
 export const minimum = (a: Operand, b: Operand): Tensor => binary('minimum', a, b);
+/** Elementwise maximum, broadcast, as torch.maximum (NaN wins). */
 export const maximum = (a: Operand, b: Operand): Tensor => binary('maximum', a, b);
+/** a == b, broadcast: a bool tensor, as torch.eq. */
 export const eq = (a: Operand, b: Operand): Tensor => binary('eq', a, b);
+/** a != b, broadcast: a bool tensor, as torch.ne. */
 export const ne = (a: Operand, b: Operand): Tensor => binary('ne', a, b);
+/** a < b, broadcast: a bool tensor, as torch.lt. */
 export const lt = (a: Operand, b: Operand): Tensor => binary('lt', a, b);
+/** a <= b, broadcast: a bool tensor, as torch.le. */
 export const le = (a: Operand, b: Operand): Tensor => binary('le', a, b);
+/** a > b, broadcast: a bool tensor, as torch.gt. */
 export const gt = (a: Operand, b: Operand): Tensor => binary('gt', a, b);
+/** a >= b, broadcast: a bool tensor, as torch.ge. */
 export const ge = (a: Operand, b: Operand): Tensor => binary('ge', a, b);
+/** a and b (zero is false), broadcast: a bool tensor, as torch.logical_and. */
 export const logicalAnd = (a: Operand, b: Operand): Tensor => binary('logical_and', a, b);
+/** a or b (zero is false), broadcast: a bool tensor, as torch.logical_or. */
 export const logicalOr = (a: Operand, b: Operand): Tensor => binary('logical_or', a, b);
 
-/** Elements of `a` where `condition` holds, else of `b` (all three broadcast). */
 // PyTorch's result_type(tensor, scalar): the tensor's dtype, unless the scalar is of a higher
 // category (bool < int < float), which then gives its default (int64, float32).
 function resultWithScalar(t: Tensor, kind: ScalarKind): DType {
@@ -182,6 +220,10 @@ function resultWithScalar(t: Tensor, kind: ScalarKind): DType {
   return scalarCategory === 1 ? 'int64' : 'float32';
 }
 
+/**
+ * Elements of `a` where the bool `condition` holds, else of `b` (all three broadcast), as
+ * torch.where; a scalar beside a tensor must fit the result's dtype.
+ */
 export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
   checkTensor('where condition', condition);
   for (const v of [a, b]) if (!(v instanceof Tensor)) scalarKind('where', v);

@@ -3,7 +3,8 @@ import { DTorchError, ErrorCode, checkBoolean, checkInteger, checkKnownOptions, 
 import { checkTensor, recordOp } from '../record.js';
 import { Tensor } from '../tensor.js';
 
-type Pair = number | readonly [number, number];
+/** A size per spatial dim: one number for both H and W, or [h, w]. */
+export type Pair = number | readonly [number, number];
 
 function pair(name: string, v: Pair, min: number): [number, number] {
   const p = typeof v === 'number' ? [v, v] : v;
@@ -18,11 +19,15 @@ function record(name: string, inputs: readonly Tensor[], attrs: readonly number[
   return recordOp(name, inputs, attrs);
 }
 
+/** Options of {@link conv2d}, as torch.nn.functional.conv2d's. */
 export interface Conv2dOptions {
+  /** Step of the kernel over H and W (default 1). */
   stride?: Pair;
   /** Zero padding per side, or 'valid' (none) or 'same' (output size = input size, stride 1). */
   padding?: Pair | 'valid' | 'same';
+  /** Spacing between kernel elements (default 1). */
   dilation?: Pair;
+  /** Number of channel groups, each convolved with its own filters; divides the input and output channels (default 1). */
   groups?: number;
 }
 
@@ -48,10 +53,15 @@ export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, opts?: Conv2dOp
   return record('conv2d', inputs, [...stride, ...padding, ...dilation, groups]);
 }
 
+/** Options of {@link interpolate}: exactly one of `size` and `scaleFactor`. */
 export interface InterpolateOptions {
+  /** Output H and W. */
   size?: Pair;
+  /** Multiplier of H and W (one number or [h, w]); the output size is floor(input size * factor). */
   scaleFactor?: number | readonly [number, number];
+  /** Sampling: 'nearest' (the default) or 'bilinear'. */
   mode?: 'nearest' | 'bilinear';
+  /** Bilinear only: align the corner pixels of input and output, as PyTorch's align_corners (default false). */
   alignCorners?: boolean;
 }
 
@@ -85,8 +95,11 @@ export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   return record('interpolate', [x], [mode === 'nearest' ? 0 : 1, ...size, ...scales, options.alignCorners ? 1 : 0]);
 }
 
+/** Options of {@link avgPool2d} and {@link maxPool2d}. */
 export interface PoolOptions {
+  /** Step of the window over H and W (default: the kernel size). */
   stride?: Pair;
+  /** Implicit padding per side, at most half the kernel (default 0): zeros counted in the average, never picked by the max. */
   padding?: Pair;
 }
 
@@ -97,5 +110,7 @@ function pool(op: 'avg_pool2d' | 'max_pool2d', x: Tensor, kernelSize: Pair, opts
   const padding = pair(`${op} padding`, options.padding ?? 0, 0);
   return record(op, [x], [...kernel, ...stride, ...padding]);
 }
+/** Averages over `kernelSize` windows of x [N, C, H, W], as torch.nn.functional.avg_pool2d. */
 export const avgPool2d = (x: Tensor, kernelSize: Pair, options?: PoolOptions): Tensor => pool('avg_pool2d', x, kernelSize, options);
+/** The maximum of each `kernelSize` window of x [N, C, H, W], as torch.nn.functional.max_pool2d. */
 export const maxPool2d = (x: Tensor, kernelSize: Pair, options?: PoolOptions): Tensor => pool('max_pool2d', x, kernelSize, options);

@@ -22,9 +22,13 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
   return recordOp('linear', inputs, []);
 }
 
-interface NormOptions {
+/** Options of {@link layerNorm} and {@link groupNorm}: an optional affine weight and bias, and eps. */
+export interface NormOptions {
+  /** Scale applied after normalising: of `normalizedShape` for layerNorm, one per channel [C] for groupNorm. */
   weight?: Tensor;
+  /** Shift added after the weight, of the weight's shape. */
   bias?: Tensor;
+  /** Added to the variance for numerical stability (default 1e-5; finite, >= 0). */
   eps?: number;
 }
 
@@ -75,9 +79,11 @@ export function embedding(ids: Tensor, weight: Tensor): Tensor {
   return recordOp('embedding', [checkTensor('embedding ids', ids), checkTensor('embedding weight', weight)], []);
 }
 
+/** Options of {@link scaledDotProductAttention}, as torch's attn_mask, is_causal and scale. */
 export interface AttentionOptions {
   /** Bool (true = attend) or additive float mask, broadcast to [..., L, S]. */
   attnMask?: Tensor;
+  /** Each query attends only to keys at or before its position (a lower-triangular mask); default false. */
   isCausal?: boolean;
   /** Default 1 / sqrt(E). */
   scale?: number;

@@ -6,6 +6,7 @@ import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, invalidParamet
 import { checkTensor, recordOp, recordOpOutputs } from '../record.js';
 import type { Tensor } from '../tensor.js';
 
+/** Options of {@link allGatherLinear} and {@link linearReduceScatter}. */
 export interface OverlappedLinearOptions {
   /** The mesh dim of the collective, by index or name. Default: the one named 'tp', else the
    *  only mesh dim on which the activations are sharded as the op needs. */
