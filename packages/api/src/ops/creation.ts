@@ -13,14 +13,22 @@ import { Replicate, formatPlacements, normalizePlacements, type Placement } from
 import { checkTensor, output, writeCreationHeader, writeShape } from '../record.js';
 import type { NestedArray, Tensor } from '../tensor.js';
 
+/** Where a creation function puts its tensor and of which dtype. */
 export interface CreationOptions {
+  /** Element type; the default depends on the function (float32 for most). */
   dtype?: DType;
+  /** The mesh the tensor lies on; default {@link defaultMesh}, one CPU device. */
   mesh?: DeviceMesh;
   /** One per mesh dim; default Replicate on every dim. */
   placements?: readonly Placement[];
 }
 
+/** Options of the random creation functions: {@link CreationOptions} and a seed. */
 export interface RandomOptions extends CreationOptions {
+  /**
+   * Seed of this call, an integer in [0, 2^48); default the next of {@link manualSeed}'s sequence.
+   * The same seed gives the same full tensor on one device and on any mesh.
+   */
   seed?: number;
 }
 
@@ -66,10 +74,12 @@ export function full(shape: readonly number[], value: number | boolean, options?
   return fromShape('full', 'full', shape, r, [checkFits('full value', value, r.dtype, { reducedFloats: 'inf' })]);
 }
 
+/** A tensor of zeros, float32 by default, as torch.zeros. */
 export function zeros(shape: readonly number[], options?: CreationOptions): Tensor {
   return fromShape('full', 'zeros', shape, resolve(options, 'float32', 'zeros', checkShape('zeros shape', shape).length), [0]);
 }
 
+/** A tensor of ones, float32 by default, as torch.ones. */
 export function ones(shape: readonly number[], options?: CreationOptions): Tensor {
   return fromShape('full', 'ones', shape, resolve(options, 'float32', 'ones', checkShape('ones shape', shape).length), [1]);
 }
@@ -192,6 +202,7 @@ export function randint(low: number, high: number, shape: readonly number[], opt
 
 // ---- from data --------------------------------------------------------------------------
 
+/** Options of {@link tensor}: {@link CreationOptions} and a shape for flat data. */
 export interface TensorOptions extends CreationOptions {
   /** Shape for flat data (a typed array or a flat list); inferred from nesting otherwise. */
   shape?: readonly number[];
@@ -316,6 +327,7 @@ export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly numb
   return output(r.mesh);
 }
 
+/** Options of {@link fromLocalBuffers}: the mesh and placements of the pieces, and the result's dtype. */
 export interface LocalBuffersOptions extends CreationOptions {
   /** Dtype of the result; the pieces (of the source dtype) are converted on the way. Default: the source dtype. */
   dtype?: DType;
@@ -372,7 +384,9 @@ export function fromLocalBuffers(
   return output(r.mesh);
 }
 
+/** One rank's piece of a distributed tensor, as {@link localPieceOf} computes it. */
 export interface LocalPiece {
+  /** Shape of the piece: torch.chunk sizes along sharded dims (some may be 0). */
   shape: number[];
   /** Where the piece starts in the full tensor, per dim. */
   offset: number[];
@@ -402,8 +416,12 @@ function likeOptions(fn: string, t: Tensor, options: unknown, known: readonly st
   const like = checkTensor(`${fn} input`, t);
   return { dtype: like.dtype, mesh: like.mesh, placements: like.placements, ...optionsOf<RandomOptions>(fn, options, known) };
 }
+/** Zeros of `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.zeros_like. */
 export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => zeros(t.shape, likeOptions('zerosLike', t, options));
+/** Ones of `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.ones_like. */
 export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => ones(t.shape, likeOptions('onesLike', t, options));
+/** `value` in `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.full_like. */
 export const fullLike = (t: Tensor, value: number | boolean, options?: CreationOptions): Tensor =>
   full(t.shape, value, likeOptions('fullLike', t, options));
+/** Standard normal values in `t`'s shape, dtype, mesh and placements (each overridable in `options`, with a seed), as torch.randn_like. */
 export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => randn(t.shape, likeOptions('randnLike', t, options, RANDOM_OPTIONS));

@@ -68,6 +68,7 @@ export function localShape(x: Tensor, rank: number): number[] {
   return engine().layout(x.id)[rank]!.shape;
 }
 
+/** The shape of every rank's piece, in rank order (see {@link localShape}). */
 export function localShapes(x: Tensor): number[][] {
   if (!(x instanceof Tensor)) throw invalidParameter('localShapes input', 'Tensor', x);
   return engine().layout(x.id).map((p) => p.shape);

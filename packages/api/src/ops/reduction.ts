@@ -46,8 +46,11 @@ function dimCall(op: string, x: Tensor, dim: number | undefined, keepdim: boolea
   return recordOpOutputs(op, [x], [dim === undefined ? 0 : 1, dim ?? 0, keepdim ? 1 : 0]);
 }
 
+/** What {@link max} and {@link min} along a dim return, as torch's (values, indices) pair. */
 export interface ValuesIndices {
+  /** The largest (or smallest) values along the dim, which is dropped unless keepdim. */
   values: Tensor;
+  /** Their int64 positions along the dim, of the same shape as `values`. */
   indices: Tensor;
 }
 
@@ -79,4 +82,5 @@ function alongDim(op: string, x: Tensor, dim: number): Tensor {
 }
 /** Softmax along `dim`; other dims may be sharded. */
 export const softmax = (x: Tensor, dim: number): Tensor => alongDim('softmax', x, dim);
+/** log(softmax(x)) along `dim`, computed stably, as torch.log_softmax; other dims may be sharded. */
 export const logSoftmax = (x: Tensor, dim: number): Tensor => alongDim('log_softmax', x, dim);

@@ -32,8 +32,10 @@ export function reshape(x: Tensor, shape: readonly number[]): Tensor {
   const s = checkIntList('reshape', 'shape', shape);
   return recordOp('reshape', [x], [s.length, ...s]);
 }
+/** The same op as {@link reshape}, under torch.Tensor.view's name (any tensor can be viewed). */
 export const view = reshape;
 
+/** Merges dims `startDim`..`endDim` (default: all) into one, as torch.flatten; a 0-d tensor gives shape [1]. */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   checkTensor('flatten', x);
   if (x.ndim === 0) return reshape(x, [1]);
@@ -43,6 +45,7 @@ export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   return reshape(x, [...x.shape.slice(0, s), merged, ...x.shape.slice(e + 1)]);
 }
 
+/** Splits dim `dim` into dims of `sizes` (their product its size; one may be -1), as torch.unflatten. */
 export function unflatten(x: Tensor, dim: number, sizes: readonly number[]): Tensor {
   checkTensor('unflatten', x);
   const d = normDim('unflatten', dim, x.ndim);
@@ -57,18 +60,21 @@ export function squeeze(x: Tensor, dim?: number | readonly number[]): Tensor {
   return reshape(x, x.shape.filter((s, d) => !(s === 1 && dims.includes(d))));
 }
 
+/** Inserts a size-1 dim at `dim` (in [-ndim-1, ndim]), as torch.unsqueeze. */
 export function unsqueeze(x: Tensor, dim: number): Tensor {
   checkTensor('unsqueeze', x);
   const d = normDim('unsqueeze', dim, x.ndim + 1);
   return reshape(x, [...x.shape.slice(0, d), 1, ...x.shape.slice(d)]);
 }
 
+/** Reorders the dims: dim i of the result is dim `dims[i]` of `x`, as torch.permute; a sharded dim stays sharded where it moves. */
 export function permute(x: Tensor, dims: readonly number[]): Tensor {
   checkTensor('permute', x);
   const d = checkIntList('permute', 'dims', dims);
   return recordOp('permute', [x], [d.length, ...d]);
 }
 
+/** Swaps dims `dim0` and `dim1`, as torch.transpose. */
 export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
   checkTensor('transpose', x);
   const [a, b] = [normDim('transpose', dim0, x.ndim), normDim('transpose', dim1, x.ndim)];
@@ -83,10 +89,12 @@ export function expand(x: Tensor, shape: readonly number[]): Tensor {
   return recordOp('expand', [x], [s.length, ...s]);
 }
 
+/** The values in a row-major contiguous layout, as torch.Tensor.contiguous; always a new tensor. */
 export function contiguous(x: Tensor): Tensor {
   return recordOp('contiguous', [checkTensor('contiguous', x)], []);
 }
 
+/** A copy with its own memory, as torch.clone. */
 export function clone(x: Tensor): Tensor {
   return recordOp('clone', [checkTensor('clone', x)], []);
 }
@@ -98,6 +106,10 @@ function checkTensors(fn: string, tensors: unknown): Tensor[] {
   return tensors as Tensor[];
 }
 
+/**
+ * Concatenates `tensors` (shapes equal but on `dim`) along existing dim `dim`, as torch.cat; shards
+ * of other dims pass. One tensor gives a copy. {@link joinShards} joins along a sharded dim.
+ */
 export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('cat', tensors);
   checkInteger('cat dim', dim);
@@ -110,6 +122,7 @@ export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   return recordOp('cat', ts, [dim]);
 }
 
+/** Joins tensors of one shape along a new dim `dim`, as torch.stack. */
 export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
   const ts = checkTensors('stack', tensors);
   const d = normDim('stack', dim, ts[0]!.ndim + 1);
@@ -219,6 +232,10 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
   return sliceAlong(x, d, from, from + length, 1);
 }
 
+/**
+ * The entries of `x` along `dim` at the positions in `index` (1-d int64 or int32, Replicate), as
+ * torch.index_select; shards of other dims and partials pass.
+ */
 export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
   checkTensor('indexSelect', x);
   checkTensor('indexSelect index', index);
@@ -281,16 +298,28 @@ export function pad(x: Tensor, padding: readonly number[], options?: { mode?: 'c
 /** A range for Tensor.get: start (default 0), end (default the size), step (default 1). */
 export class Slice {
   constructor(
+    /** First index (default 0; negative counts from the end). */
     readonly start?: number,
+    /** End index, exclusive (default the size; negative counts from the end). */
     readonly end?: number,
+    /** Stride between indices, positive (default 1). */
     readonly step?: number,
   ) {
     Object.freeze(this);
   }
 }
+/**
+ * A {@link Slice} for {@link get} and {@link set}, as Python's start:end:step: `x.get(dt.slice(1, null, 2))`
+ * is x[1::2]. null or undefined leaves a bound at its default.
+ */
 export const slice = (start?: number | null, end?: number | null, step?: number | null): Slice =>
   new Slice(start ?? undefined, end ?? undefined, step ?? undefined);
 
+/**
+ * One index of {@link get} and {@link set}: an integer (drops its dim), a {@link Slice} (keeps it),
+ * null (adds a size-1 dim), '...' (stands for the dims not indexed) or an integer tensor (selects
+ * along its dim).
+ */
 export type Index = number | Slice | null | '...' | Tensor;
 
 /**
