@@ -23,9 +23,25 @@ const collected = new FinalizationRegistry<number>((id) => engine().release(id))
 // The largest ArrayBuffer this Node makes (buffer.constants.MAX_LENGTH).
 const MAX_HOST_BYTES = bufferConstants.MAX_LENGTH;
 
+/**
+ * A JS scalar operand: a number (an int when integral inside int64, else a float, as Python
+ * scalars are typed) or a boolean.
+ */
 export type Scalar = number | boolean;
+/**
+ * Nested JS arrays of numbers, booleans or bigints, one level per dim: the data of {@link tensor}
+ * and the result of {@link Tensor.array}.
+ */
 export type NestedArray = number | boolean | bigint | NestedArray[];
 
+/**
+ * A distributed tensor, as PyTorch's DTensor: a logical tensor of `shape` and `dtype` laid out
+ * over `mesh` by one {@link Placement} per mesh dim. The object holds metadata and an engine id,
+ * never data: ops are recorded and run on the devices' worker threads, and values are read with
+ * {@link Tensor.data | data()}, {@link Tensor.array | array()} and {@link Tensor.item | item()}
+ * (or their blocking *Sync forms). Made by creation functions and ops; freed by `dispose()`,
+ * {@link tidy} or `using`.
+ */
 export class Tensor {
   #id: number;
   #disposed = false;
@@ -33,9 +49,13 @@ export class Tensor {
   #adoptedFrom: Tensor | undefined;
   /** Set by keep(): no tidy() frees this tensor. */
   kept = false;
+  /** Size of each dim of the full (logical) tensor, not of a device's piece (see {@link Tensor.localShape}). */
   readonly shape: readonly number[];
+  /** Element type. */
   readonly dtype: DType;
+  /** The devices the tensor lies on. */
   readonly mesh: DeviceMesh;
+  /** How the tensor lies along each mesh dim: one {@link Placement} per mesh dim. */
   readonly placements: readonly Placement[];
 
   /** @internal Tensors are made by ops and creation functions, not by users. */
@@ -60,14 +80,17 @@ export class Tensor {
     return this.#id;
   }
 
+  /** Whether dispose() (or a tidy() around it) has freed this tensor; a disposed tensor cannot be used. */
   get isDisposed(): boolean {
     return this.#disposed;
   }
 
+  /** Number of dims (0 for a scalar tensor). */
   get ndim(): number {
     return this.shape.length;
   }
 
+  /** Number of elements of the full tensor (the product of `shape`). */
   get numel(): number {
     let n = 1;
     for (const s of this.shape) n *= s;
@@ -96,12 +119,14 @@ export class Tensor {
     engine().release(old);
   }
 
+  /** Frees the tensor's memory on every device now; later uses throw TENSOR_DISPOSED. Disposing twice does nothing. */
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
     engine().release(this.#id);
   }
 
+  /** Disposes the tensor at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.dispose();
   }
@@ -137,6 +162,7 @@ export class Tensor {
     return toNested(await this.data(), this.shape, this.dtype);
   }
 
+  /** Like {@link Tensor.array | array()}, blocking the JS thread until the value is there (DTORCH_READ_TIMEOUT_MS). */
   arraySync(): NestedArray {
     return toNested(this.dataSync(), this.shape, this.dtype);
   }
@@ -147,6 +173,7 @@ export class Tensor {
     return scalarOf(await this.data(), this.dtype);
   }
 
+  /** Like {@link Tensor.item | item()}, blocking the JS thread until the value is there. */
   itemSync(): number | boolean {
     this.checkOneElement();
     return scalarOf(this.dataSync(), this.dtype);
@@ -160,51 +187,67 @@ export class Tensor {
 
   // ---- ops ---------------------------------------------------------------------------------
 
+  /** this + alpha * other, broadcast (see {@link elementwise.add | add}). */
   add(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
     return elementwise.add(this, other, options);
   }
+  /** this - alpha * other, broadcast (see {@link elementwise.sub | sub}). */
   sub(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
     return elementwise.sub(this, other, options);
   }
+  /** this * other, broadcast (see {@link elementwise.mul | mul}). */
   mul(other: Tensor | Scalar): Tensor {
     return elementwise.mul(this, other);
   }
+  /** this / other, true division (see {@link elementwise.div | div}). */
   div(other: Tensor | Scalar): Tensor {
     return elementwise.div(this, other);
   }
+  /** this to the power `exponent` (see {@link elementwise.pow | pow}). */
   pow(exponent: Tensor | Scalar): Tensor {
     return elementwise.pow(this, exponent);
   }
+  /** Elementwise minimum with `other` (see {@link elementwise.minimum | minimum}). */
   minimum(other: Tensor | Scalar): Tensor {
     return elementwise.minimum(this, other);
   }
+  /** Elementwise maximum with `other` (see {@link elementwise.maximum | maximum}). */
   maximum(other: Tensor | Scalar): Tensor {
     return elementwise.maximum(this, other);
   }
+  /** this == other as a bool tensor (see {@link elementwise.eq | eq}). */
   eq(other: Tensor | Scalar): Tensor {
     return elementwise.eq(this, other);
   }
+  /** this != other as a bool tensor (see {@link elementwise.ne | ne}). */
   ne(other: Tensor | Scalar): Tensor {
     return elementwise.ne(this, other);
   }
+  /** this < other as a bool tensor (see {@link elementwise.lt | lt}). */
   lt(other: Tensor | Scalar): Tensor {
     return elementwise.lt(this, other);
   }
+  /** this <= other as a bool tensor (see {@link elementwise.le | le}). */
   le(other: Tensor | Scalar): Tensor {
     return elementwise.le(this, other);
   }
+  /** this > other as a bool tensor (see {@link elementwise.gt | gt}). */
   gt(other: Tensor | Scalar): Tensor {
     return elementwise.gt(this, other);
   }
+  /** this >= other as a bool tensor (see {@link elementwise.ge | ge}). */
   ge(other: Tensor | Scalar): Tensor {
     return elementwise.ge(this, other);
   }
+  /** Logical and with `other` as a bool tensor (see {@link elementwise.logicalAnd | logicalAnd}). */
   logicalAnd(other: Tensor | Scalar): Tensor {
     return elementwise.logicalAnd(this, other);
   }
+  /** Logical or with `other` as a bool tensor (see {@link elementwise.logicalOr | logicalOr}). */
   logicalOr(other: Tensor | Scalar): Tensor {
     return elementwise.logicalOr(this, other);
   }
+  /** Logical not as a bool tensor (see {@link elementwise.logicalNot | logicalNot}). */
   logicalNot(): Tensor {
     return elementwise.logicalNot(this);
   }
@@ -212,163 +255,216 @@ export class Tensor {
   where(condition: Tensor, other: Tensor | Scalar): Tensor {
     return elementwise.where(condition, this, other);
   }
+  /** This tensor with `value` where the bool `mask` holds (see {@link elementwise.maskedFill | maskedFill}). */
   maskedFill(mask: Tensor, value: Scalar): Tensor {
     return elementwise.maskedFill(this, mask, value);
   }
+  /** Clamps into [min, max], either bound optional (see {@link elementwise.clamp | clamp}). */
   clamp(min?: number | null, max?: number | null): Tensor {
     return elementwise.clamp(this, min, max);
   }
+  /** -this (see {@link elementwise.neg | neg}). */
   neg(): Tensor {
     return elementwise.neg(this);
   }
+  /** Absolute value (see {@link elementwise.abs | abs}). */
   abs(): Tensor {
     return elementwise.abs(this);
   }
+  /** max(this, 0) (see {@link elementwise.relu | relu}). */
   relu(): Tensor {
     return elementwise.relu(this);
   }
+  /** this * this (see {@link elementwise.square | square}). */
   square(): Tensor {
     return elementwise.square(this);
   }
+  /** Rounds down (see {@link elementwise.floor | floor}). */
   floor(): Tensor {
     return elementwise.floor(this);
   }
+  /** Rounds half to even (see {@link elementwise.round | round}). */
   round(): Tensor {
     return elementwise.round(this);
   }
+  /** e^this (see {@link elementwise.exp | exp}). */
   exp(): Tensor {
     return elementwise.exp(this);
   }
+  /** Natural logarithm (see {@link elementwise.log | log}). */
   log(): Tensor {
     return elementwise.log(this);
   }
+  /** Base-2 logarithm (see {@link elementwise.log2 | log2}). */
   log2(): Tensor {
     return elementwise.log2(this);
   }
+  /** Square root (see {@link elementwise.sqrt | sqrt}). */
   sqrt(): Tensor {
     return elementwise.sqrt(this);
   }
+  /** 1 / sqrt(this) (see {@link elementwise.rsqrt | rsqrt}). */
   rsqrt(): Tensor {
     return elementwise.rsqrt(this);
   }
+  /** 1 / this (see {@link elementwise.reciprocal | reciprocal}). */
   reciprocal(): Tensor {
     return elementwise.reciprocal(this);
   }
+  /** Sine (see {@link elementwise.sin | sin}). */
   sin(): Tensor {
     return elementwise.sin(this);
   }
+  /** Cosine (see {@link elementwise.cos | cos}). */
   cos(): Tensor {
     return elementwise.cos(this);
   }
+  /** Logistic sigmoid (see {@link elementwise.sigmoid | sigmoid}). */
   sigmoid(): Tensor {
     return elementwise.sigmoid(this);
   }
+  /** Hyperbolic tangent (see {@link elementwise.tanh | tanh}). */
   tanh(): Tensor {
     return elementwise.tanh(this);
   }
+  /** this · sigmoid(this) (see {@link elementwise.silu | silu}). */
   silu(): Tensor {
     return elementwise.silu(this);
   }
+  /** this · sigmoid(1.702 this), CLIP's activation (see {@link elementwise.quickGelu | quickGelu}). */
   quickGelu(): Tensor {
     return elementwise.quickGelu(this);
   }
+  /** Whether each element is NaN, as a bool tensor (see {@link elementwise.isnan | isnan}). */
   isnan(): Tensor {
     return elementwise.isnan(this);
   }
+  /** Whether each element is infinite, as a bool tensor (see {@link elementwise.isinf | isinf}). */
   isinf(): Tensor {
     return elementwise.isinf(this);
   }
+  /** Matrix product this · other, as torch.matmul (see {@link linalg.matmul | matmul}). */
   matmul(other: Tensor): Tensor {
     return linalg.matmul(this, other);
   }
+  /** Sum over `dim` (all dims when omitted); a sharded reduced dim gives Partial(sum) (see {@link reduction.sum | sum}). */
   sum(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.sum(this, dim, keepdim);
   }
+  /** Mean over `dim` (all dims when omitted) (see {@link reduction.mean | mean}). */
   mean(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.mean(this, dim, keepdim);
   }
+  /** Whether any element (along `dim`) is nonzero (see {@link reduction.any | any}). */
   any(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.any(this, dim, keepdim);
   }
+  /** Whether every element (along `dim`) is nonzero (see {@link reduction.all | all}). */
   all(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.all(this, dim, keepdim);
   }
+  /** The largest value, as a 0-d tensor (see {@link reduction.max | max}). */
   max(): Tensor;
+  /** The largest values along `dim` and their indices (see {@link reduction.max | max}). */
   max(dim: number, keepdim?: boolean): reduction.ValuesIndices;
   max(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
     return dim === undefined ? reduction.max(this) : reduction.max(this, dim, keepdim);
   }
+  /** The smallest value, as a 0-d tensor (see {@link reduction.min | min}). */
   min(): Tensor;
+  /** The smallest values along `dim` and their indices (see {@link reduction.min | min}). */
   min(dim: number, keepdim?: boolean): reduction.ValuesIndices;
   min(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
     return dim === undefined ? reduction.min(this) : reduction.min(this, dim, keepdim);
   }
+  /** Index of the largest value, in the flattened tensor or along `dim` (see {@link reduction.argmax | argmax}). */
   argmax(dim?: number, keepdim = false): Tensor {
     return reduction.argmax(this, dim, keepdim);
   }
+  /** Softmax along `dim` (see {@link reduction.softmax | softmax}). */
   softmax(dim: number): Tensor {
     return reduction.softmax(this, dim);
   }
+  /** log(softmax) along `dim` (see {@link reduction.logSoftmax | logSoftmax}). */
   logSoftmax(dim: number): Tensor {
     return reduction.logSoftmax(this, dim);
   }
+  /** This tensor converted to `dtype` (see {@link cast.to | to}). */
   to(dtype: DType): Tensor {
     return cast.to(this, dtype);
   }
 
   // ---- shape ---------------------------------------------------------------------------------
 
+  /** The same elements in `shape`, one dim may be -1 (see {@link shapes.reshape | reshape}). */
   reshape(shape: readonly number[]): Tensor {
     return shapes.reshape(this, shape);
   }
+  /** The same as {@link Tensor.reshape | reshape}, under torch.Tensor.view's name. */
   view(shape: readonly number[]): Tensor {
     return shapes.reshape(this, shape);
   }
+  /** Merges dims `startDim`..`endDim` into one (see {@link shapes.flatten | flatten}). */
   flatten(startDim = 0, endDim = -1): Tensor {
     return shapes.flatten(this, startDim, endDim);
   }
+  /** Splits dim `dim` into dims of `sizes` (see {@link shapes.unflatten | unflatten}). */
   unflatten(dim: number, sizes: readonly number[]): Tensor {
     return shapes.unflatten(this, dim, sizes);
   }
+  /** Drops size-1 dims: all, or those listed (see {@link shapes.squeeze | squeeze}). */
   squeeze(dim?: number | readonly number[]): Tensor {
     return shapes.squeeze(this, dim);
   }
+  /** Inserts a size-1 dim at `dim` (see {@link shapes.unsqueeze | unsqueeze}). */
   unsqueeze(dim: number): Tensor {
     return shapes.unsqueeze(this, dim);
   }
+  /** Reorders the dims, as torch.Tensor.permute (see {@link shapes.permute | permute}). */
   permute(dims: readonly number[]): Tensor {
     return shapes.permute(this, dims);
   }
+  /** Swaps dims `dim0` and `dim1` (see {@link shapes.transpose | transpose}). */
   transpose(dim0: number, dim1: number): Tensor {
     return shapes.transpose(this, dim0, dim1);
   }
+  /** Size-1 dims repeated to `shape`, -1 keeping a dim (see {@link shapes.expand | expand}). */
   expand(shape: readonly number[]): Tensor {
     return shapes.expand(this, shape);
   }
+  /** The values in a contiguous layout (see {@link shapes.contiguous | contiguous}). */
   contiguous(): Tensor {
     return shapes.contiguous(this);
   }
+  /** A copy with its own memory (see {@link shapes.clone | clone}). */
   clone(): Tensor {
     return shapes.clone(this);
   }
+  /** Pieces of `sizeOrSizes` along `dim` (see {@link shapes.split | split}). */
   split(sizeOrSizes: number | readonly number[], dim = 0): Tensor[] {
     return shapes.split(this, sizeOrSizes, dim);
   }
+  /** At most `chunks` equal pieces along `dim`, as torch.chunk (see {@link shapes.chunk | chunk}). */
   chunk(chunks: number, dim = 0): Tensor[] {
     return shapes.chunk(this, chunks, dim);
   }
+  /** The slices along `dim`, each without that dim (see {@link shapes.unbind | unbind}). */
   unbind(dim = 0): Tensor[] {
     return shapes.unbind(this, dim);
   }
+  /** `length` elements from `start` along `dim` (see {@link shapes.narrow | narrow}). */
   narrow(dim: number, start: number, length: number): Tensor {
     return shapes.narrow(this, dim, start, length);
   }
+  /** The entries along `dim` at the positions in `index` (see {@link shapes.indexSelect | indexSelect}). */
   indexSelect(dim: number, index: Tensor): Tensor {
     return shapes.indexSelect(this, dim, index);
   }
+  /** Tiles the tensor `repeats[d]` times along each dim (see {@link shapes.repeat | repeat}). */
   repeat(...repeats: number[]): Tensor {
     return shapes.repeat(this, repeats);
   }
+  /** Repeats each element `repeats` times along `dim` (see {@link shapes.repeatInterleave | repeatInterleave}). */
   repeatInterleave(repeats: number, dim?: number): Tensor {
     return shapes.repeatInterleave(this, repeats, dim);
   }
@@ -393,6 +489,7 @@ export class Tensor {
   localShape(rank: number): number[] {
     return movement.localShape(this, rank);
   }
+  /** The shape of every rank's piece, in rank order (see {@link Tensor.localShape | localShape}). */
   localShapes(): number[][] {
     return movement.localShapes(this);
   }
@@ -403,15 +500,18 @@ export class Tensor {
 
   // ---- printing ----------------------------------------------------------------------------
 
+  /** A one-line summary without the mesh, e.g. `Tensor(shape=[4, 8], dtype=float32, placements=[S(0)])`. */
   describe(): string {
     return `Tensor(shape=${formatShape(this.shape)}, dtype=${this.dtype}, placements=${formatPlacements(this.placements)})`;
   }
 
+  /** {@link Tensor.describe | describe()} with the mesh, and ', disposed' once disposed. */
   toString(): string {
     return `${this.describe().slice(0, -1)}, mesh=${this.mesh}${this.#disposed ? ', disposed' : ''})`;
   }
 }
 
+/** Whether `value` is a {@link Tensor} (disposed or not). */
 export function isTensor(value: unknown): value is Tensor {
   return value instanceof Tensor;
 }
