@@ -17,15 +17,17 @@ function mlp(mesh, batchPlacement) {
 
 const mesh = new dt.DeviceMesh('cpu', [0, 1]);
 const y = mlp(mesh, dt.Shard(0));
-console.log(`DTorch ${dt.describeRuntime().split('\n')[0]}, on ${mesh}`);
+console.log(`${dt.describeRuntime().split('\n')[0]}; the MLP runs on ${mesh}`);
 console.log(dt.visualizeSharding(y));
 console.log(await y.array());
 
+// the same program on 1 device, a third CPU device (cpu:2) so that it runs beside the mesh
 const reference = mlp(new dt.DeviceMesh('cpu', [2]), dt.Replicate());
 const [a, b] = [await y.data(), await reference.data()];
 const maxDiff = Math.max(...Array.from(a, (v, i) => Math.abs(v - b[i])));
 const same = maxDiff <= 1e-5;
 console.log(`matches 1 device: ${same} (max difference ${maxDiff.toExponential(2)})`);
 const { numTensors, perDevice } = dt.memory();
-console.log(`live tensors: ${numTensors}; bytes held: ${perDevice.map((d) => `${d.device} ${d.allocatedBytes}`).join(', ')}`);
+console.log(`live tensors: ${numTensors} (y, a row block on each of cpu:0 and cpu:1, and the reference on cpu:2)`);
+console.log(`bytes held: ${perDevice.map((d) => `${d.device} ${d.allocatedBytes}`).join(', ')}`);
 if (!same) process.exit(1);

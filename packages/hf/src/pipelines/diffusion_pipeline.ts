@@ -16,7 +16,10 @@ export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'
   mesh?: dt.DeviceMesh;
   /** The text encoders' mesh (default `mesh`): a text encoder can live elsewhere, or be released after encoding. */
   textEncoderMesh?: dt.DeviceMesh;
-  /** The parameters' dtype (default float32; bfloat16 on GPUs is what diffusers users run). */
+  /**
+   * The parameters' dtype. Unset, each component keeps its own config's `torch_dtype` (float32 when
+   * the config names none; tiny() pipelines are float32); bfloat16 on GPUs is what diffusers users run.
+   */
   dtype?: dt.DType;
 }
 
