@@ -39,7 +39,7 @@ export type NestedArray = number | boolean | bigint | NestedArray[];
  * over `mesh` by one {@link Placement} per mesh dim. The object holds metadata and an engine id,
  * never data: ops are recorded and run on the devices' worker threads, and values are read with
  * {@link Tensor.data | data()}, {@link Tensor.array | array()} and {@link Tensor.item | item()}
- * (or their blocking *Sync forms). Made by creation functions and ops; freed by `dispose()`,
+ * (or their blocking forms, such as dataSync()). Made by creation functions and ops; freed by `dispose()`,
  * {@link tidy} or `using`.
  */
 export class Tensor {
@@ -287,7 +287,7 @@ export class Tensor {
   round(): Tensor {
     return elementwise.round(this);
   }
-  /** e^this (see {@link elementwise.exp | exp}). */
+  /** e^x of each element (see {@link elementwise.exp | exp}). */
   exp(): Tensor {
     return elementwise.exp(this);
   }
