@@ -187,67 +187,67 @@ export class Tensor {
 
   // ---- ops ---------------------------------------------------------------------------------
 
-  /** this + alpha * other, broadcast (see {@link elementwise.add | add}). */
+  /** this + alpha * other, broadcast (see {@link @dtorch/api!add | add}). */
   add(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
     return elementwise.add(this, other, options);
   }
-  /** this - alpha * other, broadcast (see {@link elementwise.sub | sub}). */
+  /** this - alpha * other, broadcast (see {@link @dtorch/api!sub | sub}). */
   sub(other: Tensor | Scalar, options?: { alpha?: number }): Tensor {
     return elementwise.sub(this, other, options);
   }
-  /** this * other, broadcast (see {@link elementwise.mul | mul}). */
+  /** this * other, broadcast (see {@link @dtorch/api!mul | mul}). */
   mul(other: Tensor | Scalar): Tensor {
     return elementwise.mul(this, other);
   }
-  /** this / other, true division (see {@link elementwise.div | div}). */
+  /** this / other, true division (see {@link @dtorch/api!div | div}). */
   div(other: Tensor | Scalar): Tensor {
     return elementwise.div(this, other);
   }
-  /** this to the power `exponent` (see {@link elementwise.pow | pow}). */
+  /** this to the power `exponent` (see {@link @dtorch/api!pow | pow}). */
   pow(exponent: Tensor | Scalar): Tensor {
     return elementwise.pow(this, exponent);
   }
-  /** Elementwise minimum with `other` (see {@link elementwise.minimum | minimum}). */
+  /** Elementwise minimum with `other` (see {@link @dtorch/api!minimum | minimum}). */
   minimum(other: Tensor | Scalar): Tensor {
     return elementwise.minimum(this, other);
   }
-  /** Elementwise maximum with `other` (see {@link elementwise.maximum | maximum}). */
+  /** Elementwise maximum with `other` (see {@link @dtorch/api!maximum | maximum}). */
   maximum(other: Tensor | Scalar): Tensor {
     return elementwise.maximum(this, other);
   }
-  /** this == other as a bool tensor (see {@link elementwise.eq | eq}). */
+  /** this == other as a bool tensor (see {@link @dtorch/api!eq | eq}). */
   eq(other: Tensor | Scalar): Tensor {
     return elementwise.eq(this, other);
   }
-  /** this != other as a bool tensor (see {@link elementwise.ne | ne}). */
+  /** this != other as a bool tensor (see {@link @dtorch/api!ne | ne}). */
   ne(other: Tensor | Scalar): Tensor {
     return elementwise.ne(this, other);
   }
-  /** this < other as a bool tensor (see {@link elementwise.lt | lt}). */
+  /** this < other as a bool tensor (see {@link @dtorch/api!lt | lt}). */
   lt(other: Tensor | Scalar): Tensor {
     return elementwise.lt(this, other);
   }
-  /** this <= other as a bool tensor (see {@link elementwise.le | le}). */
+  /** this <= other as a bool tensor (see {@link @dtorch/api!le | le}). */
   le(other: Tensor | Scalar): Tensor {
     return elementwise.le(this, other);
   }
-  /** this > other as a bool tensor (see {@link elementwise.gt | gt}). */
+  /** this > other as a bool tensor (see {@link @dtorch/api!gt | gt}). */
   gt(other: Tensor | Scalar): Tensor {
     return elementwise.gt(this, other);
   }
-  /** this >= other as a bool tensor (see {@link elementwise.ge | ge}). */
+  /** this >= other as a bool tensor (see {@link @dtorch/api!ge | ge}). */
   ge(other: Tensor | Scalar): Tensor {
     return elementwise.ge(this, other);
   }
-  /** Logical and with `other` as a bool tensor (see {@link elementwise.logicalAnd | logicalAnd}). */
+  /** Logical and with `other` as a bool tensor (see {@link @dtorch/api!logicalAnd | logicalAnd}). */
   logicalAnd(other: Tensor | Scalar): Tensor {
     return elementwise.logicalAnd(this, other);
   }
-  /** Logical or with `other` as a bool tensor (see {@link elementwise.logicalOr | logicalOr}). */
+  /** Logical or with `other` as a bool tensor (see {@link @dtorch/api!logicalOr | logicalOr}). */
   logicalOr(other: Tensor | Scalar): Tensor {
     return elementwise.logicalOr(this, other);
   }
-  /** Logical not as a bool tensor (see {@link elementwise.logicalNot | logicalNot}). */
+  /** Logical not as a bool tensor (see {@link @dtorch/api!logicalNot | logicalNot}). */
   logicalNot(): Tensor {
     return elementwise.logicalNot(this);
   }
@@ -255,148 +255,148 @@ export class Tensor {
   where(condition: Tensor, other: Tensor | Scalar): Tensor {
     return elementwise.where(condition, this, other);
   }
-  /** This tensor with `value` where the bool `mask` holds (see {@link elementwise.maskedFill | maskedFill}). */
+  /** This tensor with `value` where the bool `mask` holds (see {@link @dtorch/api!maskedFill | maskedFill}). */
   maskedFill(mask: Tensor, value: Scalar): Tensor {
     return elementwise.maskedFill(this, mask, value);
   }
-  /** Clamps into [min, max], either bound optional (see {@link elementwise.clamp | clamp}). */
+  /** Clamps into [min, max], either bound optional (see {@link @dtorch/api!clamp | clamp}). */
   clamp(min?: number | null, max?: number | null): Tensor {
     return elementwise.clamp(this, min, max);
   }
-  /** -this (see {@link elementwise.neg | neg}). */
+  /** -this (see {@link @dtorch/api!neg | neg}). */
   neg(): Tensor {
     return elementwise.neg(this);
   }
-  /** Absolute value (see {@link elementwise.abs | abs}). */
+  /** Absolute value (see {@link @dtorch/api!abs | abs}). */
   abs(): Tensor {
     return elementwise.abs(this);
   }
-  /** max(this, 0) (see {@link elementwise.relu | relu}). */
+  /** max(this, 0) (see {@link @dtorch/api!relu | relu}). */
   relu(): Tensor {
     return elementwise.relu(this);
   }
-  /** this * this (see {@link elementwise.square | square}). */
+  /** this * this (see {@link @dtorch/api!square | square}). */
   square(): Tensor {
     return elementwise.square(this);
   }
-  /** Rounds down (see {@link elementwise.floor | floor}). */
+  /** Rounds down (see {@link @dtorch/api!floor | floor}). */
   floor(): Tensor {
     return elementwise.floor(this);
   }
-  /** Rounds half to even (see {@link elementwise.round | round}). */
+  /** Rounds half to even (see {@link @dtorch/api!round | round}). */
   round(): Tensor {
     return elementwise.round(this);
   }
-  /** e^x of each element (see {@link elementwise.exp | exp}). */
+  /** e^x of each element (see {@link @dtorch/api!exp | exp}). */
   exp(): Tensor {
     return elementwise.exp(this);
   }
-  /** Natural logarithm (see {@link elementwise.log | log}). */
+  /** Natural logarithm (see {@link @dtorch/api!log | log}). */
   log(): Tensor {
     return elementwise.log(this);
   }
-  /** Base-2 logarithm (see {@link elementwise.log2 | log2}). */
+  /** Base-2 logarithm (see {@link @dtorch/api!log2 | log2}). */
   log2(): Tensor {
     return elementwise.log2(this);
   }
-  /** Square root (see {@link elementwise.sqrt | sqrt}). */
+  /** Square root (see {@link @dtorch/api!sqrt | sqrt}). */
   sqrt(): Tensor {
     return elementwise.sqrt(this);
   }
-  /** 1 / sqrt(this) (see {@link elementwise.rsqrt | rsqrt}). */
+  /** 1 / sqrt(this) (see {@link @dtorch/api!rsqrt | rsqrt}). */
   rsqrt(): Tensor {
     return elementwise.rsqrt(this);
   }
-  /** 1 / this (see {@link elementwise.reciprocal | reciprocal}). */
+  /** 1 / this (see {@link @dtorch/api!reciprocal | reciprocal}). */
   reciprocal(): Tensor {
     return elementwise.reciprocal(this);
   }
-  /** Sine (see {@link elementwise.sin | sin}). */
+  /** Sine (see {@link @dtorch/api!sin | sin}). */
   sin(): Tensor {
     return elementwise.sin(this);
   }
-  /** Cosine (see {@link elementwise.cos | cos}). */
+  /** Cosine (see {@link @dtorch/api!cos | cos}). */
   cos(): Tensor {
     return elementwise.cos(this);
   }
-  /** Logistic sigmoid (see {@link elementwise.sigmoid | sigmoid}). */
+  /** Logistic sigmoid (see {@link @dtorch/api!sigmoid | sigmoid}). */
   sigmoid(): Tensor {
     return elementwise.sigmoid(this);
   }
-  /** Hyperbolic tangent (see {@link elementwise.tanh | tanh}). */
+  /** Hyperbolic tangent (see {@link @dtorch/api!tanh | tanh}). */
   tanh(): Tensor {
     return elementwise.tanh(this);
   }
-  /** this · sigmoid(this) (see {@link elementwise.silu | silu}). */
+  /** this · sigmoid(this) (see {@link @dtorch/api!silu | silu}). */
   silu(): Tensor {
     return elementwise.silu(this);
   }
-  /** this · sigmoid(1.702 this), CLIP's activation (see {@link elementwise.quickGelu | quickGelu}). */
+  /** this · sigmoid(1.702 this), CLIP's activation (see {@link @dtorch/api!quickGelu | quickGelu}). */
   quickGelu(): Tensor {
     return elementwise.quickGelu(this);
   }
-  /** Whether each element is NaN, as a bool tensor (see {@link elementwise.isnan | isnan}). */
+  /** Whether each element is NaN, as a bool tensor (see {@link @dtorch/api!isnan | isnan}). */
   isnan(): Tensor {
     return elementwise.isnan(this);
   }
-  /** Whether each element is infinite, as a bool tensor (see {@link elementwise.isinf | isinf}). */
+  /** Whether each element is infinite, as a bool tensor (see {@link @dtorch/api!isinf | isinf}). */
   isinf(): Tensor {
     return elementwise.isinf(this);
   }
-  /** Matrix product this · other, as torch.matmul (see {@link linalg.matmul | matmul}). */
+  /** Matrix product this · other, as torch.matmul (see {@link @dtorch/api!matmul | matmul}). */
   matmul(other: Tensor): Tensor {
     return linalg.matmul(this, other);
   }
-  /** Sum over `dim` (all dims when omitted); a sharded reduced dim gives Partial(sum) (see {@link reduction.sum | sum}). */
+  /** Sum over `dim` (all dims when omitted); a sharded reduced dim gives Partial(sum) (see {@link @dtorch/api!sum | sum}). */
   sum(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.sum(this, dim, keepdim);
   }
-  /** Mean over `dim` (all dims when omitted) (see {@link reduction.mean | mean}). */
+  /** Mean over `dim` (all dims when omitted) (see {@link @dtorch/api!mean | mean}). */
   mean(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.mean(this, dim, keepdim);
   }
-  /** Whether any element (along `dim`) is nonzero (see {@link reduction.any | any}). */
+  /** Whether any element (along `dim`) is nonzero (see {@link @dtorch/api!any | any}). */
   any(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.any(this, dim, keepdim);
   }
-  /** Whether every element (along `dim`) is nonzero (see {@link reduction.all | all}). */
+  /** Whether every element (along `dim`) is nonzero (see {@link @dtorch/api!all | all}). */
   all(dim?: number | readonly number[], keepdim = false): Tensor {
     return reduction.all(this, dim, keepdim);
   }
-  /** The largest value, as a 0-d tensor (see {@link reduction.max | max}). */
+  /** The largest value, as a 0-d tensor (see {@link @dtorch/api!max | max}). */
   max(): Tensor;
-  /** The largest values along `dim` and their indices (see {@link reduction.max | max}). */
+  /** The largest values along `dim` and their indices (see {@link @dtorch/api!max | max}). */
   max(dim: number, keepdim?: boolean): reduction.ValuesIndices;
   max(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
     return dim === undefined ? reduction.max(this) : reduction.max(this, dim, keepdim);
   }
-  /** The smallest value, as a 0-d tensor (see {@link reduction.min | min}). */
+  /** The smallest value, as a 0-d tensor (see {@link @dtorch/api!min | min}). */
   min(): Tensor;
-  /** The smallest values along `dim` and their indices (see {@link reduction.min | min}). */
+  /** The smallest values along `dim` and their indices (see {@link @dtorch/api!min | min}). */
   min(dim: number, keepdim?: boolean): reduction.ValuesIndices;
   min(dim?: number, keepdim = false): Tensor | reduction.ValuesIndices {
     return dim === undefined ? reduction.min(this) : reduction.min(this, dim, keepdim);
   }
-  /** Index of the largest value, in the flattened tensor or along `dim` (see {@link reduction.argmax | argmax}). */
+  /** Index of the largest value, in the flattened tensor or along `dim` (see {@link @dtorch/api!argmax | argmax}). */
   argmax(dim?: number, keepdim = false): Tensor {
     return reduction.argmax(this, dim, keepdim);
   }
-  /** Softmax along `dim` (see {@link reduction.softmax | softmax}). */
+  /** Softmax along `dim` (see {@link @dtorch/api!softmax | softmax}). */
   softmax(dim: number): Tensor {
     return reduction.softmax(this, dim);
   }
-  /** log(softmax) along `dim` (see {@link reduction.logSoftmax | logSoftmax}). */
+  /** log(softmax) along `dim` (see {@link @dtorch/api!logSoftmax | logSoftmax}). */
   logSoftmax(dim: number): Tensor {
     return reduction.logSoftmax(this, dim);
   }
-  /** This tensor converted to `dtype` (see {@link cast.to | to}). */
+  /** This tensor converted to `dtype` (see {@link @dtorch/api!to | to}). */
   to(dtype: DType): Tensor {
     return cast.to(this, dtype);
   }
 
   // ---- shape ---------------------------------------------------------------------------------
 
-  /** The same elements in `shape`, one dim may be -1 (see {@link shapes.reshape | reshape}). */
+  /** The same elements in `shape`, one dim may be -1 (see {@link @dtorch/api!reshape | reshape}). */
   reshape(shape: readonly number[]): Tensor {
     return shapes.reshape(this, shape);
   }
@@ -404,67 +404,67 @@ export class Tensor {
   view(shape: readonly number[]): Tensor {
     return shapes.reshape(this, shape);
   }
-  /** Merges dims `startDim`..`endDim` into one (see {@link shapes.flatten | flatten}). */
+  /** Merges dims `startDim`..`endDim` into one (see {@link @dtorch/api!flatten | flatten}). */
   flatten(startDim = 0, endDim = -1): Tensor {
     return shapes.flatten(this, startDim, endDim);
   }
-  /** Splits dim `dim` into dims of `sizes` (see {@link shapes.unflatten | unflatten}). */
+  /** Splits dim `dim` into dims of `sizes` (see {@link @dtorch/api!unflatten | unflatten}). */
   unflatten(dim: number, sizes: readonly number[]): Tensor {
     return shapes.unflatten(this, dim, sizes);
   }
-  /** Drops size-1 dims: all, or those listed (see {@link shapes.squeeze | squeeze}). */
+  /** Drops size-1 dims: all, or those listed (see {@link @dtorch/api!squeeze | squeeze}). */
   squeeze(dim?: number | readonly number[]): Tensor {
     return shapes.squeeze(this, dim);
   }
-  /** Inserts a size-1 dim at `dim` (see {@link shapes.unsqueeze | unsqueeze}). */
+  /** Inserts a size-1 dim at `dim` (see {@link @dtorch/api!unsqueeze | unsqueeze}). */
   unsqueeze(dim: number): Tensor {
     return shapes.unsqueeze(this, dim);
   }
-  /** Reorders the dims, as torch.Tensor.permute (see {@link shapes.permute | permute}). */
+  /** Reorders the dims, as torch.Tensor.permute (see {@link @dtorch/api!permute | permute}). */
   permute(dims: readonly number[]): Tensor {
     return shapes.permute(this, dims);
   }
-  /** Swaps dims `dim0` and `dim1` (see {@link shapes.transpose | transpose}). */
+  /** Swaps dims `dim0` and `dim1` (see {@link @dtorch/api!transpose | transpose}). */
   transpose(dim0: number, dim1: number): Tensor {
     return shapes.transpose(this, dim0, dim1);
   }
-  /** Size-1 dims repeated to `shape`, -1 keeping a dim (see {@link shapes.expand | expand}). */
+  /** Size-1 dims repeated to `shape`, -1 keeping a dim (see {@link @dtorch/api!expand | expand}). */
   expand(shape: readonly number[]): Tensor {
     return shapes.expand(this, shape);
   }
-  /** The values in a contiguous layout (see {@link shapes.contiguous | contiguous}). */
+  /** The values in a contiguous layout (see {@link @dtorch/api!contiguous | contiguous}). */
   contiguous(): Tensor {
     return shapes.contiguous(this);
   }
-  /** A copy with its own memory (see {@link shapes.clone | clone}). */
+  /** A copy with its own memory (see {@link @dtorch/api!clone | clone}). */
   clone(): Tensor {
     return shapes.clone(this);
   }
-  /** Pieces of `sizeOrSizes` along `dim` (see {@link shapes.split | split}). */
+  /** Pieces of `sizeOrSizes` along `dim` (see {@link @dtorch/api!split | split}). */
   split(sizeOrSizes: number | readonly number[], dim = 0): Tensor[] {
     return shapes.split(this, sizeOrSizes, dim);
   }
-  /** At most `chunks` equal pieces along `dim`, as torch.chunk (see {@link shapes.chunk | chunk}). */
+  /** At most `chunks` equal pieces along `dim`, as torch.chunk (see {@link @dtorch/api!chunk | chunk}). */
   chunk(chunks: number, dim = 0): Tensor[] {
     return shapes.chunk(this, chunks, dim);
   }
-  /** The slices along `dim`, each without that dim (see {@link shapes.unbind | unbind}). */
+  /** The slices along `dim`, each without that dim (see {@link @dtorch/api!unbind | unbind}). */
   unbind(dim = 0): Tensor[] {
     return shapes.unbind(this, dim);
   }
-  /** `length` elements from `start` along `dim` (see {@link shapes.narrow | narrow}). */
+  /** `length` elements from `start` along `dim` (see {@link @dtorch/api!narrow | narrow}). */
   narrow(dim: number, start: number, length: number): Tensor {
     return shapes.narrow(this, dim, start, length);
   }
-  /** The entries along `dim` at the positions in `index` (see {@link shapes.indexSelect | indexSelect}). */
+  /** The entries along `dim` at the positions in `index` (see {@link @dtorch/api!indexSelect | indexSelect}). */
   indexSelect(dim: number, index: Tensor): Tensor {
     return shapes.indexSelect(this, dim, index);
   }
-  /** Tiles the tensor `repeats[d]` times along each dim (see {@link shapes.repeat | repeat}). */
+  /** Tiles the tensor `repeats[d]` times along each dim (see {@link @dtorch/api!repeat | repeat}). */
   repeat(...repeats: number[]): Tensor {
     return shapes.repeat(this, repeats);
   }
-  /** Repeats each element `repeats` times along `dim` (see {@link shapes.repeatInterleave | repeatInterleave}). */
+  /** Repeats each element `repeats` times along `dim` (see {@link @dtorch/api!repeatInterleave | repeatInterleave}). */
   repeatInterleave(repeats: number, dim?: number): Tensor {
     return shapes.repeatInterleave(this, repeats, dim);
   }
