@@ -39,8 +39,8 @@ export type NestedArray = number | boolean | bigint | NestedArray[];
  * over `mesh` by one {@link Placement} per mesh dim. The object holds metadata and an engine id,
  * never data: ops are recorded and run on the devices' worker threads, and values are read with
  * {@link Tensor.data | data()}, {@link Tensor.array | array()} and {@link Tensor.item | item()}
- * (or their blocking forms, such as dataSync()). Made by creation functions and ops; freed by `dispose()`,
- * {@link tidy} or `using`.
+ * (or their blocking forms, such as dataSync()). Made by creation functions and ops; freed by
+ * `dispose()`, {@link tidy} or `using`.
  */
 export class Tensor {
   #id: number;
