@@ -72,3 +72,5 @@ export {
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime, dtorchVersion } from '@dtorch/external';
 export * as cuda from './cuda.js';
+/** One program, several hosts: the main node's control plane (start, devices, barrier, shutdown). */
+export * as cluster from './cluster.js';

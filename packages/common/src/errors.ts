@@ -43,6 +43,8 @@ export const ErrorCode = {
   AccessDenied: 'ACCESS_DENIED',
   /** The hub could not be reached, or answered with an unexpected status. */
   Network: 'NETWORK_ERROR',
+  /** A worker node of the cluster was lost (killed, cut off, or silent past its heartbeat deadline); the message names it. */
+  NodeLost: 'NODE_LOST',
   /** A bug in DTorch rather than in the caller's input (an unexpected native exception, a broken invariant); worth reporting. */
   Internal: 'INTERNAL',
 } as const;

@@ -34,3 +34,16 @@ export { openRepo, isHubRepoId, REPO_OPTION_NAMES, type RepoOptions } from './hu
 export { HubRepoFiles, repoFolderName, type HubSettings } from './hub/hub_repo_files.js';
 export { defaultHubCacheDir } from './hub/hub_env.js';
 export type { DownloadProgress, ProgressSink } from './hub/hub_fetch.js';
+export {
+  CONTROL_PROTOCOL,
+  TOKEN_METADATA,
+  controlServiceDefinition,
+  encodeWorkerMessage,
+  controlClient,
+  tokensEqual,
+  grpc,
+  type ControlDevice,
+  type JoinMessage,
+  type WorkerMessage,
+  type MainMessage,
+} from './cluster/control_service.js';

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// The `dtorch` command (the bin of @dtorch/hf): `dtorch generate` and `dtorch info`, parsed by
+// The `dtorch` command (the bin of @dtorch/hf): `dtorch generate`, `dtorch info` and `dtorch worker`, parsed by
 // commander. A failure is one line on stderr (the DTorchError's message as it is; the stack
 // too under DTORCH_LOG=debug) and exit code 1; commander's own errors (an unknown flag, a bad
 // number) are one line and exit code 1 as well. The subcommands are imported when they run,
 // so that --help works without the native addon.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GenerateFlags } from './generate.js';
+import type { WorkerFlags } from './worker.js';
 import { versions } from './info.js';
 
 function integer(what: string, min: number) {
@@ -48,7 +49,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
-/** The `dtorch` command and its subcommands, generate and info. */
+/** The `dtorch` command and its subcommands, generate, info and worker. */
 export function program(): Command {
   const cli = new Command('dtorch')
     .description('DTorch: diffusion pipelines on any mesh of devices, from the command line')
@@ -85,6 +86,17 @@ export function program(): Command {
     .action(async () => {
       const { runInfo } = await import('./info.js');
       runInfo();
+    });
+
+  cli
+    .command('worker')
+    .description('join a cluster: serve this host\'s devices to the main program at --main until it ends the cluster')
+    .requiredOption('--main <host:port>', 'the main node\'s address (what dt.cluster.start resolved to)')
+    .option('--token-file <file>', 'a file whose first line is the cluster\'s token (default: DTORCH_CLUSTER_TOKEN)')
+    .option('--devices <devices>', 'the devices to offer: cpu:0-3 | cuda:0-7 (default every GPU, else cpu:0)')
+    .action(async (flags: WorkerFlags) => {
+      const { runWorkerCommand } = await import('./worker.js');
+      await runWorkerCommand(flags);
     });
 
   return cli;

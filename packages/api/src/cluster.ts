@@ -1,0 +1,70 @@
+// dt.cluster: one program, several hosts (docs/cluster.md). start() makes this process the main
+// node that worker nodes (`dtorch worker` on each host) join over gRPC; devices() lists what they
+// offer, numbered across the cluster in join order; barrier() waits for every node; a lost node
+// rejects what waits on it (NODE_LOST) and reaches onNodeLost's listeners; shutdown() ends it
+// all, after which start() may run again. This is the cluster's control plane: meshes over
+// other hosts' devices (segments streamed over ZeroMQ, c10d collectives between hosts) come next.
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import { MainNode, type ClusterDevice, type ClusterNode, type ClusterOptions } from '@dtorch/core';
+
+let main: MainNode | undefined;
+
+function running(what: string): MainNode {
+  if (!main) throw new DTorchError(ErrorCode.InvalidArgument, `cluster.${what}: no cluster is running; call await dt.cluster.start(...) first`);
+  return main;
+}
+
+/**
+ * Makes this process the main node: listens on `options.listen` (default 127.0.0.1:0, loopback
+ * and a free port) and waits for `options.workers` workers. The token defaults to
+ * DTORCH_CLUSTER_TOKEN; a non-loopback address without one is refused. Resolves to the address
+ * workers join (host:port).
+ */
+export async function start(options: ClusterOptions = {}): Promise<string> {
+  if (main) throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: a cluster is already running on ${main.address}; shut it down first`);
+  const token = options.token ?? (process.env['DTORCH_CLUSTER_TOKEN'] || undefined);
+  main = await MainNode.start({ ...options, ...(token !== undefined ? { token } : {}) }).catch((err: unknown) => {
+    main = undefined;
+    throw err;
+  });
+  return main.address;
+}
+
+/** Whether a cluster is running (start() resolved and shutdown() has not been called). */
+export function isRunning(): boolean {
+  return main !== undefined;
+}
+
+/** The address worker nodes join (host:port). */
+export function address(): string {
+  return running('address').address;
+}
+
+/** The worker nodes in join order (lost ones too, with alive false). */
+export function nodes(): ClusterNode[] {
+  return running('nodes').nodes();
+}
+
+/** The live workers' devices (of one kind, or all), each with its node and its cluster-wide index. */
+export function devices(kind?: 'cpu' | 'cuda'): ClusterDevice[] {
+  return running('devices').devices(kind);
+}
+
+/** Resolves once every live worker answered (TIMEOUT after timeoutMs, NODE_LOST if one is lost first). */
+export function barrier(timeoutMs?: number): Promise<void> {
+  return running('barrier').barrier(timeoutMs);
+}
+
+/** Calls `listener` with a NODE_LOST DTorchError naming the node when a worker is lost; returns the unsubscribe. */
+export function onNodeLost(listener: (err: DTorchError) => void): () => void {
+  return running('onNodeLost').onNodeLost(listener);
+}
+
+/** Tells every worker to exit and stops listening; start() may then run again. Does nothing when no cluster runs. */
+export async function shutdown(reason?: string): Promise<void> {
+  const m = main;
+  main = undefined;
+  await m?.shutdown(reason);
+}
+
+export type { ClusterDevice, ClusterNode, ClusterOptions };

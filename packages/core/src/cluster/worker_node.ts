@@ -1,0 +1,100 @@
+// A worker node: joins the main node's Control service, sends its heartbeat, answers barriers,
+// and ends when the main node says so or is gone. Started by `dtorch worker` (or runWorker from
+// code) on each host, by whatever the site uses (ssh, Slurm, Kubernetes). A main node that dies
+// or is cut off ends the worker within 5 s: gRPC keepalive pings every second, 2 s to answer.
+import { hostname } from 'node:os';
+import { DTorchError, ErrorCode, log } from '@dtorch/common';
+import { CONTROL_PROTOCOL, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
+
+/** How a worker joins (dtorch worker's flags). */
+export interface WorkerOptions {
+  /** The main node's host:port. */
+  main: string;
+  /** The cluster's token (dtorch worker --token-file), if the main node has one. */
+  token?: string;
+  /** The devices this worker offers, e.g. [{ kind: 'cpu', index: 0 }, ...]. */
+  devices: readonly {
+    /** "cpu" or "cuda". */
+    kind: 'cpu' | 'cuda';
+    /** The device's index on this host. */
+    index: number;
+  }[];
+  /** How long to wait for the main node's Welcome, in ms (default 30000). */
+  joinTimeoutMs?: number;
+  /** Called once joined, with the node number and the cluster-wide index of its first device. */
+  onWelcome?: (welcome: { node: number; firstDevice: number }) => void;
+}
+
+/** How a worker's session ended: the main node's Shutdown (with its reason). Losing the main node or being refused rejects instead. */
+export interface WorkerEnd {
+  /** The node number the main node gave this worker. */
+  node: number;
+  /** The main node's reason. */
+  reason: string;
+}
+
+function inventory(devices: WorkerOptions['devices']): ControlDevice[] {
+  const cuda = devices.some((d) => d.kind === 'cuda') ? torchInfo().cudaDevices : [];
+  return devices.map(({ kind, index }) => {
+    if (kind === 'cpu') return { kind, index, name: '', totalMemory: 0 };
+    const gpu = cuda.find((g) => g.index === index);
+    if (!gpu) throw new DTorchError(ErrorCode.InvalidArgument, `dtorch worker: there is no cuda:${index} on this host (${cuda.length} GPU(s))`);
+    return { kind, index, name: gpu.name, totalMemory: gpu.totalMemory };
+  });
+}
+
+/** Joins `options.main` and serves until the main node shuts the cluster down (resolves) or is lost, or refuses this worker (rejects). */
+export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
+  const devices = inventory(options.devices);
+  if (devices.length === 0) throw new DTorchError(ErrorCode.InvalidArgument, 'dtorch worker: offer at least one device (--devices cpu:0-3 or cuda:0-7)');
+  const client = controlClient(options.main, { 'grpc.keepalive_time_ms': 1000, 'grpc.keepalive_timeout_ms': 2000, 'grpc.keepalive_permit_without_calls': 1 });
+  const metadata = new grpc.Metadata();
+  if (options.token !== undefined) metadata.set(TOKEN_METADATA, options.token);
+  const call = client.Session(metadata);
+  return new Promise<WorkerEnd>((resolve, reject) => {
+    let node = 0;
+    let heartbeat: NodeJS.Timeout | undefined;
+    let settled = false;
+    const finish = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(joinTimer);
+      clearInterval(heartbeat);
+      call.end();
+      client.close();
+      outcome();
+    };
+    const joinTimeoutMs = options.joinTimeoutMs ?? 30_000;
+    const joinTimer = setTimeout(
+      () => finish(() => reject(new DTorchError(ErrorCode.Timeout, `dtorch worker: no answer from the main node at ${options.main} within ${joinTimeoutMs} ms`))),
+      joinTimeoutMs,
+    );
+    call.on('data', (message: MainMessage) => {
+      if (message.body === 'welcome' && message.welcome && node === 0) {
+        clearTimeout(joinTimer);
+        node = message.welcome.node;
+        let sequence = 0;
+        heartbeat = setInterval(() => call.write({ heartbeat: { sequence: ++sequence } }), Math.max(50, message.welcome.heartbeatMs));
+        log.info(`cluster: joined ${options.main} as node ${node}`);
+        options.onWelcome?.({ node, firstDevice: message.welcome.firstDevice });
+      } else if (message.body === 'barrier' && message.barrier) {
+        call.write({ arrived: { barrier: message.barrier.barrier } }); // nothing runs on workers yet that a barrier waits for
+      } else if (message.body === 'shutdown') {
+        const reason = message.shutdown?.reason ?? '';
+        finish(() => resolve({ node, reason }));
+      }
+    });
+    call.on('error', (err: grpc.ServiceError) => {
+      if (err.code === grpc.status.UNAUTHENTICATED) {
+        finish(() => reject(new DTorchError(ErrorCode.AccessDenied, `dtorch worker: the main node at ${options.main} refused the token (${err.details}); give its token with --token-file`)));
+      } else if (node === 0 && err.code !== grpc.status.UNAVAILABLE) {
+        finish(() => reject(new DTorchError(ErrorCode.InvalidArgument, `dtorch worker: the main node at ${options.main} refused this worker: ${err.details}`)));
+      } else {
+        const where = node === 0 ? `cannot reach the main node at ${options.main}` : `lost the main node at ${options.main}`;
+        finish(() => reject(new DTorchError(ErrorCode.NodeLost, `dtorch worker: ${where} (${err.details || err.message})`)));
+      }
+    });
+    call.on('end', () => finish(() => reject(new DTorchError(ErrorCode.NodeLost, `dtorch worker: the main node at ${options.main} ended the session without a shutdown`))));
+    call.write({ join: { protocol: CONTROL_PROTOCOL, hostname: hostname(), pid: process.pid, dtorchVersion, libtorchVersion: torchInfo().libtorchVersion, devices } });
+  });
+}
