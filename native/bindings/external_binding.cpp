@@ -5,9 +5,138 @@
 #include "external/cuda/cuda_memory.h"
 #include "external/nccl/communicator.h"
 #include "external/torch/kernel_trace.h"
+#include "external/torch/rendezvous_store.h"
 #include "external/torch/torch_info.h"
 
+#include <map>
+#include <functional>
+#include "common/error.h"
+
 namespace dtorch::bindings {
+
+namespace {
+
+using external::torch::RendezvousStore;
+
+// The open rendezvous stores by handle (JS thread only); a store's own calls are thread-safe.
+std::map<int, std::shared_ptr<RendezvousStore>>& stores() {
+  static std::map<int, std::shared_ptr<RendezvousStore>> open;
+  return open;
+}
+
+std::shared_ptr<RendezvousStore> storeOf(const Napi::Value& handle) {
+  auto it = stores().find(handle.As<Napi::Number>().Int32Value());
+  if (it == stores().end()) throw common::DTorchError(common::code::kInvalidArgument, "rendezvous store: it was closed");
+  return it->second;
+}
+
+// Runs `work` on a libuv thread (a store call that may wait on the network) and settles a promise
+// with `done`'s value or the DTorchError it threw.
+class StoreWork : public Napi::AsyncWorker {
+ public:
+  StoreWork(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    try {
+      work_();
+    } catch (const common::DTorchError& e) {
+      code_ = e.code();
+      SetError(e.what());
+    } catch (const std::exception& e) {
+      code_ = common::code::kInternal;
+      SetError(e.what());
+    }
+  }
+  void OnOK() override { deferred_.Resolve(done_(Env())); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(makeError(Env(), code_, e.Message()).Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::function<void()> work_;
+  std::function<Napi::Value(Napi::Env)> done_;
+  std::string code_ = common::code::kInternal;
+};
+
+Napi::Promise queue(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done) {
+  auto* w = new StoreWork(env, std::move(work), std::move(done));
+  Napi::Promise p = w->promise();
+  w->Queue();
+  return p;
+}
+
+int nextStoreHandle = 1;
+
+void initStores(Napi::Env env, Napi::Object slice) {
+  // storeServe(host, port, timeoutMs) -> handle: serves a c10d TCPStore (port 0: a free one)
+  slice.Set("storeServe", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto store = RendezvousStore::serve(info[0].As<Napi::String>(), info[1].As<Napi::Number>().Int32Value(), info[2].As<Napi::Number>().Int64Value());
+      const int handle = nextStoreHandle++;
+      stores()[handle] = store;
+      return Napi::Number::New(info.Env(), handle);
+    });
+  }));
+  // storeConnect(host, port, timeoutMs) -> Promise<handle>
+  slice.Set("storeConnect", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto result = std::make_shared<std::shared_ptr<RendezvousStore>>();
+      std::string host = info[0].As<Napi::String>();
+      const int port = info[1].As<Napi::Number>().Int32Value();
+      const int64_t timeoutMs = info[2].As<Napi::Number>().Int64Value();
+      return queue(info.Env(), [=] { *result = RendezvousStore::connect(host, port, timeoutMs); }, [result](Napi::Env e) -> Napi::Value {
+        const int handle = nextStoreHandle++;
+        stores()[handle] = *result;
+        return Napi::Number::New(e, handle);
+      });
+    });
+  }));
+  slice.Set("storePort", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value { return Napi::Number::New(info.Env(), storeOf(info[0])->port()); });
+  }));
+  // storeSet(handle, key, bytes) -> Promise<void>
+  slice.Set("storeSet", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto store = storeOf(info[0]);
+      std::string key = info[1].As<Napi::String>();
+      auto bytes = info[2].As<Napi::Uint8Array>();
+      std::vector<uint8_t> value(bytes.Data(), bytes.Data() + bytes.ByteLength());
+      return queue(info.Env(), [=] { store->set(key, value); }, [](Napi::Env e) -> Napi::Value { return e.Undefined(); });
+    });
+  }));
+  // storeGet(handle, key) -> Promise<Buffer>: waits for the key (TIMEOUT after the store's timeout)
+  slice.Set("storeGet", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto store = storeOf(info[0]);
+      std::string key = info[1].As<Napi::String>();
+      auto value = std::make_shared<std::vector<uint8_t>>();
+      return queue(info.Env(), [=] { *value = store->get(key); }, [value](Napi::Env e) -> Napi::Value {
+        return Napi::Buffer<uint8_t>::Copy(e, value->data(), value->size());
+      });
+    });
+  }));
+  // storeAdd(handle, key, delta) -> Promise<number>
+  slice.Set("storeAdd", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto store = storeOf(info[0]);
+      std::string key = info[1].As<Napi::String>();
+      const int64_t delta = info[2].As<Napi::Number>().Int64Value();
+      auto sum = std::make_shared<int64_t>(0);
+      return queue(info.Env(), [=] { *sum = store->add(key, delta); }, [sum](Napi::Env e) -> Napi::Value { return Napi::Number::New(e, static_cast<double>(*sum)); });
+    });
+  }));
+  // storeClose(handle): the store closes once no queued call holds it
+  slice.Set("storeClose", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      stores().erase(info[0].As<Napi::Number>().Int32Value());
+      return info.Env().Undefined();
+    });
+  }));
+}
+
+}  // namespace
 
 Napi::Object initExternal(Napi::Env env) {
   Napi::Object slice = Napi::Object::New(env);
@@ -93,6 +222,7 @@ Napi::Object initExternal(Napi::Env env) {
       return out;
     });
   }));
+  initStores(env, slice);
   return slice;
 }
 

@@ -71,6 +71,22 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
     expect(dt.cluster.devices().map((d) => d.node)).toEqual([1, 1]);
   });
 
+  it('gives the workers the rendezvous store (a c10d TCPStore) where process groups will meet', async () => {
+    const workers: Child[] = [];
+    const main = await MainNode.start({ workers: 2, joinTimeoutMs: 20_000, onListening: (a) => workers.push(startWorker(a), startWorker(a)) });
+    try {
+      for (const w of workers) await waitForOutput(w, /joined 127\.0\.0\.1:\d+ as node/); // printed once registered in the store
+      expect(await main.store.add('nodes', 0)).toBe(2);
+      const hosts = await Promise.all([main.store.get('node/1'), main.store.get('node/2')]);
+      expect(hosts.map(String)).toEqual(main.nodes().map((n) => n.hostname));
+      await main.store.set('from-main', 'hello');
+      expect(String(await main.store.get('from-main'))).toBe('hello');
+    } finally {
+      await main.shutdown();
+    }
+    for (const w of workers) expect((await w.exited).code, w.output()).toBe(0);
+  });
+
   it('refuses a wrong token with a clear error on both sides, and never prints the token', async () => {
     const { started, workers } = await clusterOf(1, { token, workerToken: 'not-the-token-000', joinTimeoutMs: 4000 });
     const failure = await started.then(() => undefined, (e: unknown) => e as dt.DTorchError);

@@ -47,3 +47,4 @@ export {
   type WorkerMessage,
   type MainMessage,
 } from './cluster/control_service.js';
+export { RendezvousStore } from './cluster/rendezvous_store.js';

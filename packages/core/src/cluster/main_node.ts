@@ -5,7 +5,7 @@
 // naming it, and the onNodeLost listeners hear of it. Every wait has a deadline.
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { CONTROL_PROTOCOL, TOKEN_METADATA, controlServiceDefinition, grpc, tokensEqual, type JoinMessage, type MainMessage, type WorkerMessage } from '@dtorch/external';
+import { CONTROL_PROTOCOL, RendezvousStore, TOKEN_METADATA, controlServiceDefinition, grpc, tokensEqual, type JoinMessage, type MainMessage, type WorkerMessage } from '@dtorch/external';
 
 /** How a cluster starts (dt.cluster.start). */
 export interface ClusterOptions {
@@ -128,8 +128,12 @@ export class MainNode {
   #rejected = 0;
   #address = '';
 
-  private constructor(server: grpc.Server, token: string | undefined, heartbeatMs: number, lostAfterMs: number) {
+  /** The rendezvous store (a c10d TCPStore) the workers reach at Welcome.storePort: where c10d process groups meet. */
+  readonly store: RendezvousStore;
+
+  private constructor(server: grpc.Server, store: RendezvousStore, token: string | undefined, heartbeatMs: number, lostAfterMs: number) {
     this.#server = server;
+    this.store = store;
     this.#token = token;
     this.#heartbeatMs = heartbeatMs;
     this.#lostAfterMs = lostAfterMs;
@@ -151,7 +155,9 @@ export class MainNode {
     const heartbeatMs = Math.max(50, positive('heartbeatMs', options.heartbeatMs, 1000));
     const lostAfterMs = Math.max(2 * heartbeatMs, positive('lostAfterMs', options.lostAfterMs, 3000));
     const server = new grpc.Server({ 'grpc.keepalive_time_ms': 1000, 'grpc.keepalive_timeout_ms': 2000, 'grpc.keepalive_permit_without_calls': 1 });
-    const main = new MainNode(server, token, heartbeatMs, lostAfterMs);
+    // the rendezvous store of c10d process groups, on the same host as the control plane
+    const store = RendezvousStore.serve(host.replace(/^\[(.*)\]$/, '$1'), 0, joinTimeoutMs || 60_000);
+    const main = new MainNode(server, store, token, heartbeatMs, lostAfterMs);
     server.addService(controlServiceDefinition((err) => main.#malformed(err)), { Session: (call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>) => main.#session(call) });
     const bound = await new Promise<number>((resolve, reject) =>
       server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(new DTorchError(ErrorCode.Network, `cluster.start: cannot listen on ${listen}: ${err.message}`)) : resolve(p))),
@@ -229,6 +235,7 @@ export class MainNode {
     }
     await new Promise<void>((resolve) => this.#server.tryShutdown(() => resolve()));
     this.#server.forceShutdown();
+    this.store.close();
   }
 
   #session(call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>): void {
@@ -297,7 +304,7 @@ export class MainNode {
     const info: ClusterNode = { node, hostname: join.hostname.slice(0, 255), pid: join.pid, peer, dtorchVersion: join.dtorchVersion, libtorchVersion: join.libtorchVersion, devices, alive: true };
     const session: Session = { info, call, lastHeard: Date.now() };
     this.#sessions.set(node, session);
-    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs } });
+    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs, storePort: this.store.port } });
     log.info(`cluster: node ${node} joined: ${describeNode(info)} with ${devices.map((d) => d.device).join(', ')}`);
     for (const wake of this.#joinWaiters) wake();
     return session;

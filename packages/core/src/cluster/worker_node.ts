@@ -4,7 +4,7 @@
 // or is cut off ends the worker within 5 s: gRPC keepalive pings every second, 2 s to answer.
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { CONTROL_PROTOCOL, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
+import { CONTROL_PROTOCOL, RendezvousStore, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
 
 /** How a worker joins (dtorch worker's flags). */
 export interface WorkerOptions {
@@ -21,7 +21,7 @@ export interface WorkerOptions {
   }[];
   /** How long to wait for the main node's Welcome, in ms (default 30000). */
   joinTimeoutMs?: number;
-  /** Called once joined, with the node number and the cluster-wide index of its first device. */
+  /** Called once joined and registered in the rendezvous store, with the node number and the cluster-wide index of its first device. */
   onWelcome?: (welcome: { node: number; firstDevice: number }) => void;
 }
 
@@ -55,11 +55,13 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
     let node = 0;
     let heartbeat: NodeJS.Timeout | undefined;
     let settled = false;
+    let store: RendezvousStore | undefined;
     const finish = (outcome: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(joinTimer);
       clearInterval(heartbeat);
+      store?.close();
       call.end();
       client.close();
       outcome();
@@ -76,7 +78,18 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
         let sequence = 0;
         heartbeat = setInterval(() => call.write({ heartbeat: { sequence: ++sequence } }), Math.max(50, message.welcome.heartbeatMs));
         log.info(`cluster: joined ${options.main} as node ${node}`);
-        options.onWelcome?.({ node, firstDevice: message.welcome.firstDevice });
+        const { firstDevice, storePort } = message.welcome;
+        // registers in the rendezvous store, where c10d process groups will meet: node/<n> holds
+        // this host's name, nodes counts the workers that reached the store
+        const mainHost = options.main.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+        void RendezvousStore.connect(mainHost, storePort, joinTimeoutMs)
+          .then(async (s) => {
+            store = s;
+            await s.set(`node/${node}`, hostname());
+            await s.add('nodes', 1);
+            options.onWelcome?.({ node, firstDevice });
+          })
+          .catch((err: unknown) => finish(() => reject(new DTorchError(ErrorCode.Network, `dtorch worker: cannot use the rendezvous store at ${mainHost}:${storePort} (${(err as Error).message})`))));
       } else if (message.body === 'barrier' && message.barrier) {
         call.write({ arrived: { barrier: message.barrier.barrier } }); // nothing runs on workers yet that a barrier waits for
       } else if (message.body === 'shutdown') {

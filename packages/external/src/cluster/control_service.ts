@@ -69,6 +69,8 @@ export interface MainMessage {
     firstDevice: number;
     /** How often the worker must send a Heartbeat, in ms. */
     heartbeatMs: number;
+    /** The port of the rendezvous store (a c10d TCPStore) on the main node's host. */
+    storePort: number;
   } | null;
   /** The program waits for every node: answer with Arrived once all that came before is done. */
   barrier?: {
