@@ -87,6 +87,16 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
     for (const w of workers) expect((await w.exited).code, w.output()).toBe(0);
   });
 
+  it('takes a worker started from code (dt.cluster.runWorker), its token from DTORCH_CLUSTER_TOKEN', async () => {
+    let worker: Child | undefined;
+    await dt.cluster.start({ token, workers: 1, joinTimeoutMs: 20_000, onListening: (a) => (worker = startNode(['tests/cluster/worker_program.mjs', a], { DTORCH_CLUSTER_TOKEN: token })) });
+    await waitForOutput(worker!, /welcome 1/);
+    expect(dt.cluster.devices().map((d) => d.device)).toEqual(['cpu:0', 'cpu:1']);
+    await dt.cluster.shutdown('done from code');
+    expect((await worker!.exited).code, worker!.output()).toBe(0);
+    expect(worker!.output()).toContain('ended as node 1: done from code');
+  });
+
   it('refuses a wrong token with a clear error on both sides, and never prints the token', async () => {
     const { started, workers } = await clusterOf(1, { token, workerToken: 'not-the-token-000', joinTimeoutMs: 4000 });
     const failure = await started.then(() => undefined, (e: unknown) => e as dt.DTorchError);

@@ -2,10 +2,11 @@
 // node that worker nodes (`dtorch worker` on each host) join over gRPC; devices() lists what they
 // offer, numbered across the cluster in join order; barrier() waits for every node; a lost node
 // rejects what waits on it (NODE_LOST) and reaches onNodeLost's listeners; shutdown() ends it
-// all, after which start() may run again. This is the cluster's control plane: meshes over
-// other hosts' devices (segments streamed over ZeroMQ, c10d collectives between hosts) come next.
+// all, after which start() may run again; runWorker() is `dtorch worker` from code. This is the
+// cluster's control plane: meshes over other hosts' devices (segments streamed over ZeroMQ, c10d
+// collectives between hosts) come next.
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { MainNode, type ClusterDevice, type ClusterNode, type ClusterOptions } from '@dtorch/core';
+import { MainNode, runWorker as serveAsWorker, type ClusterDevice, type ClusterNode, type ClusterOptions, type WorkerEnd, type WorkerOptions } from '@dtorch/core';
 
 let main: MainNode | undefined;
 
@@ -67,4 +68,15 @@ export async function shutdown(reason?: string): Promise<void> {
   await m?.shutdown(reason);
 }
 
-export type { ClusterDevice, ClusterNode, ClusterOptions };
+/**
+ * `dtorch worker` from code: joins the main node at `options.main` with `options.devices` and
+ * serves until the main node ends the cluster (resolves with the node number and the reason) or
+ * is lost, or refuses this worker (rejects: NODE_LOST, ACCESS_DENIED, TIMEOUT). The token
+ * defaults to DTORCH_CLUSTER_TOKEN.
+ */
+export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
+  const token = options.token ?? (process.env['DTORCH_CLUSTER_TOKEN'] || undefined);
+  return serveAsWorker({ ...options, ...(token !== undefined ? { token } : {}) });
+}
+
+export type { ClusterDevice, ClusterNode, ClusterOptions, WorkerEnd, WorkerOptions };
