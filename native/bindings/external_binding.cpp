@@ -8,8 +8,9 @@
 #include "external/torch/rendezvous_store.h"
 #include "external/torch/torch_info.h"
 
-#include <map>
 #include <functional>
+#include <map>
+#include <thread>
 #include "common/error.h"
 
 namespace dtorch::bindings {
@@ -30,41 +31,35 @@ std::shared_ptr<RendezvousStore> storeOf(const Napi::Value& handle) {
   return it->second;
 }
 
-// Runs `work` on a libuv thread (a store call that may wait on the network) and settles a promise
-// with `done`'s value or the DTorchError it threw.
-class StoreWork : public Napi::AsyncWorker {
- public:
-  StoreWork(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-
- protected:
-  void Execute() override {
-    try {
-      work_();
-    } catch (const common::DTorchError& e) {
-      code_ = e.code();
-      SetError(e.what());
-    } catch (const std::exception& e) {
-      code_ = common::code::kInternal;
-      SetError(e.what());
-    }
-  }
-  void OnOK() override { deferred_.Resolve(done_(Env())); }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(makeError(Env(), code_, e.Message()).Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::function<void()> work_;
-  std::function<Napi::Value(Napi::Env)> done_;
-  std::string code_ = common::code::kInternal;
-};
-
+// Runs `work` (a store call that may wait on the network) on a thread of its own and settles a
+// promise with `done`'s value or the DTorchError it threw. Not libuv's pool: Node joins the pool
+// at exit, so a call blocked on a dead main node would hold the process for the store's whole
+// timeout; a detached thread does not, and the thread-safe function keeps the loop alive only
+// while a call is in flight.
 Napi::Promise queue(Napi::Env env, std::function<void()> work, std::function<Napi::Value(Napi::Env)> done) {
-  auto* w = new StoreWork(env, std::move(work), std::move(done));
-  Napi::Promise p = w->promise();
-  w->Queue();
-  return p;
+  struct Outcome {
+    bool ok = true;
+    std::string code, message;
+  };
+  auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
+  Napi::Promise promise = deferred->Promise();
+  auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "dtorch-rendezvous-store", 0, 1);
+  std::thread([tsfn, work = std::move(work), done = std::move(done), deferred]() mutable {
+    auto outcome = std::make_shared<Outcome>();
+    try {
+      work();
+    } catch (const common::DTorchError& e) {
+      *outcome = {false, e.code(), e.what()};
+    } catch (const std::exception& e) {
+      *outcome = {false, common::code::kInternal, e.what()};
+    }
+    tsfn.BlockingCall([deferred, done, outcome](Napi::Env e, Napi::Function) {
+      if (outcome->ok) deferred->Resolve(done(e));
+      else deferred->Reject(makeError(e, outcome->code, outcome->message).Value());
+    });
+    tsfn.Release();
+  }).detach();
+  return promise;
 }
 
 int nextStoreHandle = 1;

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { RendezvousStore } from './rendezvous_store.js';
 
@@ -33,6 +34,23 @@ describe('RendezvousStore (c10d TCPStore)', () => {
       server.close();
     }
     await expect(RendezvousStore.connect('127.0.0.1', 1, 300)).rejects.toMatchObject({ code: 'NETWORK_ERROR', message: expect.stringContaining('rendezvous store at 127.0.0.1:1') });
+  });
+
+  it('lets the process exit while a call still waits (a worker whose main node died must end)', () => {
+    const server = RendezvousStore.serve('127.0.0.1', 0, 60_000);
+    try {
+      const script = `
+        import { RendezvousStore } from '@dtorch/external';
+        const store = await RendezvousStore.connect('127.0.0.1', ${server.port}, 60000);
+        void store.get('never-set'); // waits up to 60 s on its own thread
+        setTimeout(() => process.exit(3), 100);`;
+      const started = Date.now();
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+      expect(r.status, r.stderr).toBe(3);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      server.close();
+    }
   });
 
   it('checks its arguments at the call, and refuses use after close', () => {
