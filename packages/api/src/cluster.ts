@@ -5,7 +5,7 @@
 // all, after which start() may run again; runWorker() is `dtorch worker` from code. This is the
 // cluster's control plane: meshes over other hosts' devices (segments streamed over ZeroMQ, c10d
 // collectives between hosts) come next.
-import { DTorchError, ErrorCode } from '@dtorch/common';
+import { DTorchError, ErrorCode, config } from '@dtorch/common';
 import { MainNode, runWorker as serveAsWorker, type ClusterDevice, type ClusterNode, type ClusterOptions, type WorkerEnd, type WorkerOptions } from '@dtorch/core';
 
 let main: MainNode | undefined;
@@ -23,7 +23,7 @@ function running(what: string): MainNode {
  */
 export async function start(options: ClusterOptions = {}): Promise<string> {
   if (main) throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: a cluster is already running on ${main.address}; shut it down first`);
-  const token = options.token ?? (process.env['DTORCH_CLUSTER_TOKEN'] || undefined);
+  const token = options.token ?? config.clusterToken;
   main = await MainNode.start({ ...options, ...(token !== undefined ? { token } : {}) }).catch((err: unknown) => {
     main = undefined;
     throw err;
@@ -75,7 +75,7 @@ export async function shutdown(reason?: string): Promise<void> {
  * defaults to DTORCH_CLUSTER_TOKEN.
  */
 export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
-  const token = options.token ?? (process.env['DTORCH_CLUSTER_TOKEN'] || undefined);
+  const token = options.token ?? config.clusterToken;
   return serveAsWorker({ ...options, ...(token !== undefined ? { token } : {}) });
 }
 

@@ -16,9 +16,9 @@ const refusal = (env: Record<string, string>) => {
 
 describe('environment settings', () => {
   it('have their defaults when unset or empty', () => {
-    const defaults = { logLevel: 'warn', nativePath: undefined, captureStacks: true, readTimeoutMs: 600_000, segmentNodes: 256 };
+    const defaults = { logLevel: 'warn', nativePath: undefined, captureStacks: true, captureStacksOff: undefined, clusterToken: undefined, readTimeoutMs: 600_000, segmentNodes: 256 };
     expect(readConfig({})).toEqual(defaults);
-    const empty = { DTORCH_LOG: '', DTORCH_NATIVE_PATH: '', DTORCH_CAPTURE_STACKS: '', DTORCH_READ_TIMEOUT_MS: '', DTORCH_SEGMENT_NODES: '' };
+    const empty = { DTORCH_LOG: '', DTORCH_NATIVE_PATH: '', DTORCH_CAPTURE_STACKS: '', DTORCH_CLUSTER_TOKEN: '', DTORCH_READ_TIMEOUT_MS: '', DTORCH_SEGMENT_NODES: '' };
     expect(readConfig(empty)).toEqual(defaults);
   });
 

@@ -23,6 +23,10 @@ export interface DTorchConfig {
    * unless NODE_ENV=production), all for every op, 0 off.
    */
   captureStacks: boolean | 'all';
+  /** What turned call-site capture off ('DTORCH_CAPTURE_STACKS=0' or 'NODE_ENV=production'); undefined while on. */
+  captureStacksOff: string | undefined;
+  /** DTORCH_CLUSTER_TOKEN: the cluster's token, dt.cluster.start's and a worker's default (never printed). */
+  clusterToken: string | undefined;
   /** DTORCH_READ_TIMEOUT_MS: how long dataSync() waits before it throws TIMEOUT (1 to 2^31-1, default 600000). */
   readTimeoutMs: number;
   /** DTORCH_SEGMENT_NODES: recorded nodes per segment before it is flushed (1 to 1,000,000, default 256). */
@@ -79,10 +83,13 @@ function logLevel(env: Env, warn: (message: string) => void): LogLevelName {
  * reports a misspelt DTORCH_LOG through `warn`.
  */
 export function readConfig(env: Env = process.env, warn = (message: string) => console.error(`[dtorch warn] ${message}`)): DTorchConfig {
+  const capture = captureStacks(env);
   return {
     logLevel: logLevel(env, warn),
     nativePath: env['DTORCH_NATIVE_PATH'] || undefined,
-    captureStacks: captureStacks(env),
+    captureStacks: capture,
+    captureStacksOff: capture !== false ? undefined : env['DTORCH_CAPTURE_STACKS'] === '0' ? 'DTORCH_CAPTURE_STACKS=0' : 'NODE_ENV=production',
+    clusterToken: env['DTORCH_CLUSTER_TOKEN'] || undefined,
     readTimeoutMs: integer(env, 'DTORCH_READ_TIMEOUT_MS', 1, maxMs, 600_000, `integer of milliseconds from 1 to ${maxMs}`),
     segmentNodes: integer(env, 'DTORCH_SEGMENT_NODES', 1, maxSegmentNodes, 256),
   };

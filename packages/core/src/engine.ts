@@ -239,9 +239,8 @@ function captureMode(on: boolean | 'all'): CaptureMode {
 
 // The process's call sites, capturing as DTORCH_CAPTURE_STACKS (or NODE_ENV=production) says.
 function newCallSites(): CallSites {
-  const sites = new CallSites(captureMode(config.captureStacks));
-  const off = process.env['DTORCH_CAPTURE_STACKS'] === '0' ? 'DTORCH_CAPTURE_STACKS=0' : 'NODE_ENV=production';
-  sites.setMode(captureMode(config.captureStacks), off);
+  const sites = new CallSites('off');
+  sites.setMode(captureMode(config.captureStacks), config.captureStacksOff);
   return sites;
 }
 

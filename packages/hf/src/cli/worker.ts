@@ -3,9 +3,8 @@
 // main node ends the cluster (exit 0) or is lost, or refuses it (one line, exit 1). The token is
 // read from the file (or DTORCH_CLUSTER_TOKEN), never printed.
 import { readFileSync } from 'node:fs';
+import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { runWorker } from '@dtorch/core';
-import { torchInfo } from '@dtorch/external';
 import { parseDevices } from './mesh_spec.js';
 
 /** dtorch worker's flags. */
@@ -18,8 +17,9 @@ export interface WorkerFlags {
   devices?: string;
 }
 
+// the file's first line; without --token-file, dt.cluster.runWorker takes DTORCH_CLUSTER_TOKEN
 function readToken(flags: WorkerFlags): string | undefined {
-  if (flags.tokenFile === undefined) return process.env['DTORCH_CLUSTER_TOKEN'] || undefined;
+  if (flags.tokenFile === undefined) return undefined;
   let text: string;
   try {
     text = readFileSync(flags.tokenFile, 'utf8');
@@ -35,10 +35,10 @@ function readToken(flags: WorkerFlags): string | undefined {
 export async function runWorkerCommand(flags: WorkerFlags): Promise<void> {
   const token = readToken(flags);
   const spec = flags.devices === undefined ? undefined : parseDevices(flags.devices);
-  const gpus = torchInfo().cudaDeviceCount;
+  const gpus = dt.torchInfo().cudaDeviceCount;
   const kind = spec?.kind ?? (gpus > 0 ? 'cuda' : 'cpu');
   const indices = spec?.indices ?? (kind === 'cuda' ? Array.from({ length: gpus }, (_, i) => i) : [0]);
-  const end = await runWorker({
+  const end = await dt.cluster.runWorker({
     main: flags.main,
     ...(token !== undefined ? { token } : {}),
     devices: indices.map((index) => ({ kind, index })),
