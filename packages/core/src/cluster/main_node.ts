@@ -84,7 +84,7 @@ function splitAddress(listen: string): { host: string; port: number } {
   return { host: m[1]!, port };
 }
 
-function positive(what: string, value: unknown, fallback: number): number {
+function nonNegative(what: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
     throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: expected a non-negative integer for ${what}, got ${String(value)}`);
@@ -150,10 +150,10 @@ export class MainNode {
     if (!loopback(host) && token === undefined) {
       throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: listening on ${listen}, beyond this host, needs a token (options.token, or DTORCH_CLUSTER_TOKEN); without one, listen on 127.0.0.1`);
     }
-    const workers = positive('workers', options.workers, 0);
-    const joinTimeoutMs = positive('joinTimeoutMs', options.joinTimeoutMs, 60_000);
-    const heartbeatMs = Math.max(50, positive('heartbeatMs', options.heartbeatMs, 1000));
-    const lostAfterMs = Math.max(2 * heartbeatMs, positive('lostAfterMs', options.lostAfterMs, 3000));
+    const workers = nonNegative('workers', options.workers, 0);
+    const joinTimeoutMs = nonNegative('joinTimeoutMs', options.joinTimeoutMs, 60_000);
+    const heartbeatMs = Math.max(50, nonNegative('heartbeatMs', options.heartbeatMs, 1000));
+    const lostAfterMs = Math.max(2 * heartbeatMs, nonNegative('lostAfterMs', options.lostAfterMs, 3000));
     const server = new grpc.Server({ 'grpc.keepalive_time_ms': 1000, 'grpc.keepalive_timeout_ms': 2000, 'grpc.keepalive_permit_without_calls': 1 });
     // the rendezvous store of c10d process groups, on the same host as the control plane
     const store = RendezvousStore.serve(host.replace(/^\[(.*)\]$/, '$1'), 0, joinTimeoutMs || 60_000);
@@ -286,8 +286,7 @@ export class MainNode {
     this.#rejected++;
     if (this.#refusals.length < 10) this.#refusals.push(logLine.replace(/^refused /, ''));
     for (const wake of this.#joinWaiters) wake();
-    call.on('error', () => undefined);
-    call.emit('error', { code, details } as grpc.ServiceError);
+    endWithStatus(call, code, details);
   }
 
   #join(call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>, peer: string, message: WorkerMessage): Session | undefined {
@@ -334,10 +333,7 @@ export class MainNode {
     session.info.alive = false;
     const err = new DTorchError(ErrorCode.NodeLost, `cluster: lost node ${session.info.node} (${describeNode(session.info)}): ${why}`);
     log.warn(err.message);
-    if (code !== undefined) {
-      session.call.on('error', () => undefined);
-      session.call.emit('error', { code, details: why } as grpc.ServiceError);
-    }
+    if (code !== undefined) endWithStatus(session.call, code, why);
     for (const b of this.#barriers.values()) {
       clearTimeout(b.timer);
       b.reject(err);
@@ -364,6 +360,13 @@ export class MainNode {
       this.#joinWaiters.add(check);
     });
   }
+}
+
+// Ends a worker's session with a gRPC status (grpc-js sends the status of an 'error' emitted on a
+// server stream); the listener keeps Node from treating that event as unhandled.
+function endWithStatus(call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>, code: grpc.status, details: string): void {
+  call.on('error', () => undefined);
+  call.emit('error', { code, details } as grpc.ServiceError);
 }
 
 function describeNode(n: ClusterNode): string {
