@@ -48,3 +48,13 @@ export {
   type MainMessage,
 } from './cluster/control_service.js';
 export { RendezvousStore } from './cluster/rendezvous_store.js';
+export {
+  OpStreamServer,
+  OpStreamClient,
+  newOpStreamKey,
+  OP_STREAM_KEY_BYTES,
+  type OpStreamReject,
+  type OpStreamSocketOptions,
+  type OpStreamServerOptions,
+  type OpStreamClientOptions,
+} from './cluster/op_stream.js';

@@ -71,6 +71,10 @@ export interface MainMessage {
     heartbeatMs: number;
     /** The port of the rendezvous store (a c10d TCPStore) on the main node's host. */
     storePort: number;
+    /** The port of the op stream (OpStreamServer) on the main node's host; 0 or absent: none yet. */
+    opStreamPort?: number;
+    /** The worker's op stream session key (32 bytes; empty or absent: none yet). Never printed. */
+    opStreamKey?: Uint8Array;
   } | null;
   /** The program waits for every node: answer with Arrived once all that came before is done. */
   barrier?: {
