@@ -378,6 +378,11 @@ Napi::Value fetchSync(const Napi::CallbackInfo& info) {
     core::Engine& e = engine(info.Env());
     const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
     const double timeoutMs = info[1].As<Napi::Number>().DoubleValue();
+    if (e.answeredElsewhere(id)) {  // its answer arrives through this very thread's event loop
+      common::fail(common::code::kInvalidArgument, "dataSync: tensor " + std::to_string(id) +
+                                                       " is read from another node of the cluster, whose answer comes through the event "
+                                                       "loop this call would block; use await data()");
+    }
     struct Waiter {
       std::mutex mutex;
       std::condition_variable cv;
@@ -408,7 +413,7 @@ Napi::Value fetchSync(const Napi::CallbackInfo& info) {
 Napi::Value sync(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     core::Engine& e = engine(info.Env());
-    return promiseCompletion(info.Env(), [&](std::shared_ptr<Completion> completion) { e.recorder().sync(std::move(completion)); });
+    return promiseCompletion(info.Env(), [&](std::shared_ptr<Completion> completion) { e.sync(std::move(completion)); });
   });
 }
 
@@ -596,6 +601,9 @@ void shutdownEnv(void* arg) {
 
 }  // namespace
 
+core::Engine& engineOf(Napi::Env env) { return engine(env); }
+Napi::Object initCluster(Napi::Env env);  // cluster_binding.cpp
+
 Napi::Object initCore(Napi::Env env) {
   auto s = std::make_shared<CoreState>();
   addonData(env).core = s;
@@ -630,6 +638,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("setCollectiveTimeout", Napi::Function::New(env, setCollectiveTimeout));
   slice.Set("failNextFlush", Napi::Function::New(env, failNextFlush));
   slice.Set("shutdown", Napi::Function::New(env, shutdownNow));
+  slice.Set("cluster", initCluster(env));
   return slice;
 }
 

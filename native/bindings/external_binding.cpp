@@ -2,6 +2,7 @@
 #include <napi.h>
 
 #include "bindings/binding_util.h"
+#include "bindings/store_handles.h"
 #include "external/cuda/cuda_memory.h"
 #include "external/nccl/communicator.h"
 #include "external/torch/kernel_trace.h"
@@ -132,6 +133,8 @@ void initStores(Napi::Env env, Napi::Object slice) {
 }
 
 }  // namespace
+
+std::shared_ptr<RendezvousStore> storeOfHandle(const Napi::Value& handle) { return storeOf(handle); }
 
 Napi::Object initExternal(Napi::Env env) {
   Napi::Object slice = Napi::Object::New(env);

@@ -21,6 +21,8 @@ inline constexpr const char* kKernelFailed = "KERNEL_FAILED";
 inline constexpr const char* kTimeout = "TIMEOUT";
 inline constexpr const char* kShutdown = "ENGINE_SHUT_DOWN";
 inline constexpr const char* kNetwork = "NETWORK_ERROR";
+inline constexpr const char* kProtocol = "PROTOCOL_ERROR";
+inline constexpr const char* kNodeLost = "NODE_LOST";
 inline constexpr const char* kInternal = "INTERNAL";
 }  // namespace code
 

@@ -47,8 +47,9 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
       expect(n.devices.map((d) => d.device)).toEqual(['cpu:0', 'cpu:1']);
       expect(n.libtorchVersion).toMatch(/^\d+\.\d+\.\d+/);
     }
+    // node 0 (this process) offers cpu:0 by default on a host without GPUs; each kind is numbered across the nodes
     expect(dt.cluster.devices('cpu').map((d) => [d.node, d.device, d.index])).toEqual([
-      [1, 'cpu:0', 0], [1, 'cpu:1', 1], [2, 'cpu:0', 2], [2, 'cpu:1', 3],
+      [0, 'cpu:0', 0], [1, 'cpu:0', 1], [1, 'cpu:1', 2], [2, 'cpu:0', 3], [2, 'cpu:1', 4],
     ]);
     expect(dt.cluster.devices('cuda')).toEqual([]);
     await dt.cluster.barrier(5000);
@@ -68,7 +69,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
 
     const again = await clusterOf(1, { token });
     expect(await again.started).not.toBe(address);
-    expect(dt.cluster.devices().map((d) => d.node)).toEqual([1, 1]);
+    expect(dt.cluster.devices().map((d) => d.node)).toEqual([0, 1, 1]);
   });
 
   it('gives the workers the rendezvous store (a c10d TCPStore) where process groups will meet', async () => {
@@ -91,7 +92,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
     let worker: Child | undefined;
     await dt.cluster.start({ token, workers: 1, joinTimeoutMs: 20_000, onListening: (a) => (worker = startNode(['tests/cluster/worker_program.mjs', a], { DTORCH_CLUSTER_TOKEN: token })) });
     await waitForOutput(worker!, /welcome 1/);
-    expect(dt.cluster.devices().map((d) => d.device)).toEqual(['cpu:0', 'cpu:1']);
+    expect(dt.cluster.devices().map((d) => d.device)).toEqual(['cpu:0', 'cpu:0', 'cpu:1']);
     await dt.cluster.shutdown('done from code');
     expect((await worker!.exited).code, worker!.output()).toBe(0);
     expect(worker!.output()).toContain('ended as node 1: done from code');
@@ -127,7 +128,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
     expect(err?.message).toContain(`lost node ${victim.node} (${victim.hostname} pid ${victim.pid}`);
     expect(lost.map((e) => e.code)).toEqual(['NODE_LOST']);
     expect(dt.cluster.nodes().map((n) => n.alive)).toEqual([false, true]);
-    expect(dt.cluster.devices().map((d) => d.node)).toEqual([2, 2]);
+    expect(dt.cluster.devices().map((d) => d.node)).toEqual([0, 2, 2]);
     await dt.cluster.barrier(5000); // the live node still answers
   });
 

@@ -37,6 +37,7 @@ struct Node {
   c10::SmallVector<int64_t, 4> inputs;  // tensor ids read (kCompute, kFetch)
   c10::SmallVector<int64_t, 2> outputs; // tensor ids written (kCompute) or released (kRelease)
   c10::SmallVector<double, 8> attrs;    // op attributes, layout documented per op
+  uint32_t userAttrs = 0;               // how many of attrs the program gave (infer derived the rest)
   c10::SmallVector<TensorMeta, 1> outputMetas;
   c10::SmallVector<TensorMeta, 1> inputMetas;  // only for ops that keep them (OpDef::keepsInputMetas)
   at::Tensor hostData;                  // full host tensor for ops created from JS data

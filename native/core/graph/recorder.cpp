@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "core/cluster/membership.h"
 #include "core/operand/layout.h"
 #include "core/operators/registry.h"
 #include "core/runner/completion.h"
@@ -81,6 +82,7 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   node.inputMeshId = inputMeshId;
   node.inputs = std::move(inputs);
   node.attrs.assign(attrs.begin(), attrs.end());
+  node.userAttrs = static_cast<uint32_t>(attrs.size());
   node.attrs.append(derived.begin(), derived.end());
   node.hostData = std::move(hostData);
   node.state = std::move(state);
@@ -126,6 +128,11 @@ Recorder::Recorded Recorder::redistribute(int64_t id, int meshId, const Placemen
     common::fail(common::code::kMeshMismatch, "redistribute: moving between a cpu and a cuda mesh is not supported yet; "
                                                   "read the values and create the tensor on the other mesh");
   }
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  if (!cluster.holdsAll(target) || !cluster.holdsAll(meshes_.get(source.meshId))) {
+    common::fail(common::code::kMeshMismatch, "redistribute: moving a tensor to another mesh when either mesh has ranks on another node "
+                                                  "of the cluster is not supported yet; make one mesh that spans both and redistribute on it");
+  }
   // gather on the source, hand the full tensor over, then take pieces on the target
   const bool gathered = !allReplicate(source.placements);
   const int64_t full = gathered ? redistributeOnMesh(id, Placements(source.placements.size(), Placement::replicate())) : id;
@@ -151,9 +158,9 @@ void Recorder::release(int64_t id) {
   flushWhenFull();
 }
 
-void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
+uint64_t Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = meta(id);
-  if (failedAsLost(id, completion)) return;
+  if (failedAsLost(id, completion)) return 0;
   const int meshId = m.meshId;
   const bool replicated = allReplicate(m.placements);
   // a read gathers: shards concatenate, partials reduce (into a temporary Replicate copy)
@@ -162,8 +169,10 @@ void Recorder::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   node.meshId = meshId;
   node.inputs.push_back(readable);
   node.completion = std::move(completion);
+  const uint64_t seq = node.seq;
   if (!replicated) release(readable);
   flushBeforeWait();
+  return seq;
 }
 
 void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion) {
@@ -179,10 +188,12 @@ void Recorder::fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Compl
   flushBeforeWait();
 }
 
-void Recorder::sync(std::shared_ptr<Completion> completion) {
+uint64_t Recorder::sync(std::shared_ptr<Completion> completion) {
   Node& node = append(NodeKind::kSync);
   node.completion = std::move(completion);
+  const uint64_t seq = node.seq;
   flushBeforeWait();
+  return seq;
 }
 
 void Recorder::flushWhenFull() {
@@ -209,6 +220,7 @@ void Recorder::flush() {
   std::string why;
   try {
     if (!injectedFlushFailure_.empty()) throw std::runtime_error(std::exchange(injectedFlushFailure_, {}));
+    if (tap_) tap_(*segment);
     open_ = freshSegment();
     controller_.submit(segment);
     return;

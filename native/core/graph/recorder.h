@@ -6,6 +6,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -48,10 +49,15 @@ class Recorder {
   // one mesh; across meshes, gather on the source, transfer, then slice on the target.
   Recorded redistribute(int64_t id, int meshId, const Placements& placements);
   void release(int64_t id);
-  void fetch(int64_t id, std::shared_ptr<Completion> completion);
+  // Records a read; returns the read node's sequence number (0: it failed at once, delivered).
+  uint64_t fetch(int64_t id, std::shared_ptr<Completion> completion);
   // Reads tensor `id` gathered onto the 1-device mesh `targetMeshId` (of its rank 0's device).
   void fetchGathered(int64_t id, int targetMeshId, std::shared_ptr<Completion> completion);
-  void sync(std::shared_ptr<Completion> completion);
+  // Records a sync; returns its node's sequence number.
+  uint64_t sync(std::shared_ptr<Completion> completion);
+  // Called with each segment just before the controller gets it (the main node of a cluster
+  // streams it to the workers); a throw counts as a failed hand-over.
+  void setSegmentTap(std::function<void(const Segment&)> tap) { tap_ = std::move(tap); }
   // Hands the open segment to the controller. Never throws: a segment that cannot be handed over
   // is dropped (dropSegment), and its failure reaches every read that depends on it.
   void flush();
@@ -93,6 +99,7 @@ class Recorder {
   // live tensors whose producer was in a dropped segment, with the reason (usually empty)
   common::IdMap<std::shared_ptr<const std::string>> lost_;
   std::string injectedFlushFailure_;
+  std::function<void(const Segment&)> tap_;
   std::unordered_map<int64_t, DeviceMemory> perDevice_;  // key: kind * 2^32 + index
   int64_t liveBytes_ = 0;
   int64_t nextId_ = 1;

@@ -5,6 +5,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "core/cluster/membership.h"
 
 namespace dtorch::core {
 
@@ -14,8 +15,13 @@ void WorkerPool::registerMesh(const DeviceMesh& mesh) {
     common::fail(common::code::kInternal, "meshes must be registered in id order");
   }
   std::vector<Worker*> ranks;
+  const ClusterMembership& cluster = ClusterMembership::instance();
   for (int rank = 0; rank < mesh.size(); ++rank) {
-    const Device device = mesh.device(rank);
+    if (!cluster.isLocal(mesh.device(rank))) {  // another node of the cluster runs this rank
+      ranks.push_back(nullptr);
+      continue;
+    }
+    const Device device = cluster.localDevice(mesh.device(rank));
     auto& slot = byDevice_[{static_cast<int>(device.kind), device.index}];
     if (!slot) slot = std::make_unique<Worker>(device);
     ranks.push_back(slot.get());

@@ -21,6 +21,7 @@ class MeshTable {
   const DeviceMesh* find(DeviceKind kind, const std::vector<int>& devices, const std::vector<int64_t>& shape) const;
   // Throws INVALID_MESH for an id that was never created.
   const DeviceMesh& get(int id) const;
+  int size() const { return count_.load(std::memory_order_acquire); }
 
  private:
   std::mutex addMutex_;

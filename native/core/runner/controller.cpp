@@ -165,20 +165,22 @@ SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
 void Controller::lower(const std::shared_ptr<const Segment>& segment) {
   const SegmentPlan rewrite = plan(*segment, *scratch_);
   std::unordered_map<Worker*, KernelBatch> batches;
-  auto batchOf = [&](Worker* worker) -> std::vector<Kernel>& {
+  // A rank on another node of a cluster has no worker here (null): that node lowers it.
+  auto queue = [&](Worker* worker, const Kernel& kernel) {
+    if (!worker) return;
     auto& batch = batches[worker];
     if (!batch.segment) {
       batch.segment = segment;
       batch.kernels.reserve(segment->nodes.size() + 8);
     }
-    return batch.kernels;
+    batch.kernels.push_back(kernel);
   };
   // A free goes to every rank of the tensor's mesh, which the client recorded on the node.
   auto emitFrees = [&](const std::vector<const Node*>& releases) {
     for (const Node* rel : releases) {
       const auto& ranks = workers_.workersOf(rel->meshId);
       for (size_t r = 0; r < ranks.size(); ++r) {
-        batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kFree, static_cast<int>(r), nullptr, nullptr, rel->outputs[0]});
+        queue(ranks[r], Kernel{Kernel::Kind::kFree, static_cast<int>(r), nullptr, nullptr, rel->outputs[0]});
       }
     }
   };
@@ -194,27 +196,27 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
           const auto& senders = workers_.workersOf(node.inputMeshId);
           const size_t count = node.op->sendsFromEveryInputRank ? senders.size() : 1;
           for (size_t r = 0; r < count; ++r) {
-            batchOf(senders[r]).push_back(Kernel{Kernel::Kind::kSend, static_cast<int>(r), &node, nullptr, 0});
+            queue(senders[r], Kernel{Kernel::Kind::kSend, static_cast<int>(r), &node, nullptr, 0});
           }
         }
         const DeviceMesh& mesh = meshes_.get(node.meshId);
         const auto& ranks = workers_.workersOf(node.meshId);
         for (int r = 0; r < mesh.size(); ++r) {
-          batchOf(ranks[r]).push_back(Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0, rewrite.reuseInput[i], rewrite.markMade[i]});
+          queue(ranks[r], Kernel{Kernel::Kind::kRun, r, &node, &mesh, 0, rewrite.reuseInput[i], rewrite.markMade[i]});
         }
         break;
       }
       case NodeKind::kFetch: {
-        // Replicate: every rank holds the full value; rank 0 answers.
+        // Replicate: every rank holds the full value; rank 0 answers (on its node, in a cluster).
         const DeviceMesh& mesh = meshes_.get(node.meshId);
-        batchOf(workers_.workersOf(node.meshId)[0]).push_back(Kernel{Kernel::Kind::kFetch, 0, &node, &mesh, 0});
+        queue(workers_.workersOf(node.meshId)[0], Kernel{Kernel::Kind::kFetch, 0, &node, &mesh, 0});
         break;
       }
       case NodeKind::kSync: {
         const auto all = workers_.all();
         node.completion->remaining.store(static_cast<int>(all.size()));
         if (all.empty()) node.completion->deliver(FetchResult{});
-        for (Worker* w : all) batchOf(w).push_back(Kernel{Kernel::Kind::kSync, 0, &node, nullptr, 0});
+        for (Worker* w : all) queue(w, Kernel{Kernel::Kind::kSync, 0, &node, nullptr, 0});
         break;
       }
       case NodeKind::kRelease: break;  // placed by the plan

@@ -5,6 +5,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/format.h"
+#include "core/cluster/stream_codec.h"
 #include "external/torch/torch_info.h"
 
 namespace dtorch::core {
@@ -31,10 +32,20 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
                                      "; each device may hold one rank of a mesh");
     }
   }
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  std::vector<int> local;  // this host's devices among them
+  for (int d : devices) {
+    const Device device{kind, d};
+    const int node = cluster.nodeOf(device);
+    if (node < 0) {
+      common::fail(kInvalidMesh, device.name() + " is not a device of the cluster; dt.cluster.devices() lists them, by the index a mesh names");
+    }
+    if (node == cluster.thisNode()) local.push_back(cluster.localDevice(device).index);
+  }
   if (kind == DeviceKind::kCpu) {
     // CPU devices are worker threads; cap them so a typo cannot start thousands of threads
     const int64_t available = settings.cpuDevices;
-    for (int d : devices) {
+    for (int d : local) {
       if (d >= available) {
         common::fail(kInvalidMesh, "cpu device " + std::to_string(d) + " does not exist: this process has cpu devices 0.." +
                                        std::to_string(available - 1) + " (set DTORCH_CPU_DEVICES for more)");
@@ -43,7 +54,7 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
   }
   if (kind == DeviceKind::kCuda) {
     const int available = external::torch::cudaDeviceCount();
-    for (int d : devices) {
+    for (int d : local) {
       if (d >= available) {
         common::fail(kInvalidMesh, "cuda device " + std::to_string(d) + " does not exist: this process sees " +
                                        std::to_string(available) + " CUDA device(s)" +
@@ -58,11 +69,29 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
   mesh.shape = std::move(shape);
   const DeviceMesh& added = meshes_.add(std::move(mesh));
   workers_.registerMesh(added);
+  if (streaming_) outbox_.post(stream::encodeMesh(added));
   return added;
 }
 
 void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = recorder_.meta(id);
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  if (!cluster.holdsAll(meshes_.get(m.meshId))) {
+    const Device answering = meshes_.get(m.meshId).device(0);
+    const int node = cluster.nodeOf(answering);
+    if (cluster.isLost(node)) {
+      FetchResult lost;
+      lost.ok = false;
+      lost.code = common::code::kNodeLost;
+      lost.message = "cannot read tensor " + std::to_string(id) + ": node " + std::to_string(node) + ", which holds its rank 0 (" +
+                     cluster.describe(answering) + "), was lost";
+      completion->deliver(std::move(lost));
+      return;
+    }
+    const uint64_t seq = recorder_.fetch(id, completion);
+    if (seq && node != cluster.thisNode()) remote_.expectRead(seq, node, std::move(completion));
+    return;
+  }
   if (allReplicate(m.placements) || !partialsAdd(m.placements)) {
     recorder_.fetch(id, std::move(completion));
     return;
@@ -70,6 +99,98 @@ void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const DeviceMesh& mesh = meshes_.get(m.meshId);
   const int target = createMesh(mesh.kind, {mesh.devices[0]}, {1}).id;  // the 1-device mesh of rank 0
   recorder_.fetchGathered(id, target, std::move(completion));
+}
+
+bool Engine::answeredElsewhere(int64_t id) const {
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  return cluster.active() && cluster.nodeOf(meshes_.get(recorder_.meta(id).meshId).device(0)) != cluster.thisNode();
+}
+
+void Engine::sync(std::shared_ptr<Completion> completion) {
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  if (!streaming_) {
+    recorder_.sync(std::move(completion));
+    return;
+  }
+  std::vector<int> nodes;
+  for (int node : cluster.otherNodes()) {
+    if (!cluster.isLost(node)) nodes.push_back(node);
+  }
+  const uint64_t seq = recorder_.sync(RemoteWaits::splitSync(completion, nodes.size()));
+  remote_.expectSynced(seq, nodes, std::move(completion));
+}
+
+void Engine::joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
+                         const std::vector<ClusterDevice>& devices) {
+  if (ClusterMembership::instance().active()) common::fail(common::code::kInvalidArgument, "this process is in a cluster already");
+  for (Worker* w : workers_.all()) {  // a device in use stays what it is: it must be one of this node's
+    bool offered = false;
+    for (const ClusterDevice& d : devices) offered = offered || (d.node == thisNode && d.device.kind == w->device().kind && d.localIndex == w->device().index && d.device.index == d.localIndex);
+    if (!offered) {
+      common::fail(common::code::kInvalidArgument, "this process already uses " + w->device().name() +
+                                                       ", which its devices in the cluster leave out; offer it, or start the cluster before making meshes");
+    }
+  }
+  ClusterMembership& cluster = ClusterMembership::instance();
+  cluster.join(thisNode, epoch, std::move(store));
+  try {
+    cluster.addDevices(devices);
+  } catch (...) {
+    cluster.leave();
+    throw;
+  }
+  if (thisNode == 0) {
+    streaming_ = true;
+    recorder_.setSegmentTap([this](const Segment& segment) { outbox_.post(stream::encodeSegment(segment)); });
+  } else {
+    sub_ = std::make_unique<SubController>(*this, outbox_);
+  }
+}
+
+void Engine::addClusterDevices(const std::vector<ClusterDevice>& devices) {
+  ClusterMembership::instance().addDevices(devices);
+  if (streaming_) outbox_.post(stream::encodeDevices(devices));
+}
+
+std::vector<std::string> Engine::clusterSnapshot() const {
+  std::vector<std::string> out{stream::encodeDevices(ClusterMembership::instance().devices())};
+  for (int id = 0; id < meshes_.size(); ++id) out.push_back(stream::encodeMesh(meshes_.get(id)));
+  return out;
+}
+
+void Engine::applyStreamed(std::string_view payload) {
+  if (!sub_) common::fail(common::code::kInvalidArgument, "this process is not a worker node of a cluster");
+  try {
+    sub_->apply(payload);
+  } catch (const std::exception& e) {  // the main node must not wait for answers that will not come
+    outbox_.post(stream::encodeRejected(e.what()));
+    throw;
+  }
+}
+
+void Engine::answerFrom(int node, std::string_view payload) {
+  stream::Message message = stream::decode(payload);
+  switch (message.type) {
+    case stream::Type::kRead:
+    case stream::Type::kSynced: remote_.answer(node, message.seq, std::move(message.result)); break;
+    case stream::Type::kRejected:
+      ClusterMembership::instance().markLost(node);
+      remote_.failAll(common::code::kNodeLost, "node " + std::to_string(node) + " refused the op stream and no longer follows the program: " + message.why);
+      break;
+    default: common::fail(common::code::kProtocol, "a worker answers with reads, syncs and refusals, not message type " + std::to_string(static_cast<int>(message.type)));
+  }
+}
+
+void Engine::nodeLost(int node, const std::string& message) {
+  ClusterMembership::instance().markLost(node);
+  remote_.failAll(common::code::kNodeLost, message);
+}
+
+void Engine::leaveCluster(const std::string& message) {
+  streaming_ = false;
+  recorder_.setSegmentTap(nullptr);
+  remote_.failAll(common::code::kShutdown, message);
+  ClusterMembership::instance().leave();
 }
 
 std::vector<WorkerInfo> Engine::workers() const {

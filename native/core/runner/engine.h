@@ -2,8 +2,14 @@
 // The bindings hold one Engine; everything else reaches the engine through it.
 #pragma once
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/cluster/membership.h"
+#include "core/cluster/outbox.h"
+#include "core/cluster/remote_waits.h"
+#include "core/cluster/sub_controller.h"
 #include "core/graph/recorder.h"
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
@@ -29,8 +35,38 @@ class Engine {
   const MeshTable& meshes() const { return meshes_; }
   Recorder& recorder() { return recorder_; }
   // Records a read of tensor `id`. Sharded and partial (sum/avg) tensors are gathered onto the
-  // device of rank 0 (each piece moves once); others go through a redistribute to Replicate.
+  // device of rank 0 (each piece moves once); others go through a redistribute to Replicate. In a
+  // cluster, a mesh with ranks on other nodes reads through a redistribute to Replicate, and the
+  // node of its rank 0 answers.
   void fetch(int64_t id, std::shared_ptr<Completion> completion);
+  // Whether a read of `id` is answered by another node of the cluster (its rank 0 is there).
+  bool answeredElsewhere(int64_t id) const;
+  // Records a sync: done once every worker (of every node, in a cluster) ran what came before.
+  void sync(std::shared_ptr<Completion> completion);
+  // Hands a segment to the controller (a worker node's sub-controller does).
+  void submit(std::shared_ptr<Segment> segment) { controller_.submit(std::move(segment)); }
+
+  // ---- the cluster (core/cluster; docs/cluster.md) ----
+  // Joins cluster `epoch` as node `thisNode` with the cluster's devices known so far. The main
+  // node (0) then streams every segment, mesh and device change through outbox(); a worker
+  // applies what the main node streams (applyStreamed) and posts its answers to outbox(). The
+  // main node's own devices must include every device this process already uses.
+  void joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
+                   const std::vector<ClusterDevice>& devices);
+  // The main node: devices of a worker that joined (also streamed to the workers already there).
+  void addClusterDevices(const std::vector<ClusterDevice>& devices);
+  // The main node: what a worker joining now needs first (every device, every mesh).
+  std::vector<std::string> clusterSnapshot() const;
+  // A worker: one payload from the main node (throws PROTOCOL_ERROR, applying nothing of it).
+  void applyStreamed(std::string_view payload);
+  // The main node: one payload from worker `node` (a read, a sync, a refusal).
+  void answerFrom(int node, std::string_view payload);
+  // The main node: `node` is gone; every wait on another node fails with NODE_LOST and `message`.
+  void nodeLost(int node, const std::string& message);
+  // Leaves the cluster; every wait on another node fails with `message` (SHUTDOWN).
+  void leaveCluster(const std::string& message);
+  Outbox& outbox() { return outbox_; }
+  size_t remoteWaits() const { return remote_.pending(); }
   std::vector<WorkerInfo> workers() const;
   void resetPeakMemory();
   // Drains queued work and joins every thread; later calls are no-ops.
@@ -41,6 +77,10 @@ class Engine {
   WorkerPool workers_;
   Controller controller_;
   Recorder recorder_;
+  Outbox outbox_;
+  RemoteWaits remote_;
+  std::unique_ptr<SubController> sub_;  // a worker node's
+  bool streaming_ = false;              // the main node of a running cluster
   bool shutDown_ = false;
 };
 

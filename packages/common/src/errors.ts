@@ -45,6 +45,8 @@ export const ErrorCode = {
   Network: 'NETWORK_ERROR',
   /** A worker node of the cluster was lost (killed, cut off, or silent past its heartbeat deadline); the message names it. */
   NodeLost: 'NODE_LOST',
+  /** A cluster message that is malformed, truncated, replayed or of another DTorch version; the message says what is wrong. */
+  Protocol: 'PROTOCOL_ERROR',
   /** A bug in DTorch rather than in the caller's input (an unexpected native exception, a broken invariant); worth reporting. */
   Internal: 'INTERNAL',
 } as const;

@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { CoreSlice, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
+import type { ClusterSlice, CoreSlice, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 /** The kind of devices a mesh spans: CPU worker threads or CUDA GPUs. */
 export type DeviceKind = 'cpu' | 'cuda';
@@ -53,6 +53,11 @@ export class Engine {
       this.dtypeByCode[code] = name;
     }
     slice.setFlushThreshold(config.segmentNodes);
+  }
+
+  /** This engine's side of a cluster (the main node and worker node use it). */
+  get cluster(): ClusterSlice {
+    return this.slice.cluster;
   }
 
   /** The op's code; throws UNKNOWN_OP naming the ops this build has. */

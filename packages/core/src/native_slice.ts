@@ -168,4 +168,42 @@ export interface CoreSlice {
   setCollectiveTimeout(ms: number): void;
   /** The next hand-over of a segment to the controller fails with `message` (tests). */
   failNextFlush(message: string): void;
+  /** This engine's side of a cluster (native/bindings/cluster_binding.cpp). */
+  cluster: ClusterSlice;
+}
+
+/** A device of a cluster as the engine numbers it: `index` is what a mesh names, per kind. */
+export interface ClusterDeviceEntry {
+  /** 'cpu' or 'cuda'. */
+  kind: 'cpu' | 'cuda';
+  /** The cluster-wide index of its kind: node 0's devices first, then each worker's in join order. */
+  index: number;
+  /** The node that holds it (0: the main program). */
+  node: number;
+  /** Its index on that node's host. */
+  localIndex: number;
+}
+
+/** The engine's cluster calls: joining, the op stream's payloads in and out, lost nodes. */
+export interface ClusterSlice {
+  /** Joins as node `node` (0: the main program) with the devices known so far; `onOutgoing` runs when payloads wait in the outbox. */
+  join(node: number, epoch: number, storeHandle: number | undefined, devices: ClusterDeviceEntry[], onOutgoing: () => void): void;
+  /** The payloads posted since the last call, in order. */
+  takeOutgoing(): Buffer[];
+  /** The main node: a worker's devices (streamed to the workers already there). */
+  addDevices(devices: ClusterDeviceEntry[]): void;
+  /** The main node: what a worker that joins now needs first (every device, every mesh). */
+  snapshot(): Buffer[];
+  /** A worker: applies one payload of the main node; PROTOCOL_ERROR (nothing applied) when it does not fit. */
+  apply(payload: Buffer): void;
+  /** The main node: one payload of worker `node` (a read's value, a sync, a refusal). */
+  answer(node: number, payload: Buffer): void;
+  /** The main node: `node` is gone; every wait on another node fails with NODE_LOST and `message`. */
+  nodeLost(node: number, message: string): void;
+  /** Leaves the cluster; waits on other nodes fail with `message`. */
+  leave(message: string): void;
+  /** Checks a payload without applying it (fuzz tests): its type and node count. */
+  decode(payload: Buffer): { type: number; nodes: number };
+  /** What the main node waits for from other nodes. */
+  stats(): { remoteWaits: number };
 }

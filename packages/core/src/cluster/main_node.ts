@@ -1,11 +1,28 @@
 // The main node of a cluster: the gRPC server worker nodes join (packages/external's Control
 // service). It checks each worker's token, numbers the nodes and their devices in join order,
-// watches their heartbeats, runs barriers, and ends the cluster. A node that is killed, cut off or
-// silent for `lostAfterMs` is lost: every pending wait that depends on it rejects with NODE_LOST
-// naming it, and the onNodeLost listeners hear of it. Every wait has a deadline.
+// watches their heartbeats, runs barriers, and ends the cluster. It also streams the engine's op
+// stream to every worker (ZeroMQ, packages/external's OpStreamServer) and hands their answers
+// (read values, syncs) back to the engine. A node that is killed, cut off or silent for
+// `lostAfterMs` is lost: every pending wait that depends on it rejects with NODE_LOST naming it,
+// and the onNodeLost listeners hear of it. Every wait has a deadline.
+import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { CONTROL_PROTOCOL, RendezvousStore, TOKEN_METADATA, controlServiceDefinition, grpc, tokensEqual, type JoinMessage, type MainMessage, type WorkerMessage } from '@dtorch/external';
+import {
+  CONTROL_PROTOCOL,
+  OpStreamServer,
+  RendezvousStore,
+  TOKEN_METADATA,
+  controlServiceDefinition,
+  grpc,
+  tokensEqual,
+  torchInfo,
+  type JoinMessage,
+  type MainMessage,
+  type WorkerMessage,
+} from '@dtorch/external';
+import { engine } from '../engine.js';
+import type { ClusterDeviceEntry } from '../native_slice.js';
 
 /** How a cluster starts (dt.cluster.start). */
 export interface ClusterOptions {
@@ -23,15 +40,25 @@ export interface ClusterOptions {
   lostAfterMs?: number;
   /** Called with the bound host:port as soon as the node listens, before the workers join (to start them on a port 0 chose). */
   onListening?: (address: string) => void;
+  /**
+   * This process's own devices in the cluster (node 0's), each kind numbered from 0 as on this
+   * host: default every GPU of the host, else cpu:0. Every device this process already uses must be among them.
+   */
+  devices?: readonly { kind: 'cpu' | 'cuda'; index: number }[];
 }
 
-/** A device of the cluster: a worker's `cpu:N` or `cuda:N`, with its index across the cluster. */
+/** A device of the cluster: a node's `cpu:N` or `cuda:N`, with the index a mesh names it by. */
 export interface ClusterDevice {
-  /** The node that has it (1, 2, ... in join order). */
+  /** The node that has it (0: the main program; 1, 2, ... the workers in join order). */
   node: number;
+  /** 'cpu' or 'cuda'. */
+  kind: 'cpu' | 'cuda';
   /** The device on its node, e.g. "cpu:1". */
   device: string;
-  /** Its index across the cluster's devices of every node, in join order. */
+  /**
+   * What a DeviceMesh of its kind names it by: the cluster numbers each kind across the nodes,
+   * node 0's devices first (as on its host), then each worker's in join order.
+   */
   index: number;
   /** The GPU's name; empty for CPU devices. */
   name: string;
@@ -63,6 +90,8 @@ interface Session {
   info: ClusterNode;
   call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>;
   lastHeard: number;
+  /** It receives the op stream (it has been sent what joining needs). */
+  streaming: boolean;
 }
 
 interface PendingBarrier {
@@ -90,6 +119,23 @@ function nonNegative(what: string, value: unknown, fallback: number): number {
     throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: expected a non-negative integer for ${what}, got ${String(value)}`);
   }
   return value;
+}
+
+/** Node 0's devices: as given (each kind numbered 0, 1, ... on this host), else every GPU, else cpu:0. */
+function ownDevices(given: ClusterOptions['devices']): { kind: 'cpu' | 'cuda'; index: number }[] {
+  if (given === undefined) {
+    const gpus = torchInfo().cudaDevices;
+    return gpus.length ? gpus.map((g) => ({ kind: 'cuda' as const, index: g.index })) : [{ kind: 'cpu', index: 0 }];
+  }
+  if (!Array.isArray(given)) throw new DTorchError(ErrorCode.InvalidArgument, 'cluster.start: expected devices as an array of { kind, index }');
+  for (const kind of ['cpu', 'cuda'] as const) {
+    const indices = given.filter((d) => d?.kind === kind).map((d) => d.index);
+    if (indices.some((i, k) => i !== k)) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: this node's ${kind} devices must be ${kind}:0, ${kind}:1, ... in order (a mesh names them as on this host), got ${indices.map((i) => `${kind}:${i}`).join(', ')}`);
+    }
+  }
+  if (given.some((d) => d?.kind !== 'cpu' && d?.kind !== 'cuda')) throw new DTorchError(ErrorCode.InvalidArgument, "cluster.start: a device's kind is 'cpu' or 'cuda'");
+  return given.map((d) => ({ kind: d.kind, index: d.index }));
 }
 
 /** Checks a Join as it came off the wire; a message a worker could not have meant is refused, naming what is wrong. */
@@ -121,7 +167,8 @@ export class MainNode {
   readonly #refusals: string[] = [];
   #barriers = new Map<number, PendingBarrier>();
   #nextNode = 1;
-  #nextDevice = 0;
+  #nextIndex = { cpu: 0, cuda: 0 };
+  #ownDevices: ClusterDevice[] = [];
   #nextBarrier = 1;
   #watch: NodeJS.Timeout | undefined;
   #closed = false;
@@ -130,10 +177,13 @@ export class MainNode {
 
   /** The rendezvous store (a c10d TCPStore) the workers reach at Welcome.storePort: where c10d process groups meet. */
   readonly store: RendezvousStore;
+  /** The op stream to the workers (ZeroMQ), on Welcome.opStreamPort. */
+  readonly #stream: OpStreamServer;
 
-  private constructor(server: grpc.Server, store: RendezvousStore, token: string | undefined, heartbeatMs: number, lostAfterMs: number) {
+  private constructor(server: grpc.Server, store: RendezvousStore, stream: OpStreamServer, token: string | undefined, heartbeatMs: number, lostAfterMs: number) {
     this.#server = server;
     this.store = store;
+    this.#stream = stream;
     this.#token = token;
     this.#heartbeatMs = heartbeatMs;
     this.#lostAfterMs = lostAfterMs;
@@ -156,8 +206,24 @@ export class MainNode {
     const lostAfterMs = Math.max(2 * heartbeatMs, nonNegative('lostAfterMs', options.lostAfterMs, 3000));
     const server = new grpc.Server({ 'grpc.keepalive_time_ms': 1000, 'grpc.keepalive_timeout_ms': 2000, 'grpc.keepalive_permit_without_calls': 1 });
     // the rendezvous store of c10d process groups, on the same host as the control plane
-    const store = RendezvousStore.serve(host.replace(/^\[(.*)\]$/, '$1'), 0, joinTimeoutMs || 60_000);
-    const main = new MainNode(server, store, token, heartbeatMs, lostAfterMs);
+    const own = ownDevices(options.devices);
+    const bareHost = host.replace(/^\[(.*)\]$/, '$1');
+    const store = RendezvousStore.serve(bareHost, 0, joinTimeoutMs || 60_000);
+    let stream: OpStreamServer;
+    try {
+      stream = await OpStreamServer.listen({ host: bareHost });
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+    const main = new MainNode(server, store, stream, token, heartbeatMs, lostAfterMs);
+    try {
+      main.#joinEngine(own);
+    } catch (err) {
+      stream.close();
+      store.close();
+      throw err;
+    }
     server.addService(controlServiceDefinition((err) => main.#malformed(err)), { Session: (call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>) => main.#session(call) });
     const bound = await new Promise<number>((resolve, reject) =>
       server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(new DTorchError(ErrorCode.Network, `cluster.start: cannot listen on ${listen}: ${err.message}`)) : resolve(p))),
@@ -187,10 +253,9 @@ export class MainNode {
 
   /** The live workers' devices, of one kind or all, in the order of their cluster-wide index. */
   devices(kind?: 'cpu' | 'cuda'): ClusterDevice[] {
-    return [...this.#sessions.values()]
-      .filter((s) => s.info.alive)
-      .flatMap((s) => s.info.devices)
-      .filter((d) => kind === undefined || d.device.startsWith(`${kind}:`));
+    return [...this.#ownDevices, ...[...this.#sessions.values()].filter((s) => s.info.alive).flatMap((s) => s.info.devices)]
+      .filter((d) => kind === undefined || d.kind === kind)
+      .map((d) => ({ ...d }));
   }
 
   /** Calls `listener` with a NODE_LOST error when a worker is lost; returns the unsubscribe. */
@@ -233,9 +298,40 @@ export class MainNode {
       s.call.write({ shutdown: { reason } });
       s.call.end();
     }
+    engine().cluster.leave(`the cluster was shut down (${reason})`);
+    this.#stream.close();
     await new Promise<void>((resolve) => this.#server.tryShutdown(() => resolve()));
     this.#server.forceShutdown();
     this.store.close();
+  }
+
+  // Joins this process's engine as node 0: from now on it streams what it records.
+  #joinEngine(own: readonly { kind: 'cpu' | 'cuda'; index: number }[]): void {
+    const entries: ClusterDeviceEntry[] = own.map((d) => ({ kind: d.kind, index: d.index, node: 0, localIndex: d.index }));
+    engine().cluster.join(0, MainNode.#epoch++, this.store.handle, entries, () => this.#pump());
+    this.#ownDevices = own.map((d) => ({ node: 0, kind: d.kind, device: `${d.kind}:${d.index}`, index: d.index, name: '', totalMemory: 0 }));
+    for (const d of own) this.#nextIndex[d.kind] = Math.max(this.#nextIndex[d.kind], d.index + 1);
+    this.#stream.onMessage((node, payload) => {
+      try {
+        engine().cluster.answer(node, payload);
+      } catch (err) {
+        this.#rejected++;
+        log.warn(`cluster: refused an answer of node ${node}: ${(err as Error).message}`);
+      }
+    });
+  }
+
+  static #epoch = 1;
+
+  // Sends what the engine posted to every worker that streams, in order.
+  #pump(): void {
+    if (this.#closed) return;
+    const payloads = engine().cluster.takeOutgoing();
+    if (payloads.length === 0) return;
+    for (const s of this.#sessions.values()) {
+      if (!s.info.alive || !s.streaming) continue;
+      for (const p of payloads) void this.#stream.send(s.info.node, p);
+    }
   }
 
   #session(call: grpc.ServerDuplexStream<WorkerMessage, MainMessage>): void {
@@ -297,13 +393,24 @@ export class MainNode {
     }
     const join = message.join!;
     const node = this.#nextNode++;
-    const firstDevice = this.#nextDevice;
-    const devices = join.devices.map((d, i) => ({ node, device: `${d.kind}:${d.index}`, index: firstDevice + i, name: d.name, totalMemory: d.totalMemory }));
-    this.#nextDevice += devices.length;
+    const devices: ClusterDevice[] = join.devices.map((d) => {
+      const kind = d.kind as 'cpu' | 'cuda';
+      return { node, kind, device: `${kind}:${d.index}`, index: this.#nextIndex[kind]++, name: d.name, totalMemory: d.totalMemory };
+    });
+    const firstDevice = devices[0]!.index;
     const info: ClusterNode = { node, hostname: join.hostname.slice(0, 255), pid: join.pid, peer, dtorchVersion: join.dtorchVersion, libtorchVersion: join.libtorchVersion, devices, alive: true };
-    const session: Session = { info, call, lastHeard: Date.now() };
+    const session: Session = { info, call, lastHeard: Date.now(), streaming: false };
     this.#sessions.set(node, session);
-    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs, storePort: this.store.port } });
+    // The op stream: the workers already there get what was posted so far and the new devices;
+    // this one gets every device and mesh first, then what everyone gets.
+    const key = randomBytes(32);
+    this.#stream.admit(node, key);
+    this.#pump();
+    engine().cluster.addDevices(devices.map((d) => ({ kind: d.kind, index: d.index, node, localIndex: Number(d.device.split(':')[1]) })));
+    this.#pump();
+    for (const p of engine().cluster.snapshot()) void this.#stream.send(node, p);
+    session.streaming = true;
+    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs, storePort: this.store.port, opStreamPort: this.#stream.port, opStreamKey: key } });
     log.info(`cluster: node ${node} joined: ${describeNode(info)} with ${devices.map((d) => d.device).join(', ')}`);
     for (const wake of this.#joinWaiters) wake();
     return session;
@@ -333,6 +440,8 @@ export class MainNode {
     session.info.alive = false;
     const err = new DTorchError(ErrorCode.NodeLost, `cluster: lost node ${session.info.node} (${describeNode(session.info)}): ${why}`);
     log.warn(err.message);
+    engine().cluster.nodeLost(session.info.node, err.message);
+    this.#stream.forget(session.info.node);
     if (code !== undefined) endWithStatus(session.call, code, why);
     for (const b of this.#barriers.values()) {
       clearTimeout(b.timer);

@@ -1,10 +1,13 @@
 // A worker node: joins the main node's Control service, sends its heartbeat, answers barriers,
-// and ends when the main node says so or is gone. Started by `dtorch worker` (or runWorker from
+// applies the main node's op stream (ZeroMQ) to this process's engine, which lowers the ranks
+// this node holds and sends back the reads and syncs it answers, and ends when the main node
+// says so or is gone. Started by `dtorch worker` (or runWorker from
 // code) on each host, by whatever the site uses (ssh, Slurm, Kubernetes). A main node that dies
 // or is cut off ends the worker within 5 s: gRPC keepalive pings every second, 2 s to answer.
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { CONTROL_PROTOCOL, RendezvousStore, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
+import { CONTROL_PROTOCOL, OpStreamClient, RendezvousStore, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
+import { engine } from '../engine.js';
 
 /** How a worker joins (dtorch worker's flags). */
 export interface WorkerOptions {
@@ -56,11 +59,17 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
     let heartbeat: NodeJS.Timeout | undefined;
     let settled = false;
     let store: RendezvousStore | undefined;
+    let stream: OpStreamClient | undefined;
+    let refusals = 0;
     const finish = (outcome: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(joinTimer);
       clearInterval(heartbeat);
+      if (stream) {
+        engine().cluster.leave('the worker left the cluster');
+        stream.close();
+      }
       store?.close();
       call.end();
       client.close();
@@ -78,7 +87,7 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
         let sequence = 0;
         heartbeat = setInterval(() => call.write({ heartbeat: { sequence: ++sequence } }), Math.max(50, message.welcome.heartbeatMs));
         log.info(`cluster: joined ${options.main} as node ${node}`);
-        const { firstDevice, storePort } = message.welcome;
+        const { firstDevice, storePort, opStreamPort, opStreamKey } = message.welcome;
         // registers in the rendezvous store, where c10d process groups will meet: node/<n> holds
         // this host's name, nodes counts the workers that reached the store
         const mainHost = options.main.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
@@ -87,6 +96,21 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
             store = s;
             await s.set(`node/${node}`, hostname());
             await s.add('nodes', 1);
+            if (settled) return;
+            // the op stream: what the main node records, applied here; answers go back
+            engine().cluster.join(node, 0, s.handle, [], () => {
+              for (const p of engine().cluster.takeOutgoing()) void stream?.send(p);
+            });
+            if (!opStreamPort || !opStreamKey) throw new DTorchError(ErrorCode.Protocol, 'the Welcome names no op stream (run the same DTorch version on every node)');
+            stream = OpStreamClient.connect({ host: mainHost, port: opStreamPort, key: opStreamKey });
+            stream.onMessage((payload) => {
+              try {
+                engine().cluster.apply(payload);
+              } catch (err) {
+                // the engine told the main node, whose waits on this node now fail
+                if (refusals++ < 10) log.error(`cluster: refused a payload of the op stream: ${(err as Error).message}`);
+              }
+            });
             options.onWelcome?.({ node, firstDevice });
           })
           .catch((err: unknown) => finish(() => reject(new DTorchError(ErrorCode.Network, `dtorch worker: cannot use the rendezvous store at ${mainHost}:${storePort} (${(err as Error).message})`))));

@@ -68,6 +68,11 @@ export class RendezvousStore {
     return slice().storeAdd(this.#open('add'), key, delta);
   }
 
+  /** The native handle (the engine takes it to meet c10d process groups here); INVALID_ARGUMENT once closed. */
+  get handle(): number {
+    return this.#open('handle');
+  }
+
   /** Closes this end (a served store stops once no call still holds it); safe to call twice. */
   close(): void {
     if (this.#handle !== undefined) slice().storeClose(this.#handle);
