@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "common/env.h"
-#include "core/communication/nccl_call.h"
+#include "core/communication/communicator_call.h"
 #include "core/communication/pull_call.h"
 #include "core/operand/layout.h"
 #include "external/cuda/device_sync.h"
@@ -76,7 +76,9 @@ std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int m
   const bool copyEngines = common::settings().copyEngines;
   const bool copyEngineReductions = common::settings().copyEngineReductions;
   if (!ncclOn || copyEngineReductions) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
-  auto nccl = std::make_unique<NcclCall>(meet, position, std::move(devices), collectiveTimeout());
+  const int size = static_cast<int>(devices.size());
+  auto open = [devices = std::move(devices), position] { return external::nccl::communicatorFor(devices, position); };
+  auto nccl = std::make_unique<CommunicatorCall>(&meet, position, size, std::move(open), collectiveTimeout());
   if (!copyEngines) return nccl;
   return std::make_unique<PullCall>(meet, position, std::move(nccl), collectiveTimeout());
 }

@@ -1,7 +1,8 @@
 // GroupCall: one participant's side of a collective over a group of ranks (the ranks along one
 // mesh dim). Kernels only talk to this interface: PullCall (pull_call.h) copies from the peers'
-// buffers (CPU shared memory, GPU copy engines); NcclCall (nccl_call.h) runs the same calls
-// through NCCL. openGroupCall picks. Uneven pieces follow torch.chunk sizes along the dims named.
+// buffers (CPU shared memory, GPU copy engines); CommunicatorCall (communicator_call.h) runs the
+// same calls through NCCL or Gloo. openGroupCall picks. Uneven pieces follow torch.chunk sizes
+// along the dims named.
 #pragma once
 #include <ATen/core/Tensor.h>
 

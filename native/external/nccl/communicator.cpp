@@ -51,6 +51,15 @@ void checkContiguous(const at::Tensor& t, const char* what) {
   if (!t.is_cuda() || !t.is_contiguous()) common::fail(common::code::kInternal, std::string("NCCL ") + what + " needs contiguous CUDA tensors");
 }
 
+// The dtypes NCCL reduces natively.
+bool ncclReduces(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kInt: case at::kLong: case at::kByte: case at::kChar: return true;
+    default: return false;
+  }
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int size, int position) : comm_(comm), size_(size), position_(position) {}
@@ -58,6 +67,7 @@ class NcclCommunicator final : public Communicator {
   // teardown, and there is one per group, created once.
   int size() const override { return size_; }
   int position() const override { return position_; }
+  bool reducesNatively(at::ScalarType dtype) const override { return ncclReduces(dtype); }
 
   void allGather(const at::Tensor& send, at::Tensor& recv) override {
     checkContiguous(send, "all-gather");
@@ -129,14 +139,6 @@ std::shared_ptr<Communicator> communicatorFor(const std::vector<int>& devices, i
   return group.at(static_cast<size_t>(position));
 }
 
-bool reducesNatively(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kInt: case at::kLong: case at::kByte: case at::kChar: return true;
-    default: return false;
-  }
-}
-
 #else
 
 bool available() { return false; }
@@ -144,7 +146,6 @@ std::string version() { return ""; }
 std::shared_ptr<Communicator> communicatorFor(const std::vector<int>&, int) {
   common::fail(common::code::kInternal, "this build has no NCCL");
 }
-bool reducesNatively(at::ScalarType) { return false; }
 
 #endif
 

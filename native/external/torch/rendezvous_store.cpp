@@ -25,7 +25,7 @@ auto translated(const std::string& what, Body&& body) -> decltype(body()) {
   }
 }
 
-std::unique_ptr<c10d::TCPStore> open(const std::string& host, int port, int64_t timeoutMs, bool isServer) {
+c10::intrusive_ptr<c10d::TCPStore> open(const std::string& host, int port, int64_t timeoutMs, bool isServer) {
   if (port < 0 || port > 65535) throw DTorchError(common::code::kInvalidArgument, "rendezvous store: port " + std::to_string(port) + " is not 0 to 65535");
   if (timeoutMs < 1) throw DTorchError(common::code::kInvalidArgument, "rendezvous store: the timeout must be at least 1 ms");
   c10d::TCPStoreOptions options;
@@ -34,12 +34,12 @@ std::unique_ptr<c10d::TCPStore> open(const std::string& host, int port, int64_t 
   options.waitWorkers = false;
   options.timeout = std::chrono::milliseconds(timeoutMs);
   const std::string what = std::string("rendezvous store ") + (isServer ? "on " : "at ") + host + ":" + std::to_string(port);
-  return translated(what, [&] { return std::make_unique<c10d::TCPStore>(host, options); });
+  return translated(what, [&] { return c10::make_intrusive<c10d::TCPStore>(host, options); });
 }
 
 }  // namespace
 
-RendezvousStore::RendezvousStore(std::unique_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+RendezvousStore::RendezvousStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
 RendezvousStore::~RendezvousStore() = default;
 
 std::shared_ptr<RendezvousStore> RendezvousStore::serve(const std::string& host, int port, int64_t timeoutMs) {
@@ -49,6 +49,8 @@ std::shared_ptr<RendezvousStore> RendezvousStore::serve(const std::string& host,
 std::shared_ptr<RendezvousStore> RendezvousStore::connect(const std::string& host, int port, int64_t timeoutMs) {
   return std::make_shared<RendezvousStore>(open(host, port, timeoutMs, false));
 }
+
+c10::intrusive_ptr<c10d::Store> RendezvousStore::c10dStore() const { return store_; }
 
 int RendezvousStore::port() const { return store_->getPort(); }
 

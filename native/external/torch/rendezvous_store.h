@@ -3,6 +3,8 @@
 // it at the address the control plane's Welcome gives. Every wait is bounded by the store's
 // timeout and fails as a DTorchError (TIMEOUT, NETWORK_ERROR), never a hang.
 #pragma once
+#include <c10/util/intrusive_ptr.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <vector>
 
 namespace c10d {
+class Store;
 class TCPStore;
 }
 
@@ -29,11 +32,14 @@ class RendezvousStore {
   // Adds `delta` to the counter `key` (0 when unset) and returns the new value.
   int64_t add(const std::string& key, int64_t delta);
 
-  explicit RendezvousStore(std::unique_ptr<c10d::TCPStore> store);
+  // The c10d store itself, shared, for c10d's process groups (process_group.h) to meet through.
+  c10::intrusive_ptr<c10d::Store> c10dStore() const;
+
+  explicit RendezvousStore(c10::intrusive_ptr<c10d::TCPStore> store);
   ~RendezvousStore();
 
  private:
-  std::unique_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 
 }  // namespace dtorch::external::torch

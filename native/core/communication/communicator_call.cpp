@@ -1,4 +1,4 @@
-#include "core/communication/nccl_call.h"
+#include "core/communication/communicator_call.h"
 
 #include <ATen/ATen.h>
 
@@ -8,23 +8,24 @@ namespace dtorch::core {
 
 namespace {
 
-using external::nccl::Reduction;
+using external::Reduction;
 
 // What each participant is about to launch, checked at the meeting (Rendezvous algorithms).
-enum Call : int { kNcclAllGather = 1, kNcclAllReduce, kNcclReduceScatter, kNcclAllToAll, kNcclShift };
+enum Call : int { kCommAllGather = 1, kCommAllReduce, kCommReduceScatter, kCommAllToAll, kCommShift };
 
-// How a ReduceOp runs on NCCL for one dtype: the dtype NCCL reduces (bools as bytes, int16 as
-// int32), NCCL's op (a bool sum is "any": a max of bytes), and what is left to do afterwards (an
-// average divides the sum, as reduceInOrder does, so both paths agree).
+// How a ReduceOp runs on a communicator for one dtype: the dtype it reduces (bools as bytes,
+// others it lacks, such as int16, as int32), its op (a bool sum is "any": a max of bytes), and
+// what is left to do afterwards (an average divides the sum, as reduceInOrder does, so both
+// paths agree).
 struct ReducePlan {
   at::ScalarType wire;
   Reduction op;
   bool average;
 };
 
-ReducePlan planReduce(at::ScalarType dtype, ReduceOp op) {
+ReducePlan planReduce(const external::Communicator& comm, at::ScalarType dtype, ReduceOp op) {
   if (dtype == at::kBool) return {at::kByte, op == ReduceOp::kMin ? Reduction::kMin : Reduction::kMax, false};
-  const at::ScalarType wire = external::nccl::reducesNatively(dtype) ? dtype : at::kInt;
+  const at::ScalarType wire = comm.reducesNatively(dtype) ? dtype : at::kInt;
   switch (op) {
     case ReduceOp::kSum: return {wire, Reduction::kSum, false};
     case ReduceOp::kAvg: return {wire, Reduction::kSum, true};
@@ -45,14 +46,18 @@ at::Tensor finishReduce(at::Tensor t, const ReducePlan& plan, int parts, at::Sca
 
 }  // namespace
 
-void NcclCall::meetPeers(int call) {
-  rendezvous_.exchange(position_, at::Tensor(), timeout_, call);  // throws if a peer failed
-  rendezvous_.depart();
+void CommunicatorCall::meetPeers(int call) {
+  if (rendezvous_ == nullptr) return;
+  rendezvous_->exchange(position_, at::Tensor(), timeout_, call);  // throws if a peer failed
+  rendezvous_->depart();
 }
 
-external::nccl::Communicator& NcclCall::comm() { return *external::nccl::communicatorFor(devices_, position_); }
+external::Communicator& CommunicatorCall::comm() {
+  if (!comm_) comm_ = open_();
+  return *comm_;
+}
 
-at::Tensor NcclCall::allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) {
+at::Tensor CommunicatorCall::allGather(const at::Tensor& local, int64_t dim, int64_t gatheredSize) {
   const int n = size();
   const int64_t largest = chunkSize(gatheredSize, n, 0);  // torch.chunk: the first piece is the largest
   at::Tensor send = local.movedim(dim, 0);
@@ -64,7 +69,7 @@ at::Tensor NcclCall::allGather(const at::Tensor& local, int64_t dim, int64_t gat
     send = send.contiguous();
   }
   at::Tensor recv = at::empty(withSize(send.sizes(), 0, largest * n), send.options());
-  meetPeers(kNcclAllGather);
+  meetPeers(kCommAllGather);
   if (recv.numel() > 0) comm().allGather(send, recv);
   if (largest * n != gatheredSize) {  // drop the padding
     std::vector<at::Tensor> pieces;
@@ -74,18 +79,18 @@ at::Tensor NcclCall::allGather(const at::Tensor& local, int64_t dim, int64_t gat
   return dim == 0 ? recv : recv.movedim(0, dim).contiguous();
 }
 
-at::Tensor NcclCall::allReduce(const at::Tensor& local, ReduceOp op) {
-  const ReducePlan plan = planReduce(local.scalar_type(), op);
+at::Tensor CommunicatorCall::allReduce(const at::Tensor& local, ReduceOp op) {
+  const ReducePlan plan = planReduce(comm(), local.scalar_type(), op);
   const at::Tensor send = local.to(plan.wire).contiguous();
   at::Tensor recv = at::empty_like(send);
-  meetPeers(kNcclAllReduce);
+  meetPeers(kCommAllReduce);
   if (recv.numel() > 0) comm().allReduce(send, recv, plan.op);
   return finishReduce(recv, plan, size(), local.scalar_type());
 }
 
-at::Tensor NcclCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
+at::Tensor CommunicatorCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t dim) {
   const int n = size();
-  const ReducePlan plan = planReduce(local.scalar_type(), op);
+  const ReducePlan plan = planReduce(comm(), local.scalar_type(), op);
   const at::Tensor x = local.movedim(dim, 0).to(plan.wire);
   const int64_t full = x.size(0), largest = chunkSize(full, n, 0);
   at::Tensor send;
@@ -99,13 +104,13 @@ at::Tensor NcclCall::reduceScatter(const at::Tensor& local, ReduceOp op, int64_t
     }
   }
   at::Tensor recv = at::empty(withSize(x.sizes(), 0, largest), x.options());
-  meetPeers(kNcclReduceScatter);
+  meetPeers(kCommReduceScatter);
   if (recv.numel() > 0) comm().reduceScatter(send, recv, plan.op);
   at::Tensor mine = finishReduce(recv.narrow(0, 0, chunkSize(full, n, position_)), plan, n, local.scalar_type());
   return mine.movedim(0, dim).contiguous();
 }
 
-at::Tensor NcclCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t concatSize) {
+at::Tensor CommunicatorCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t concatDim, int64_t concatSize) {
   const int n = size();
   const int64_t split = local.size(splitDim);
   std::vector<at::Tensor> sends(n), recvs(n);
@@ -116,19 +121,19 @@ at::Tensor NcclCall::allToAll(const at::Tensor& local, int64_t splitDim, int64_t
     shape[static_cast<size_t>(concatDim)] = chunkSize(concatSize, n, p);
     recvs[p] = at::empty(shape, local.options());
   }
-  meetPeers(kNcclAllToAll);
+  meetPeers(kCommAllToAll);
   comm().exchange(sends, recvs);
   recvs[position_] = local.narrow(splitDim, chunkOffset(split, n, position_), chunkSize(split, n, position_));
   return at::cat(recvs, concatDim);
 }
 
-at::Tensor NcclCall::shift(const at::Tensor& local, int64_t incomingNumel) {
+at::Tensor CommunicatorCall::shift(const at::Tensor& local, int64_t incomingNumel) {
   const int n = size();
   const int next = (position_ + 1) % n, previous = (position_ - 1 + n) % n;
   std::vector<at::Tensor> sends(n), recvs(n);
   sends[next] = local.contiguous();
   recvs[previous] = at::empty({incomingNumel}, local.options());
-  meetPeers(kNcclShift);
+  meetPeers(kCommShift);
   comm().exchange(sends, recvs);
   return recvs[previous];
 }
