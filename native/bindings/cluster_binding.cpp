@@ -54,7 +54,7 @@ std::string_view bytesOf(const Napi::Value& value) {
   return {b.Data(), b.Length()};
 }
 
-// join(node, epoch, storeHandle | undefined, devices, onOutgoing)
+// join(node, epoch, storeHandle | undefined, devices, onOutgoing, glooHost)
 Napi::Value join(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     Napi::Env env = info.Env();
@@ -63,7 +63,7 @@ Napi::Value join(const Napi::CallbackInfo& info) {
     std::shared_ptr<external::torch::RendezvousStore> store = info[2].IsUndefined() ? nullptr : storeOfHandle(info[2]);
     core::Engine& engine = engineOf(env);
     engine.joinCluster(info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                       std::move(store), devicesFromJs(info[3]));
+                       std::move(store), devicesFromJs(info[3]), info[5].As<Napi::String>().Utf8Value());
     s.wake = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "dtorch-op-stream", 0, 1);
     s.wake.Unref(env);
     Napi::ThreadSafeFunction wake = s.wake;

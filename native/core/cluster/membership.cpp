@@ -9,9 +9,10 @@ ClusterMembership& ClusterMembership::instance() {
   return membership;
 }
 
-void ClusterMembership::join(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store) {
+void ClusterMembership::join(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store, std::string host) {
   std::lock_guard<std::mutex> lock(mutex_);
   active_ = true;
+  host_ = std::move(host);
   thisNode_ = thisNode;
   epoch_ = epoch;
   store_ = std::move(store);
@@ -101,6 +102,11 @@ Device ClusterMembership::localDevice(const Device& device) const {
 std::shared_ptr<external::torch::RendezvousStore> ClusterMembership::store() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return store_;
+}
+
+std::string ClusterMembership::host() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return host_;
 }
 
 std::vector<ClusterDevice> ClusterMembership::devices() const {

@@ -32,7 +32,8 @@ class ClusterMembership {
   static ClusterMembership& instance();
 
   // Joins cluster `epoch` as node `thisNode` (0: the main program).
-  void join(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store);
+  // `host`: the address this node's Gloo binds and gives its peers (empty: c10d's choice).
+  void join(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store, std::string host);
   // Adds devices; throws INVALID_ARGUMENT for one already known (an index held twice).
   void addDevices(const std::vector<ClusterDevice>& devices);
   void markLost(int node);
@@ -53,6 +54,7 @@ class ClusterMembership {
   // The device of this host a local cluster device is (the same outside a cluster).
   Device localDevice(const Device& device) const;
   std::shared_ptr<external::torch::RendezvousStore> store() const;
+  std::string host() const;
   std::vector<ClusterDevice> devices() const;
   // "node 2's cpu:1" for errors; "cpu:3" outside a cluster.
   std::string describe(const Device& device) const;
@@ -66,6 +68,7 @@ class ClusterMembership {
   int thisNode_ = 0;
   uint64_t epoch_ = 0;
   std::shared_ptr<external::torch::RendezvousStore> store_;
+  std::string host_;
   std::map<Key, ClusterDevice> devices_;
   std::set<int> lost_;
 };

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include "common/env.h"
+#include "core/cluster/membership.h"
+#include "external/torch/process_group.h"
 #include "core/communication/communicator_call.h"
 #include "core/communication/pull_call.h"
 #include "core/operand/layout.h"
@@ -68,6 +70,22 @@ at::Tensor GroupCall::reduceScatterFilled(at::IntArrayRef shape, const at::Tenso
 std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int meshDim, Rendezvous& meet) {
   int position = 0;
   const std::vector<int> ranks = groupAlong(mesh, rank, meshDim, &position);
+  const ClusterMembership& cluster = ClusterMembership::instance();
+  bool inProcess = true;
+  for (int r : ranks) inProcess = inProcess && cluster.isLocal(mesh.device(r));
+  if (!inProcess) {  // a group over several nodes of a cluster: c10d (Gloo), meeting in the cluster's store
+    if (mesh.kind == DeviceKind::kCuda) {
+      common::fail(common::code::kInvalidMesh, "a group of GPUs on several nodes of a cluster needs NCCL between processes, which is not built yet; "
+                                                   "keep each GPU mesh dim within one node");
+    }
+    std::string key = "group/cpu";
+    for (int r : ranks) key += (r == ranks.front() ? ":" : ",") + std::to_string(mesh.devices[r]);
+    auto open = [key, position, size = static_cast<int>(ranks.size()), store = cluster.store(), host = cluster.host()] {
+      if (!store) common::fail(common::code::kInternal, "group " + key + ": this node has no rendezvous store");
+      return external::torch::glooCommunicator(store, key, position, size, collectiveTimeout(), host);
+    };
+    return std::make_unique<CommunicatorCall>(nullptr, position, static_cast<int>(ranks.size()), std::move(open), collectiveTimeout());
+  }
   if (mesh.kind != DeviceKind::kCuda) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
   std::vector<int> devices;
   for (int r : ranks) devices.push_back(mesh.devices[r]);

@@ -121,7 +121,7 @@ void Engine::sync(std::shared_ptr<Completion> completion) {
 }
 
 void Engine::joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
-                         const std::vector<ClusterDevice>& devices) {
+                         const std::vector<ClusterDevice>& devices, std::string glooHost) {
   if (ClusterMembership::instance().active()) common::fail(common::code::kInvalidArgument, "this process is in a cluster already");
   for (Worker* w : workers_.all()) {  // a device in use stays what it is: it must be one of this node's
     bool offered = false;
@@ -132,7 +132,7 @@ void Engine::joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external:
     }
   }
   ClusterMembership& cluster = ClusterMembership::instance();
-  cluster.join(thisNode, epoch, std::move(store));
+  cluster.join(thisNode, epoch, std::move(store), std::move(glooHost));
   try {
     cluster.addDevices(devices);
   } catch (...) {

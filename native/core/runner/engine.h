@@ -52,7 +52,7 @@ class Engine {
   // applies what the main node streams (applyStreamed) and posts its answers to outbox(). The
   // main node's own devices must include every device this process already uses.
   void joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
-                   const std::vector<ClusterDevice>& devices);
+                   const std::vector<ClusterDevice>& devices, std::string glooHost);
   // The main node: devices of a worker that joined (also streamed to the workers already there).
   void addClusterDevices(const std::vector<ClusterDevice>& devices);
   // The main node: what a worker joining now needs first (every device, every mesh).

@@ -53,8 +53,9 @@ c10d::ReduceOp reduceOp(Reduction op) {
 }
 
 // Whole tensors as flat bytes: moving data is then the same for every dtype, Gloo's type switch
-// or not.
-at::Tensor bytes(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
+// or not. A contiguous tensor may still have any stride on a dim of size 1 ([1] with stride 3),
+// which a flat view keeps; as_strided gives the dense one.
+at::Tensor bytes(const at::Tensor& t) { return t.as_strided({t.numel()}, {1}).view(at::kByte); }
 
 // One participant of a c10d group (Gloo now; NCCL's ProcessGroup later has the same calls).
 // Every call waits for its Work, bounded by the group's timeout.

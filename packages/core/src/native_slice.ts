@@ -186,8 +186,12 @@ export interface ClusterDeviceEntry {
 
 /** The engine's cluster calls: joining, the op stream's payloads in and out, lost nodes. */
 export interface ClusterSlice {
-  /** Joins as node `node` (0: the main program) with the devices known so far; `onOutgoing` runs when payloads wait in the outbox. */
-  join(node: number, epoch: number, storeHandle: number | undefined, devices: ClusterDeviceEntry[], onOutgoing: () => void): void;
+  /**
+   * Joins as node `node` (0: the main program) with the devices known so far; `onOutgoing` runs
+   * when payloads wait in the outbox; `glooHost` is the address this node's Gloo groups bind
+   * and give their peers ('' for c10d's choice).
+   */
+  join(node: number, epoch: number, storeHandle: number | undefined, devices: ClusterDeviceEntry[], onOutgoing: () => void, glooHost: string): void;
   /** The payloads posted since the last call, in order. */
   takeOutgoing(): Buffer[];
   /** The main node: a worker's devices (streamed to the workers already there). */

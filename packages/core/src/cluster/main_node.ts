@@ -218,7 +218,7 @@ export class MainNode {
     }
     const main = new MainNode(server, store, stream, token, heartbeatMs, lostAfterMs);
     try {
-      main.#joinEngine(own);
+      main.#joinEngine(own, bareHost);
     } catch (err) {
       stream.close();
       store.close();
@@ -306,9 +306,10 @@ export class MainNode {
   }
 
   // Joins this process's engine as node 0: from now on it streams what it records.
-  #joinEngine(own: readonly { kind: 'cpu' | 'cuda'; index: number }[]): void {
+  #joinEngine(own: readonly { kind: 'cpu' | 'cuda'; index: number }[], host: string): void {
     const entries: ClusterDeviceEntry[] = own.map((d) => ({ kind: d.kind, index: d.index, node: 0, localIndex: d.index }));
-    engine().cluster.join(0, MainNode.#epoch++, this.store.handle, entries, () => this.#pump());
+    // Gloo binds the address workers reach this host by; listening on every interface, c10d picks
+    engine().cluster.join(0, MainNode.#epoch++, this.store.handle, entries, () => this.#pump(), host === '0.0.0.0' || host === '::' ? '' : host);
     this.#ownDevices = own.map((d) => ({ node: 0, kind: d.kind, device: `${d.kind}:${d.index}`, index: d.index, name: '', totalMemory: 0 }));
     for (const d of own) this.#nextIndex[d.kind] = Math.max(this.#nextIndex[d.kind], d.index + 1);
     this.#stream.onMessage((node, payload) => {

@@ -98,9 +98,11 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
             await s.add('nodes', 1);
             if (settled) return;
             // the op stream: what the main node records, applied here; answers go back
+            // Gloo groups: loopback when the main node is on this host, else c10d's choice of this host's address
+            const glooHost = /^(127\.|localhost$|::1$)/.test(mainHost) ? '127.0.0.1' : '';
             engine().cluster.join(node, 0, s.handle, [], () => {
               for (const p of engine().cluster.takeOutgoing()) void stream?.send(p);
-            });
+            }, glooHost);
             if (!opStreamPort || !opStreamKey) throw new DTorchError(ErrorCode.Protocol, 'the Welcome names no op stream (run the same DTorch version on every node)');
             stream = OpStreamClient.connect({ host: mainHost, port: opStreamPort, key: opStreamKey });
             stream.onMessage((payload) => {
