@@ -24,7 +24,13 @@ bool sameMeta(const TensorMeta& a, const TensorMeta& b) {
 void SubController::apply(std::string_view payload) {
   stream::Message message = stream::decode(payload);
   switch (message.type) {
-    case stream::Type::kDevices: ClusterMembership::instance().addDevices(message.devices); break;
+    case stream::Type::kDevices:
+      try {
+        ClusterMembership::instance().addDevices(message.devices);
+      } catch (const common::DTorchError& e) {
+        refuse(e.what());
+      }
+      break;
     case stream::Type::kMesh: applyMesh(message.mesh); break;
     case stream::Type::kSegment: applySegment(std::move(message.nodes)); break;
     default: refuse("a worker takes devices, meshes and segments, not message type " + std::to_string(static_cast<int>(message.type)));
@@ -35,15 +41,21 @@ void SubController::applyMesh(const DeviceMesh& mesh) {
   const int expected = static_cast<int>(meshHasLocalRank_.size());
   if (mesh.id != expected) refuse("mesh " + std::to_string(mesh.id) + " arrived where mesh " + std::to_string(expected) + " was due");
   const ClusterMembership& cluster = ClusterMembership::instance();
-  bool local = false;
+  bool local = false, unheld = false;
   for (int rank = 0; rank < mesh.size(); ++rank) {
     const int node = cluster.nodeOf(mesh.device(rank));
-    if (node < 0) refuse("mesh " + std::to_string(mesh.id) + " names " + mesh.device(rank).name() + ", which no node holds");
+    unheld = unheld || node < 0;
     local = local || node == cluster.thisNode();
   }
-  const DeviceMesh& made = engine_.createMesh(mesh.kind, mesh.devices, mesh.shape);
-  if (made.id != mesh.id) refuse("mesh " + std::to_string(mesh.id) + " repeats mesh " + std::to_string(made.id));
-  meshHasLocalRank_.push_back(local);
+  const DeviceMesh* made = nullptr;
+  try {
+    // a mesh of a cluster that ended (its devices are no node's now) keeps its id; nothing runs on it
+    made = &engine_.addStreamedMesh(mesh, !unheld);
+  } catch (const common::DTorchError& e) {  // e.g. a device this host does not have
+    refuse("mesh " + std::to_string(mesh.id) + ": " + e.what());
+  }
+  if (made->id != mesh.id) refuse("mesh " + std::to_string(mesh.id) + " took id " + std::to_string(made->id) + " here");
+  meshHasLocalRank_.push_back(local && !unheld);
 }
 
 bool SubController::hasLocalRank(int meshId) const {

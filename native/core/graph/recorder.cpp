@@ -59,6 +59,13 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   std::shared_ptr<const OpState> state;
   InferContext ctx{op, inputMetas, attrs, meshes_, derived, state};
   op.infer(ctx, outputs);  // throws at the user's call
+  for (int meshId : {inputMetas.empty() ? -1 : inputMeshId, outputs.empty() ? -1 : outputs[0].meshId}) {
+    if (meshes_.unusable(meshId)) {
+      common::fail(common::code::kNodeLost, std::string(op.name) + ": mesh " + std::to_string(meshId) +
+                                                " has a rank on a node of the cluster that was lost or has left; make a mesh over live devices "
+                                                "(dt.cluster.devices())");
+    }
+  }
   c10::SmallVector<int64_t, 2> temporaries;
   if (op.rows) {
     const SignatureMatch match = matchSignature(ctx, op.rows);

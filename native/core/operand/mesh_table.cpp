@@ -21,7 +21,7 @@ const DeviceMesh* MeshTable::find(DeviceKind kind, const std::vector<int>& devic
   const int count = count_.load(std::memory_order_acquire);
   for (int i = 0; i < count; ++i) {
     const DeviceMesh& m = *meshes_[i];
-    if (m.kind == kind && m.devices == devices && m.shape == shape) return &m;
+    if (m.kind == kind && m.devices == devices && m.shape == shape && !unusable(i)) return &m;
   }
   return nullptr;
 }

@@ -14,7 +14,7 @@ Engine::Engine() : controller_(meshes_, workers_), recorder_(meshes_, controller
 
 Engine::~Engine() { shutdown(); }
 
-const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape) {
+void Engine::checkMesh(DeviceKind kind, const std::vector<int>& devices, const std::vector<int64_t>& shape) const {
   using common::code::kInvalidMesh;
   const common::Settings& settings = common::settings();  // a malformed setting is refused here, on the JS thread
   if (devices.empty()) common::fail(kInvalidMesh, "a device mesh needs at least one device");
@@ -62,32 +62,51 @@ const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, 
       }
     }
   }
+}
+
+const DeviceMesh& Engine::createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape) {
+  checkMesh(kind, devices, shape);
   if (const DeviceMesh* existing = meshes_.find(kind, devices, shape)) return *existing;  // one id per layout
+  return addMesh(kind, std::move(devices), std::move(shape));
+}
+
+const DeviceMesh& Engine::addMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape) {
   DeviceMesh mesh;
   mesh.kind = kind;
   mesh.devices = std::move(devices);
   mesh.shape = std::move(shape);
   const DeviceMesh& added = meshes_.add(std::move(mesh));
-  workers_.registerMesh(added);
+  workers_.registerMesh(added);  // ranks on other nodes of a cluster get no worker here
   if (streaming_) outbox_.post(stream::encodeMesh(added));
   return added;
+}
+
+const DeviceMesh& Engine::addStreamedMesh(const DeviceMesh& mesh, bool held) {
+  if (held) checkMesh(mesh.kind, mesh.devices, mesh.shape);
+  return addMesh(mesh.kind, mesh.devices, mesh.shape);
 }
 
 void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
   const TensorMeta& m = recorder_.meta(id);
   const ClusterMembership& cluster = ClusterMembership::instance();
-  if (!cluster.holdsAll(meshes_.get(m.meshId))) {
-    const Device answering = meshes_.get(m.meshId).device(0);
-    const int node = cluster.nodeOf(answering);
-    if (cluster.isLost(node)) {
+  const DeviceMesh& mesh = meshes_.get(m.meshId);
+  if (!cluster.holdsAll(mesh)) {
+    // every rank may take part in the read: one on a lost node, or on none, fails it now
+    for (int rank = 0; rank < mesh.size(); ++rank) {
+      const int holder = cluster.nodeOf(mesh.device(rank));
+      if (holder >= 0 && !cluster.isLost(holder)) continue;
       FetchResult lost;
       lost.ok = false;
       lost.code = common::code::kNodeLost;
-      lost.message = "cannot read tensor " + std::to_string(id) + ": node " + std::to_string(node) + ", which holds its rank 0 (" +
-                     cluster.describe(answering) + "), was lost";
+      lost.message = "cannot read tensor " + std::to_string(id) + ": " +
+                     (holder < 0 ? "no node of the cluster holds " + mesh.device(rank).name() + " (its mesh is from a cluster that ended)"
+                                 : "node " + std::to_string(holder) + ", which holds its rank " + std::to_string(rank) + " (" +
+                                       cluster.describe(mesh.device(rank)) + "), was lost");
       completion->deliver(std::move(lost));
       return;
     }
+    const Device answering = mesh.device(0);
+    const int node = cluster.nodeOf(answering);
     const uint64_t seq = recorder_.fetch(id, completion);
     if (seq && node != cluster.thisNode()) remote_.expectRead(seq, node, std::move(completion));
     return;
@@ -96,7 +115,6 @@ void Engine::fetch(int64_t id, std::shared_ptr<Completion> completion) {
     recorder_.fetch(id, std::move(completion));
     return;
   }
-  const DeviceMesh& mesh = meshes_.get(m.meshId);
   const int target = createMesh(mesh.kind, {mesh.devices[0]}, {1}).id;  // the 1-device mesh of rank 0
   recorder_.fetchGathered(id, target, std::move(completion));
 }
@@ -174,19 +192,28 @@ void Engine::answerFrom(int node, std::string_view payload) {
     case stream::Type::kRead:
     case stream::Type::kSynced: remote_.answer(node, message.seq, std::move(message.result)); break;
     case stream::Type::kRejected:
-      ClusterMembership::instance().markLost(node);
-      remote_.failAll(common::code::kNodeLost, "node " + std::to_string(node) + " refused the op stream and no longer follows the program: " + message.why);
+      nodeLost(node, "node " + std::to_string(node) + " refused the op stream and no longer follows the program: " + message.why);
       break;
     default: common::fail(common::code::kProtocol, "a worker answers with reads, syncs and refusals, not message type " + std::to_string(static_cast<int>(message.type)));
   }
 }
 
 void Engine::nodeLost(int node, const std::string& message) {
-  ClusterMembership::instance().markLost(node);
+  ClusterMembership& cluster = ClusterMembership::instance();
+  for (int id = 0; id < meshes_.size(); ++id) {
+    const DeviceMesh& mesh = meshes_.get(id);
+    for (int rank = 0; rank < mesh.size(); ++rank) {
+      if (cluster.nodeOf(mesh.device(rank)) == node) meshes_.markUnusable(id);
+    }
+  }
+  cluster.markLost(node);
   remote_.failAll(common::code::kNodeLost, message);
 }
 
 void Engine::leaveCluster(const std::string& message) {
+  for (int id = 0; id < meshes_.size(); ++id) {  // meshes with other nodes' ranks are done for
+    if (!ClusterMembership::instance().holdsAll(meshes_.get(id))) meshes_.markUnusable(id);
+  }
   streaming_ = false;
   recorder_.setSegmentTap(nullptr);
   remote_.failAll(common::code::kShutdown, message);

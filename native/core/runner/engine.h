@@ -53,6 +53,11 @@ class Engine {
   // main node's own devices must include every device this process already uses.
   void joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
                    const std::vector<ClusterDevice>& devices, std::string glooHost);
+  // A worker: a mesh of the main node's, which takes the next id as there (no layout is looked
+  // up: the main node's table may hold a layout twice, once from a cluster that ended). `held`:
+  // every device is some node's now, and it is checked as createMesh does; else the mesh is from
+  // a cluster that ended, and nothing runs on it.
+  const DeviceMesh& addStreamedMesh(const DeviceMesh& mesh, bool held);
   // The main node: devices of a worker that joined (also streamed to the workers already there).
   void addClusterDevices(const std::vector<ClusterDevice>& devices);
   // The main node: what a worker joining now needs first (every device, every mesh).
@@ -73,6 +78,10 @@ class Engine {
   void shutdown();
 
  private:
+  // Throws INVALID_MESH for devices that do not fit (kind available, no repeats, shape product).
+  void checkMesh(DeviceKind kind, const std::vector<int>& devices, const std::vector<int64_t>& shape) const;
+  const DeviceMesh& addMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape);
+
   MeshTable meshes_;
   WorkerPool workers_;
   Controller controller_;
