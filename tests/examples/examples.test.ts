@@ -98,8 +98,14 @@ describe('the examples', () => {
     expect(out).toContain('files in examples/assets: mlp-io.json, mlp.safetensors');
   });
 
+  it('cluster.mjs: a mesh over 2 worker processes it starts, answered by a worker', () => {
+    const out = run('examples/cluster.mjs');
+    expect(out).toMatch(/^DeviceMesh\('cpu', \[(\d+), (\d+), (\d+), (\d+)\]\) on nodes 1 and 2$/m);
+    expect(out).toContain('sum of 2 * [0..7]: 56');
+  });
+
   it('every example is tested here', () => {
-    const tested = new Set(['tensors', 'placements', 'nn-checkpoint', 'tiny-flux', 'two-cpus', 'errors', 'memory', 'runtime']);
+    const tested = new Set(['tensors', 'placements', 'nn-checkpoint', 'tiny-flux', 'two-cpus', 'errors', 'memory', 'runtime', 'cluster']);
     const files = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.mjs')).map((f) => f.replace(/\.mjs$/, ''));
     expect(files.filter((f) => !tested.has(f))).toEqual([]);
   });
