@@ -130,14 +130,14 @@ void SubController::applySegment(std::vector<Node>&& nodes) {
         const DeviceMesh& mesh = meshes.get(node.meshId);
         if (cluster.isLocal(mesh.device(0))) {  // this node answers
           auto completion = std::make_shared<Completion>();
-          completion->deliver = [this, seq = node.seq](FetchResult&& result) { replies_.post(stream::encodeRead(seq, result)); };
+          completion->deliver = [replies = &replies_, seq = node.seq](FetchResult&& result) { replies->post(stream::encodeRead(seq, result)); };
           node.completion = std::move(completion);
         }
         break;
       }
       case NodeKind::kSync: {
         auto completion = std::make_shared<Completion>();
-        completion->deliver = [this, seq = node.seq](FetchResult&& result) { replies_.post(stream::encodeSynced(seq, result)); };
+        completion->deliver = [replies = &replies_, seq = node.seq](FetchResult&& result) { replies->post(stream::encodeSynced(seq, result)); };
         node.completion = std::move(completion);
         break;
       }

@@ -3,7 +3,8 @@
 // nodes it checks against the tensors it knows, gives their op state again (running each op's
 // inference here, as the main node's recorder did), and hands to this process's controller,
 // which lowers only the ranks this node holds. Nodes on meshes without a rank here are skipped.
-// Reads and syncs it answers post their result to `replies`. A payload that does not fit is
+// Reads and syncs it answers post their result to `replies` (the engine's outbox, which outlives
+// this object: a kernel may answer after the node left the cluster). A payload that does not fit is
 // refused whole: apply() throws PROTOCOL_ERROR and nothing of it is applied.
 #pragma once
 #include <string_view>

@@ -98,6 +98,7 @@ void Worker::loop() {
           kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
           runs = 0;
         }
+        if (abandoned_.load(std::memory_order_relaxed)) break;
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }

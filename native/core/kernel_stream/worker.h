@@ -33,6 +33,9 @@ class Worker {
   // Intra-op threads LibTorch reports on this worker's thread (0 before its first batch).
   int intraOpThreadsInUse() const { return threadsInUse_.load(std::memory_order_relaxed); }
   void stop();
+  // Skips every kernel still queued or queued later (a worker node whose cluster ended: its
+  // work's results have no reader, and its process must exit promptly).
+  void abandon() { abandoned_.store(true, std::memory_order_relaxed); }
 
  private:
   void loop();
@@ -51,6 +54,7 @@ class Worker {
   std::atomic<int> threadsInUse_{0};
   std::atomic<int64_t> peakBytes_{0};
   std::atomic<int64_t> kernelsRun_{0};
+  std::atomic<bool> abandoned_{false};
   std::thread thread_;
 };
 

@@ -42,6 +42,11 @@ std::vector<Worker*> WorkerPool::all() const {
   return workers;
 }
 
+void WorkerPool::abandonAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, worker] : byDevice_) worker->abandon();
+}
+
 void WorkerPool::stopAll() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, worker] : byDevice_) worker->stop();

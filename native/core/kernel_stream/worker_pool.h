@@ -19,6 +19,8 @@ class WorkerPool {
   const std::vector<Worker*>& workersOf(int meshId) const;
   std::vector<Worker*> all() const;
   void stopAll();
+  // Every worker skips what is queued (Worker::abandon).
+  void abandonAll();
 
  private:
   void rebalanceCpuThreads();  // caller holds mutex_

@@ -214,6 +214,10 @@ void Engine::leaveCluster(const std::string& message) {
   for (int id = 0; id < meshes_.size(); ++id) {  // meshes with other nodes' ranks are done for
     if (!ClusterMembership::instance().holdsAll(meshes_.get(id))) meshes_.markUnusable(id);
   }
+  if (sub_) {  // a worker node: the main node reads nothing more, so queued work is dropped
+    workers_.abandonAll();
+    sub_.reset();
+  }
   streaming_ = false;
   recorder_.setSegmentTap(nullptr);
   remote_.failAll(common::code::kShutdown, message);

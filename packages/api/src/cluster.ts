@@ -1,10 +1,11 @@
 // dt.cluster: one program, several hosts (docs/cluster.md). start() makes this process the main
-// node that worker nodes (`dtorch worker` on each host) join over gRPC; devices() lists what they
-// offer, numbered across the cluster in join order; barrier() waits for every node; a lost node
-// rejects what waits on it (NODE_LOST) and reaches onNodeLost's listeners; shutdown() ends it
-// all, after which start() may run again; runWorker() is `dtorch worker` from code. This is the
-// cluster's control plane: meshes over other hosts' devices (segments streamed over ZeroMQ, c10d
-// collectives between hosts) come next.
+// node that worker nodes (`dtorch worker` on each host) join over gRPC; devices() lists every
+// node's devices, each kind numbered across the cluster (this process's first, as on its host,
+// then each worker's in join order): a DeviceMesh names them by that index, and everything
+// recorded on a mesh over other nodes' devices streams to them over ZeroMQ, with c10d (Gloo)
+// collectives between the processes. barrier() waits for every node; a lost node rejects what
+// waits on it (NODE_LOST) and reaches onNodeLost's listeners; shutdown() ends it all, after which
+// start() may run again; runWorker() is `dtorch worker` from code.
 import { DTorchError, ErrorCode, config } from '@dtorch/common';
 import { MainNode, runWorker as serveAsWorker, type ClusterDevice, type ClusterNode, type ClusterOptions, type WorkerEnd, type WorkerOptions } from '@dtorch/core';
 
@@ -18,8 +19,9 @@ function running(what: string): MainNode {
 /**
  * Makes this process the main node: listens on `options.listen` (default 127.0.0.1:0, loopback
  * and a free port) and waits for `options.workers` workers. The token defaults to
- * DTORCH_CLUSTER_TOKEN; a non-loopback address without one is refused. Resolves to the address
- * workers join (host:port).
+ * DTORCH_CLUSTER_TOKEN; a non-loopback address without one is refused. This process's own
+ * devices in the cluster are `options.devices` (default every GPU of the host, else cpu:0).
+ * Resolves to the address workers join (host:port).
  */
 export async function start(options: ClusterOptions = {}): Promise<string> {
   if (main) throw new DTorchError(ErrorCode.InvalidArgument, `cluster.start: a cluster is already running on ${main.address}; shut it down first`);
@@ -46,7 +48,7 @@ export function nodes(): ClusterNode[] {
   return running('nodes').nodes();
 }
 
-/** The live workers' devices (of one kind, or all), each with its node and its cluster-wide index. */
+/** Every live node's devices (of one kind, or all; this process's are node 0's), each with the index a DeviceMesh names it by. */
 export function devices(kind?: 'cpu' | 'cuda'): ClusterDevice[] {
   return running('devices').devices(kind);
 }

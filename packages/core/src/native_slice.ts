@@ -207,7 +207,15 @@ export interface ClusterSlice {
   /** Leaves the cluster; waits on other nodes fail with `message`. */
   leave(message: string): void;
   /** Checks a payload without applying it (fuzz tests): its type and node count. */
-  decode(payload: Buffer): { type: number; nodes: number };
+  decode(payload: Buffer): {
+    /** The payload's message type (docs/cluster.md, "The op stream: payloads"). */
+    type: number;
+    /** Nodes of a segment; 0 for other types. */
+    nodes: number;
+  };
   /** What the main node waits for from other nodes. */
-  stats(): { remoteWaits: number };
+  stats(): {
+    /** Reads and syncs waiting for another node's answer. */
+    remoteWaits: number;
+  };
 }

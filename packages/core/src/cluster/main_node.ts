@@ -44,7 +44,12 @@ export interface ClusterOptions {
    * This process's own devices in the cluster (node 0's), each kind numbered from 0 as on this
    * host: default every GPU of the host, else cpu:0. Every device this process already uses must be among them.
    */
-  devices?: readonly { kind: 'cpu' | 'cuda'; index: number }[];
+  devices?: readonly {
+    /** "cpu" or "cuda". */
+    kind: 'cpu' | 'cuda';
+    /** The device's index on this host. */
+    index: number;
+  }[];
 }
 
 /** A device of the cluster: a node's `cpu:N` or `cuda:N`, with the index a mesh names it by. */
