@@ -47,7 +47,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
       expect(n.devices.map((d) => d.device)).toEqual(['cpu:0', 'cpu:1']);
       expect(n.libtorchVersion).toMatch(/^\d+\.\d+\.\d+/);
     }
-    // node 0 (this process) offers cpu:0 by default on a host without GPUs; each kind is numbered across the nodes
+    // node 0 (this process) offers cpu:0 (and its GPUs) by default; each kind is numbered across the nodes
     expect(dt.cluster.devices('cpu').map((d) => [d.node, d.device, d.index])).toEqual([
       [0, 'cpu:0', 0], [1, 'cpu:0', 1], [1, 'cpu:1', 2], [2, 'cpu:0', 3], [2, 'cpu:1', 4],
     ]);

@@ -89,7 +89,10 @@ describe('op stream payloads', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'dtorch-payloads-')), 'payloads.json');
     writeFileSync(file, JSON.stringify({ snapshot: snapshot.map((p) => p.toString('base64')), stream: stream.map((p) => p.toString('base64')), seed: 20261201 }));
     const child = startNode([fileURLToPath(new URL('./apply_payloads_program.mjs', import.meta.url)), file]);
-    const { code } = await child.exited;
+    const timer = setTimeout(() => child.process.kill('SIGKILL'), 45_000);
+    const { code, signal } = await child.exited;
+    clearTimeout(timer);
+    expect(signal, `the worker process did not finish within 45 s; it printed:\n${child.output()}`).toBeNull();
     expect(code, child.output()).toBe(0);
     const result = JSON.parse(child.output().trim().split('\n').at(-1)!) as { answers: number[]; refused: number; taken: number; otherCodes: string[]; rejectedTold: number; after: number[] };
     // rank 0 of the mesh is this worker's: it answers both reads and the sync, and refuses nothing

@@ -221,6 +221,12 @@ LocalPiece KernelContext::inputPiece(size_t i) const {
   return localPiece(meta.shape, meta.placements, mesh, rank);
 }
 
+void cancelKernel(const Kernel& k, const std::shared_ptr<const KernelError>& why) {
+  if (!k.node || !k.node->state) return;
+  if (k.kind == Kernel::Kind::kRun) k.node->state->abandon(*k.mesh, k.rank, why);
+  else if (k.kind == Kernel::Kind::kSend) k.node->state->send(k.rank, nullptr, why);
+}
+
 void executeKernel(const Kernel& k, BlobTable& blobs, const Device& device) {
   switch (k.kind) {
     case Kernel::Kind::kRun: runCompute(k, blobs); break;

@@ -26,10 +26,14 @@ struct Kernel {
 struct KernelBatch {
   std::shared_ptr<const Segment> segment;
   std::vector<Kernel> kernels;
+  uint64_t number = 0;  // set by the worker that queues it: 1, 2, ...
 };
 
 // Runs one kernel against a worker's blobs. Never throws: a failing op poisons its outputs,
 // and a failing read delivers the error to its completion.
 void executeKernel(const Kernel& kernel, BlobTable& blobs, const Device& device);
+// Skips a kernel that will not run (its work was dropped): the peers a collective or a send of it
+// would meet are released with `why`, so that none waits for it.
+void cancelKernel(const Kernel& kernel, const std::shared_ptr<const KernelError>& why);
 
 }  // namespace dtorch::core

@@ -40,9 +40,15 @@ Worker::~Worker() { stop(); }
 void Worker::push(KernelBatch batch) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    batch.number = ++pushed_;
     queue_.push_back(std::move(batch));
   }
   wake_.notify_one();
+}
+
+void Worker::abandon() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  abandonedUpTo_.store(pushed_, std::memory_order_relaxed);
 }
 
 void Worker::stop() {
@@ -98,7 +104,12 @@ void Worker::loop() {
           kernelsRun_.fetch_add(runs, std::memory_order_relaxed);
           runs = 0;
         }
-        if (abandoned_.load(std::memory_order_relaxed)) break;
+        if (batch.number <= abandonedUpTo_.load(std::memory_order_relaxed)) {
+          static const auto dropped = std::make_shared<const KernelError>(
+              KernelError{"", "its node left the cluster, and the work queued there was dropped", 0, common::code::kShutdown});
+          cancelKernel(kernel, dropped);
+          continue;
+        }
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
       }

@@ -33,9 +33,10 @@ class Worker {
   // Intra-op threads LibTorch reports on this worker's thread (0 before its first batch).
   int intraOpThreadsInUse() const { return threadsInUse_.load(std::memory_order_relaxed); }
   void stop();
-  // Skips every kernel still queued or queued later (a worker node whose cluster ended: its
-  // work's results have no reader, and its process must exit promptly).
-  void abandon() { abandoned_.store(true, std::memory_order_relaxed); }
+  // Skips every kernel queued so far, the running batch's rest included (a worker node whose
+  // cluster ended: that work's results have no reader, and its process must exit promptly).
+  // What is queued later runs.
+  void abandon();
 
  private:
   void loop();
@@ -54,7 +55,8 @@ class Worker {
   std::atomic<int> threadsInUse_{0};
   std::atomic<int64_t> peakBytes_{0};
   std::atomic<int64_t> kernelsRun_{0};
-  std::atomic<bool> abandoned_{false};
+  uint64_t pushed_ = 0;                     // batches queued so far (under mutex_)
+  std::atomic<uint64_t> abandonedUpTo_{0};  // batches up to this number are skipped
   std::thread thread_;
 };
 

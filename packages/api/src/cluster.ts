@@ -20,7 +20,7 @@ function running(what: string): MainNode {
  * Makes this process the main node: listens on `options.listen` (default 127.0.0.1:0, loopback
  * and a free port) and waits for `options.workers` workers. The token defaults to
  * DTORCH_CLUSTER_TOKEN; a non-loopback address without one is refused. This process's own
- * devices in the cluster are `options.devices` (default every GPU of the host, else cpu:0).
+ * devices in the cluster are `options.devices` (default every GPU of the host and cpu:0).
  * Resolves to the address workers join (host:port).
  */
 export async function start(options: ClusterOptions = {}): Promise<string> {

@@ -42,7 +42,7 @@ export interface ClusterOptions {
   onListening?: (address: string) => void;
   /**
    * This process's own devices in the cluster (node 0's), each kind numbered from 0 as on this
-   * host: default every GPU of the host, else cpu:0. Every device this process already uses must be among them.
+   * host: default every GPU of the host and cpu:0. Every device this process already uses must be among them.
    */
   devices?: readonly {
     /** "cpu" or "cuda". */
@@ -126,12 +126,9 @@ function nonNegative(what: string, value: unknown, fallback: number): number {
   return value;
 }
 
-/** Node 0's devices: as given (each kind numbered 0, 1, ... on this host), else every GPU, else cpu:0. */
+/** Node 0's devices: as given (each kind numbered 0, 1, ... on this host), else every GPU and cpu:0. */
 function ownDevices(given: ClusterOptions['devices']): { kind: 'cpu' | 'cuda'; index: number }[] {
-  if (given === undefined) {
-    const gpus = torchInfo().cudaDevices;
-    return gpus.length ? gpus.map((g) => ({ kind: 'cuda' as const, index: g.index })) : [{ kind: 'cpu', index: 0 }];
-  }
+  if (given === undefined) return [{ kind: 'cpu', index: 0 }, ...torchInfo().cudaDevices.map((g) => ({ kind: 'cuda' as const, index: g.index }))];
   if (!Array.isArray(given)) throw new DTorchError(ErrorCode.InvalidArgument, 'cluster.start: expected devices as an array of { kind, index }');
   for (const kind of ['cpu', 'cuda'] as const) {
     const indices = given.filter((d) => d?.kind === kind).map((d) => d.index);
