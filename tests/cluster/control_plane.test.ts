@@ -12,6 +12,7 @@ import { CONTROL_PROTOCOL, TOKEN_METADATA, encodeWorkerMessage, grpc } from '@dt
 import { startNode, startWorker, stopAll, waitForOutput, type Child } from './cluster_processes.js';
 
 const token = 'a-test-token-0123456789';
+const ownCpu = [{ kind: 'cpu' as const, index: 0 }];
 
 afterEach(async () => {
   await dt.cluster.shutdown();
@@ -22,6 +23,7 @@ afterEach(async () => {
 async function clusterOf(count: number, options: { token?: string; workerToken?: string; devices?: string; joinTimeoutMs?: number } = {}) {
   const workers: Child[] = [];
   const started = dt.cluster.start({
+    devices: ownCpu, // this process's GPUs would be node 0's devices too, by default
     workers: count,
     joinTimeoutMs: options.joinTimeoutMs ?? 20_000,
     ...(options.token !== undefined ? { token: options.token } : {}),
@@ -47,7 +49,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
       expect(n.devices.map((d) => d.device)).toEqual(['cpu:0', 'cpu:1']);
       expect(n.libtorchVersion).toMatch(/^\d+\.\d+\.\d+/);
     }
-    // node 0 (this process) offers cpu:0 (and its GPUs) by default; each kind is numbered across the nodes
+    // node 0 (this process) offers its cpu:0; each kind is numbered across the nodes
     expect(dt.cluster.devices('cpu').map((d) => [d.node, d.device, d.index])).toEqual([
       [0, 'cpu:0', 0], [1, 'cpu:0', 1], [1, 'cpu:1', 2], [2, 'cpu:0', 3], [2, 'cpu:1', 4],
     ]);
@@ -90,7 +92,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
 
   it('takes a worker started from code (dt.cluster.runWorker), its token from DTORCH_CLUSTER_TOKEN', async () => {
     let worker: Child | undefined;
-    await dt.cluster.start({ token, workers: 1, joinTimeoutMs: 20_000, onListening: (a) => (worker = startNode(['tests/cluster/worker_program.mjs', a], { DTORCH_CLUSTER_TOKEN: token })) });
+    await dt.cluster.start({ token, workers: 1, devices: ownCpu, joinTimeoutMs: 20_000, onListening: (a) => (worker = startNode(['tests/cluster/worker_program.mjs', a], { DTORCH_CLUSTER_TOKEN: token })) });
     await waitForOutput(worker!, /welcome 1/);
     expect(dt.cluster.devices().map((d) => d.device)).toEqual(['cpu:0', 'cpu:0', 'cpu:1']);
     await dt.cluster.shutdown('done from code');

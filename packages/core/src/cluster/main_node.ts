@@ -312,7 +312,11 @@ export class MainNode {
     const entries: ClusterDeviceEntry[] = own.map((d) => ({ kind: d.kind, index: d.index, node: 0, localIndex: d.index }));
     // Gloo binds the address workers reach this host by; listening on every interface, c10d picks
     engine().cluster.join(0, MainNode.#epoch++, this.store.handle, entries, () => this.#pump(), host === '0.0.0.0' || host === '::' ? '' : host);
-    this.#ownDevices = own.map((d) => ({ node: 0, kind: d.kind, device: `${d.kind}:${d.index}`, index: d.index, name: '', totalMemory: 0 }));
+    const gpus = own.some((d) => d.kind === 'cuda') ? torchInfo().cudaDevices : [];
+    this.#ownDevices = own.map((d) => {
+      const gpu = d.kind === 'cuda' ? gpus.find((g) => g.index === d.index) : undefined;
+      return { node: 0, kind: d.kind, device: `${d.kind}:${d.index}`, index: d.index, name: gpu?.name ?? '', totalMemory: gpu?.totalMemory ?? 0 };
+    });
     for (const d of own) this.#nextIndex[d.kind] = Math.max(this.#nextIndex[d.kind], d.index + 1);
     this.#stream.onMessage((node, payload) => {
       try {
