@@ -3,7 +3,8 @@
 // the workers' devices (two ranks on each, a 2x2 grid whose dims run across and within the
 // nodes, one rank per node) and one that takes in the main node's device run a subset of the op
 // conformance suite, random ops under random placements and the redistribute property suite, a
-// tensor-parallel transformer from @dtorch/nn and a tiny pipeline's generate, each equal to the
+// tensor-parallel transformer from @dtorch/nn and a tiny pipeline's generate (Ulysses and ring
+// attention across the nodes), each equal to the
 // same work on this process's one device (or PyTorch's fixture). Between the processes tensors
 // move only through c10d's Gloo groups. Ports are free ones (port 0); every child is ended.
 import { fileURLToPath } from 'node:url';
@@ -137,20 +138,24 @@ describe('meshes over 2 worker processes', () => {
     }
   }, 120_000);
 
-  it("runs a tiny Flux pipeline's generate over ulysses=2 across the nodes, equal to one device", async () => {
+  it("runs a tiny Flux pipeline's generate with ulysses=2 and ring=2 across the nodes, equal to one device", async () => {
     const call = { prompt: 'a photo of a cat', numInferenceSteps: 2, height: 32, width: 32, seed: 7, outputType: 'latent' as const };
     const alone = await hf.FluxPipeline.tiny({ mesh: one });
     const want = (await alone.generate(call)).images as dt.Tensor;
-    const spread = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1, 3], ['ulysses']) });
-    const got = (await spread.generate(call)).images as dt.Tensor;
-    expect(got.shape).toEqual(want.shape);
-    const [g, w] = [(await got.data()) as Float32Array, (await want.data()) as Float32Array];
-    let worst = 0;
-    g.forEach((v, k) => (worst = Math.max(worst, Math.abs(v - w[k]!))));
-    expect(worst).toBeLessThanOrEqual(1e-5);
-    dt.dispose([got, want]);
+    const w = (await want.data()) as Float32Array;
+    // ulysses: all-to-all between the nodes; ring: the key/value blocks pass by send/recv
+    for (const dim of ['ulysses', 'ring']) {
+      const spread = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1, 3], [dim]) });
+      const got = (await spread.generate(call)).images as dt.Tensor;
+      expect(got.shape).toEqual(want.shape);
+      let worst = 0;
+      ((await got.data()) as Float32Array).forEach((v, k) => (worst = Math.max(worst, Math.abs(v - w[k]!))));
+      expect(worst, `${dim}=2`).toBeLessThanOrEqual(1e-5);
+      got.dispose();
+      spread.dispose();
+    }
+    want.dispose();
     alone.dispose();
-    spread.dispose();
   }, 120_000);
 
   it('syncs every node, refuses dataSync of a value another node answers, and frees what the program let go of', async () => {
