@@ -4,6 +4,7 @@
 
 #include "common/env.h"
 #include "core/cluster/membership.h"
+#include "external/torch/host_staged_communicator.h"
 #include "external/torch/process_group.h"
 #include "core/communication/communicator_call.h"
 #include "core/communication/pull_call.h"
@@ -73,22 +74,22 @@ std::unique_ptr<GroupCall> openGroupCall(const DeviceMesh& mesh, int rank, int m
   const ClusterMembership& cluster = ClusterMembership::instance();
   bool inProcess = true;
   for (int r : ranks) inProcess = inProcess && cluster.isLocal(mesh.device(r));
-  if (!inProcess) {  // a group over several nodes of a cluster: c10d (Gloo), meeting in the cluster's store
-    if (mesh.kind == DeviceKind::kCuda) {
-      common::fail(common::code::kInvalidMesh, "a group of GPUs on several nodes of a cluster needs NCCL between processes, which is not built yet; "
-                                                   "keep each GPU mesh dim within one node");
-    }
-    std::string key = "group/cpu";
+  if (!inProcess) {
+    // A group over several nodes of a cluster: c10d's Gloo, meeting in the cluster's store; GPU
+    // tensors go through the host (NCCL between processes is not built yet).
+    const bool cuda = mesh.kind == DeviceKind::kCuda;
+    std::string key = cuda ? "group/cuda" : "group/cpu";
     for (int r : ranks) key += (r == ranks.front() ? ":" : ",") + std::to_string(mesh.devices[r]);
-    auto open = [key, position, size = static_cast<int>(ranks.size()), store = cluster.store(), host = cluster.host()] {
+    auto open = [key, position, cuda, size = static_cast<int>(ranks.size()), store = cluster.store(), host = cluster.host()] {
       if (!store) common::fail(common::code::kInternal, "group " + key + ": this node has no rendezvous store");
-      return external::torch::glooCommunicator(store, key, position, size, collectiveTimeout(), host);
+      auto gloo = external::torch::glooCommunicator(store, key, position, size, collectiveTimeout(), host);
+      return cuda ? external::torch::hostStaged(std::move(gloo)) : gloo;
     };
     return std::make_unique<CommunicatorCall>(nullptr, position, static_cast<int>(ranks.size()), std::move(open), collectiveTimeout());
   }
   if (mesh.kind != DeviceKind::kCuda) return std::make_unique<PullCall>(meet, position, nullptr, collectiveTimeout());
   std::vector<int> devices;
-  for (int r : ranks) devices.push_back(mesh.devices[r]);
+  for (int r : ranks) devices.push_back(cluster.localDevice(mesh.device(r)).index);  // this host's GPU (cluster indices differ on a worker)
   for (int d : devices) external::cuda::enablePeerAccess(d);
   static const bool ncclOn = external::nccl::available() && common::settings().nccl;
   const bool copyEngines = common::settings().copyEngines;

@@ -86,9 +86,10 @@ const Blob* settled(BlobTable& blobs, int64_t id) {
   return blob;
 }
 
-void runCompute(const Kernel& k, BlobTable& blobs) {
+// `device`: the worker's, this host's own (a cluster-wide index in the mesh may name another GPU).
+void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
   const Node& node = *k.node;
-  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(k.mesh->device(k.rank)), {}, {}, nullptr, 0, {}};
+  KernelContext ctx{node, k.rank, *k.mesh, torchDevice(device), {}, {}, nullptr, 0, {}};
   if (node.op->receivesFromInputMesh || node.inputs.empty()) ctx.inputsBatch = external::cuda::kCurrentBatch;
   // a transfer's input is on another mesh: it arrives through the node's state instead
   const auto localInputs = node.op->receivesFromInputMesh ? c10::ArrayRef<int64_t>() : c10::ArrayRef<int64_t>(node.inputs);
@@ -229,7 +230,7 @@ void cancelKernel(const Kernel& k, const std::shared_ptr<const KernelError>& why
 
 void executeKernel(const Kernel& k, BlobTable& blobs, const Device& device) {
   switch (k.kind) {
-    case Kernel::Kind::kRun: runCompute(k, blobs); break;
+    case Kernel::Kind::kRun: runCompute(k, blobs, device); break;
     case Kernel::Kind::kFree: blobs.erase(k.id); break;
     case Kernel::Kind::kFetch: runFetch(k, blobs); break;
     case Kernel::Kind::kSend: runSend(k, blobs); break;
