@@ -48,6 +48,12 @@ Napi::Buffer<char> toBuffer(Napi::Env env, std::string&& payload) {
   return Napi::Buffer<char>::New(env, held->data(), held->size(), [](Napi::Env, char*, std::string* s) { delete s; }, held);
 }
 
+Napi::Array toBuffers(Napi::Env env, std::vector<std::string>&& payloads) {
+  Napi::Array out = Napi::Array::New(env, payloads.size());
+  for (size_t i = 0; i < payloads.size(); ++i) out.Set(static_cast<uint32_t>(i), toBuffer(env, std::move(payloads[i])));
+  return out;
+}
+
 std::string_view bytesOf(const Napi::Value& value) {
   if (!value.IsBuffer()) common::fail(common::code::kInvalidArgument, "an op stream payload must be a Buffer");
   Napi::Buffer<char> b = value.As<Napi::Buffer<char>>();
@@ -76,11 +82,7 @@ Napi::Value join(const Napi::CallbackInfo& info) {
 // takeOutgoing() -> Buffer[]: the payloads posted since the last call, in order.
 Napi::Value takeOutgoing(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
-    Napi::Env env = info.Env();
-    std::vector<std::string> payloads = engineOf(env).outbox().takeAll();
-    Napi::Array out = Napi::Array::New(env, payloads.size());
-    for (size_t i = 0; i < payloads.size(); ++i) out.Set(static_cast<uint32_t>(i), toBuffer(env, std::move(payloads[i])));
-    return out;
+    return toBuffers(info.Env(), engineOf(info.Env()).outbox().takeAll());
   });
 }
 
@@ -95,11 +97,7 @@ Napi::Value addDevices(const Napi::CallbackInfo& info) {
 // snapshot() -> Buffer[]: what a worker that joins now gets first.
 Napi::Value snapshot(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
-    Napi::Env env = info.Env();
-    std::vector<std::string> payloads = engineOf(env).clusterSnapshot();
-    Napi::Array out = Napi::Array::New(env, payloads.size());
-    for (size_t i = 0; i < payloads.size(); ++i) out.Set(static_cast<uint32_t>(i), toBuffer(env, std::move(payloads[i])));
-    return out;
+    return toBuffers(info.Env(), engineOf(info.Env()).clusterSnapshot());
   });
 }
 

@@ -233,3 +233,27 @@ export async function expectLikeOneDevice(c: DrawnCase, actual: dt.Tensor, expec
     });
   }
 }
+
+/**
+ * Runs case `c` on `mesh` and on the one-device mesh `one` and checks that the results agree;
+ * returns the error when the op refuses the placements at the call (its inputs then disposed).
+ */
+export async function expectCaseLikeOneDevice(c: DrawnCase, mesh: dt.DeviceMesh, one: dt.DeviceMesh): Promise<dt.DTorchError | undefined> {
+  let expected: dt.Tensor;
+  try {
+    expected = dt.tidy(() => c.op.run(c.op.shapes.map((_, k) => c.make(k, one))));
+  } catch (err) {
+    throw new Error(`${c.what}: the single-device reference failed: ${(err as Error).message}`);
+  }
+  const inputs = c.op.shapes.map((_, k) => c.make(k, mesh, c.placements[k]));
+  let actual: dt.Tensor;
+  try {
+    actual = c.op.run(inputs);
+  } catch (err) {
+    dt.dispose([inputs, expected]);
+    return err as dt.DTorchError;
+  }
+  await expectLikeOneDevice(c, actual, expected);
+  dt.dispose([inputs, expected, actual]);
+  return undefined;
+}
