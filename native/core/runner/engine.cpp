@@ -141,9 +141,13 @@ void Engine::sync(std::shared_ptr<Completion> completion) {
 void Engine::joinCluster(int thisNode, uint64_t epoch, std::shared_ptr<external::torch::RendezvousStore> store,
                          const std::vector<ClusterDevice>& devices, std::string glooHost) {
   if (ClusterMembership::instance().active()) common::fail(common::code::kInvalidArgument, "this process is in a cluster already");
-  for (Worker* w : workers_.all()) {  // a device in use stays what it is: it must be one of this node's
+  // A device in use keeps its index: it must be one of this node's, named the same cluster-wide.
+  for (Worker* w : workers_.all()) {
     bool offered = false;
-    for (const ClusterDevice& d : devices) offered = offered || (d.node == thisNode && d.device.kind == w->device().kind && d.localIndex == w->device().index && d.device.index == d.localIndex);
+    for (const ClusterDevice& d : devices) {
+      const bool same = d.device.kind == w->device().kind && d.localIndex == w->device().index && d.device.index == d.localIndex;
+      offered = offered || (d.node == thisNode && same);
+    }
     if (!offered) {
       common::fail(common::code::kInvalidArgument, "this process already uses " + w->device().name() +
                                                        ", which its devices in the cluster leave out; offer it, or start the cluster before making meshes");
