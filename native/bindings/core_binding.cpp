@@ -501,6 +501,28 @@ Napi::Value workers(const Napi::CallbackInfo& info) {
   });
 }
 
+// graphStats() -> what the controller recognised of the segments it lowered (dt.graph.stats)
+Napi::Value graphStats(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    const core::RepeatStats s = engine(info.Env()).repeatStats();
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("segments", static_cast<double>(s.segments));
+    out.Set("nodes", static_cast<double>(s.nodes));
+    out.Set("repeats", static_cast<double>(s.repeats));
+    out.Set("repeatedNodes", static_cast<double>(s.repeatedNodes));
+    out.Set("distinct", static_cast<double>(s.distinct));
+    return out;
+  });
+}
+
+// beginStep(): the start or end of a step of a loop (dt.graph.step)
+Napi::Value beginStep(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().beginStep();
+    return info.Env().Undefined();
+  });
+}
+
 Napi::Value resetPeakMemory(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     engine(info.Env()).resetPeakMemory();
@@ -527,6 +549,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("copyEngines", s.copyEngines);
   out.Set("copyEngineReductions", s.copyEngineReductions);
   out.Set("fusion", s.fusion);
+  out.Set("graphs", s.graphs);
   out.Set("rmsNormKernel", s.rmsNormKernel);
   out.Set("scalarOpKernel", s.scalarOpKernel);
   out.Set("rotaryKernel", s.rotaryKernel);
@@ -632,6 +655,8 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("memory", Napi::Function::New(env, memory));
   slice.Set("workers", Napi::Function::New(env, workers));
   slice.Set("resetPeakMemory", Napi::Function::New(env, resetPeakMemory));
+  slice.Set("graphStats", Napi::Function::New(env, graphStats));
+  slice.Set("beginStep", Napi::Function::New(env, beginStep));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   slice.Set("settings", Napi::Function::New(env, settings));
   slice.Set("settingsFrom", Napi::Function::New(env, settingsFrom));

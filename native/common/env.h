@@ -18,6 +18,7 @@ struct Settings {
   bool copyEngines = true;               // DTORCH_COPY_ENGINES
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS
   bool fusion = true;                    // DTORCH_FUSION
+  bool graphs = true;                    // DTORCH_GRAPHS: recognise repeated segments
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
   bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL

@@ -5,6 +5,7 @@
 
 #include "common/id_map.h"
 
+#include "common/env.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "core/operators/op.h"
@@ -51,6 +52,7 @@ void Controller::loop() {
       }
     }
     if (segment) {
+      if (common::settings().graphs) repeats_.note(*segment);  // as recorded, before any rewrite
       fusion_.fuse(*segment);
       lower(segment);
       retired_.push_back(std::move(segment));

@@ -14,6 +14,7 @@
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
 #include "core/runner/fusion.h"
+#include "core/runner/repeated_segments.h"
 
 namespace dtorch::core {
 
@@ -26,6 +27,8 @@ class Controller {
   // fills it again instead of allocating (and another thread freeing) a fresh one per flush.
   std::shared_ptr<Segment> takeSpare();
   void stop();
+  // What the controller recognised of the segments it lowered (any thread).
+  RepeatStats repeatStats() const { return repeats_.stats(); }
   struct PlanScratch;
 
  private:
@@ -39,6 +42,7 @@ class Controller {
   WorkerPool& workers_;
   std::unique_ptr<PlanScratch> scratch_;  // controller thread only
   SegmentFusion fusion_;                  // controller thread only
+  RepeatedSegments repeats_;              // noted on the controller thread
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;

@@ -73,6 +73,7 @@ class Engine {
   Outbox& outbox() { return outbox_; }
   size_t remoteWaits() const { return remote_.pending(); }
   std::vector<WorkerInfo> workers() const;
+  RepeatStats repeatStats() const { return controller_.repeatStats(); }
   void resetPeakMemory();
   // Drains queued work and joins every thread; later calls are no-ops.
   void shutdown();

@@ -74,3 +74,4 @@ export { torchInfo, describeRuntime, dtorchVersion } from '@dtorch/external';
 export * as cuda from './cuda.js';
 /** One program, several hosts: the main node's control plane (start, devices, barrier, shutdown). */
 export * as cluster from './cluster.js';
+export * as graph from './graph.js';

@@ -5,7 +5,7 @@
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
-import type { ClusterSlice, CoreSlice, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
+import type { ClusterSlice, CoreSlice, GraphStats, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 /** The kind of devices a mesh spans: CPU worker threads or CUDA GPUs. */
 export type DeviceKind = 'cpu' | 'cuda';
@@ -146,6 +146,16 @@ export class Engine {
   /** Drops the engine's reference to tensor `id` (what dispose() does); its memory is freed once queued work that reads it ran. */
   release(id: number): void {
     this.slice.release(id);
+  }
+
+  /** What the controller recognised of the segments it lowered. */
+  graphStats(): GraphStats {
+    return this.slice.graphStats();
+  }
+
+  /** The start or end of a step of a loop: what was recorded goes to the workers, and the next segments are cut the same way each step. */
+  beginStep(): void {
+    this.slice.beginStep();
   }
 
   /** Hands the ops recorded so far to the workers now, rather than at the end of the JS task. */

@@ -100,6 +100,8 @@ export interface NativeSettings {
   copyEngineReductions: boolean;
   /** DTORCH_FUSION: producer-consumer fusion of recorded ops in the controller (default true). */
   fusion: boolean;
+  /** DTORCH_GRAPHS: the controller recognises segments it has seen before (default true). */
+  graphs: boolean;
   /** DTORCH_RMS_NORM_KERNEL: `rmsNorm` on GPUs through DTorch's row kernel rather than LibTorch's ops (default true). */
   rmsNormKernel: boolean;
   /** DTORCH_SCALAR_OP_KERNEL: a small GPU tensor plus or times a scalar through DTorch's kernel rather than LibTorch's (default true). */
@@ -166,10 +168,28 @@ export interface CoreSlice {
   settingsFrom(env: Record<string, string>): NativeSettings;
   /** Bounds the collective waits that start from now on; 0: DTORCH_COLLECTIVE_TIMEOUT_MS again. */
   setCollectiveTimeout(ms: number): void;
+  /** What the controller recognised of the segments it lowered (dt.graph.stats). */
+  graphStats(): GraphStats;
+  /** The start or end of a step of a loop (dt.graph.step): flushes, and the next segment starts small again. */
+  beginStep(): void;
   /** The next hand-over of a segment to the controller fails with `message` (tests). */
   failNextFlush(message: string): void;
   /** This engine's side of a cluster (native/bindings/cluster_binding.cpp). */
   cluster: ClusterSlice;
+}
+
+/** What the controller recognised of the segments it lowered, since the engine started. */
+export interface GraphStats {
+  /** Segments lowered. */
+  segments: number;
+  /** Their nodes. */
+  nodes: number;
+  /** Segments recognised as one lowered before (the same ops, shapes, placements and meshes, inputs in the same roles). */
+  repeats: number;
+  /** Their nodes. */
+  repeatedNodes: number;
+  /** Distinct segments remembered now (at most 512, the most recent). */
+  distinct: number;
 }
 
 /** A device of a cluster as the engine numbers it: `index` is what a mesh names, per kind. */

@@ -119,7 +119,8 @@ export async function denoise(loop: DenoiseLoop): Promise<dt.Tensor> {
   const steps = loop.timesteps.length;
   for (let i = 0; i < steps; i++) {
     const t = loop.timesteps[i]!;
-    const next = dt.tidy(() => loop.step(latents, t, i));
+    // one step of the loop: cut into the same segments every step, which the controller recognises
+    const next = dt.graph.step(() => dt.tidy(() => loop.step(latents, t, i)));
     if (i > 0 || !loop.keepFirst) latents.dispose();
     latents = next;
     if (loop.onStep) {

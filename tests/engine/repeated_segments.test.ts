@@ -1,0 +1,136 @@
+// The controller recognises a segment it has lowered before (core/runner/repeated_segments,
+// dt.graph.stats): the steps of a loop marked with dt.graph.step, or delimited by reads without a
+// mark, come out as the same segments and are recognised after the first; a change of shape,
+// placement, mesh, attribute or input role is a new segment; the values are the ones the ops
+// give (recognition changes nothing); DTORCH_GRAPHS=0 turns it off; a tiny Flux pipeline's
+// denoising steps are recognised.
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import { runNode } from './run_node.js';
+
+const mesh = new dt.DeviceMesh('cpu', [0, 1]);
+
+// a segment of one sync node, as every dt.sync() after the first makes: seen before
+beforeAll(async () => {
+  await dt.sync();
+  await dt.sync();
+});
+
+// dt.graph.stats() once the controller has lowered what was recorded so far, less `before` and
+// the sync segment that waits for it
+async function statsSince(before: dt.graph.GraphStats): Promise<dt.graph.GraphStats> {
+  await dt.sync();
+  const now = dt.graph.stats();
+  return {
+    segments: now.segments - before.segments - 1,
+    nodes: now.nodes - before.nodes - 1,
+    repeats: now.repeats - before.repeats - 1,
+    repeatedNodes: now.repeatedNodes - before.repeatedNodes - 1,
+    distinct: now.distinct,
+  };
+}
+
+// one step: a few hundred nodes, so that it spans several segments
+function stepOf(x: dt.Tensor, w: dt.Tensor): dt.Tensor {
+  let h = x;
+  for (let k = 0; k < 60; k++) h = h.matmul(w).tanh().mul(0.5).add(x);
+  return h;
+}
+
+describe('repeated segments', () => {
+  it('recognises the steps of a dt.graph.step loop once segments have grown to their size (from the third), and the values are unchanged', async () => {
+    const w = dt.randn([8, 8], { seed: 1, mesh });
+    let x = dt.randn([4, 8], { seed: 2, mesh, placements: [dt.Shard(0)] });
+    const reference = dt.tidy(() => stepOf(stepOf(stepOf(x, w), w), w));
+    await dt.sync();
+    const before = dt.graph.stats();
+    const steps = 12;
+    const results: dt.Tensor[] = [];
+    for (let i = 0; i < steps; i++) {
+      const next = dt.graph.step(() => dt.tidy(() => stepOf(x, w)));
+      if (i > 0) x.dispose();
+      x = next;
+      if (i === 2) results.push(dt.tidy(() => x.clone()));
+    }
+    const s = await statsSince(before);
+    // after a wait segments start at 32 nodes and double: once they reach 256, every step is cut
+    // the same way, and steps 3..12 repeat step 2's segments
+    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual((steps - 2) * 2);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan((steps - 2.5) / steps);
+    expect(Array.from((await results[0]!.data()) as Float32Array)).toEqual(Array.from((await reference.data()) as Float32Array));
+    dt.dispose([w, x, reference, ...results]);
+  });
+
+  it('recognises the steps of a loop delimited by reads, without a mark', async () => {
+    const w = dt.randn([8, 8], { seed: 3, mesh });
+    let x = dt.randn([4, 8], { seed: 4, mesh });
+    await dt.sync();
+    const before = dt.graph.stats();
+    for (let i = 0; i < 8; i++) {
+      const next = dt.tidy(() => stepOf(x, w));
+      x.dispose();
+      x = next;
+      await x.sum().data(); // a read: the next segments start small again
+    }
+    const s = await statsSince(before);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.6);
+    dt.dispose([w, x]);
+  });
+
+  it('tells apart what differs: a shape, a placement, a mesh, an attribute, an input role', async () => {
+    const other = new dt.DeviceMesh('cpu', [1, 0]);
+    const variants: [string, () => void][] = [
+      ['the base', () => void dt.ones([4, 8], { mesh }).mul(2).add(1)],
+      ['a shape', () => void dt.ones([4, 9], { mesh }).mul(2).add(1)],
+      ['a placement', () => void dt.ones([4, 8], { mesh, placements: [dt.Shard(0)] }).mul(2).add(1)],
+      ['a mesh', () => void dt.ones([4, 8], { mesh: other }).mul(2).add(1)],
+      ['an attribute', () => void dt.ones([4, 8], { mesh }).mul(3).add(1)],
+      [
+        'an input role',
+        () => {
+          const a = dt.ones([4, 8], { mesh });
+          const b = a.mul(2);
+          void b.add(b); // add reads b twice instead of once
+        },
+      ],
+    ];
+    for (const [what, record] of variants) {
+      // each variant twice: the second is a repeat, the first is new
+      const before = dt.graph.stats();
+      dt.graph.step(() => dt.tidy(record));
+      const first = await statsSince(before);
+      expect(first.repeats, `${what}: ${JSON.stringify(first)}`).toBe(0);
+      const again = dt.graph.stats();
+      dt.graph.step(() => dt.tidy(record));
+      const second = await statsSince(again);
+      expect(second.repeats, `${what} again: ${JSON.stringify(second)}`).toBe(second.segments);
+    }
+  });
+
+  it('recognises the denoising steps of a tiny Flux pipeline', async () => {
+    const pipe = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [0, 1], ['ulysses']) });
+    const call = { prompt: 'a cat', height: 32, width: 32, numInferenceSteps: 6, seed: 5, outputType: 'latent' as const };
+    dt.dispose((await pipe.generate(call)).images); // the first run: everything new
+    await dt.sync();
+    const before = dt.graph.stats();
+    dt.dispose((await pipe.generate(call)).images);
+    const s = await statsSince(before);
+    // the same call again: its encoders, steps and decode are all recognised
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.9);
+    pipe.dispose();
+  });
+
+  it('is off with DTORCH_GRAPHS=0', () => {
+    const script = `
+      import * as dt from '@dtorch/api';
+      const mesh = new dt.DeviceMesh('cpu', [0]);
+      for (let i = 0; i < 5; i++) dt.graph.step(() => dt.tidy(() => void dt.ones([3], { mesh }).add(1)));
+      await dt.sync();
+      console.log(JSON.stringify(dt.graph.stats()));`;
+    const on = runNode(script, {});
+    const off = runNode(script, { DTORCH_GRAPHS: '0' });
+    expect(JSON.parse(on.stdout.trim()).repeats, on.stderr).toBeGreaterThanOrEqual(4);
+    expect(JSON.parse(off.stdout.trim()), off.stderr).toEqual({ segments: 0, nodes: 0, repeats: 0, repeatedNodes: 0, distinct: 0 });
+  });
+});
