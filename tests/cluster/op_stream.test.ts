@@ -16,6 +16,7 @@ import { expectValues, fixture, run } from '../conformance/fixture_cases.js';
 import { drawCase, expectCaseLikeOneDevice } from '../distributed/op_cases.js';
 import { Gen, numel, propertySeed } from '../distributed/random.js';
 import { fixtureTensor } from '../fixture_tensors.js';
+import { settleGarbage } from '../hf/settle_garbage.js';
 import { Transformer } from '../nn/models.js';
 import { startWorker, stopAll, type Child } from './cluster_processes.js';
 
@@ -150,6 +151,7 @@ describe('meshes over 2 worker processes', () => {
 
   it('syncs every node, refuses dataSync of a value another node answers, and frees what the program let go of', async () => {
     const mesh = meshes[0]!;
+    await settleGarbage(); // tensors earlier tests dropped are released now, not during the count
     const before = dt.memory().numTensors;
     const x = dt.ones([64, 64], { mesh, placements: [dt.Shard(0)] });
     for (let i = 0; i < 20; i++) dt.tidy(() => void x.matmul(x.transpose(0, 1).redistribute([dt.Replicate()])).sum());

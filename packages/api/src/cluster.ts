@@ -53,7 +53,7 @@ export function devices(kind?: 'cpu' | 'cuda'): ClusterDevice[] {
   return running('devices').devices(kind);
 }
 
-/** Resolves once every live worker answered (TIMEOUT after timeoutMs, NODE_LOST if one is lost first). */
+/** Resolves once the work recorded so far ran on every node and every live worker answered (TIMEOUT after timeoutMs, NODE_LOST if one is lost first). */
 export function barrier(timeoutMs?: number): Promise<void> {
   return running('barrier').barrier(timeoutMs);
 }

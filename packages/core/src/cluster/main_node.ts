@@ -266,8 +266,28 @@ export class MainNode {
     return () => this.#lostListeners.delete(listener);
   }
 
-  /** Resolves once every live worker answered it (all sent before is done); NODE_LOST if one is lost first, TIMEOUT after timeoutMs. */
-  barrier(timeoutMs = 60_000): Promise<void> {
+  /**
+   * Resolves once the work recorded so far has run on every node (the op stream's sync) and then
+   * every live worker answered on the control plane; NODE_LOST if one is lost first, TIMEOUT
+   * after timeoutMs in all.
+   */
+  async barrier(timeoutMs = 60_000): Promise<void> {
+    if (this.#closed) throw new DTorchError(ErrorCode.Shutdown, 'cluster.barrier: the cluster was shut down');
+    const deadline = Date.now() + timeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new DTorchError(ErrorCode.Timeout, `cluster.barrier: the work recorded so far did not finish on every node within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([engine().sync(), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.#answered(Math.max(1, deadline - Date.now()));
+  }
+
+  // The control plane's part of a barrier: every live worker answers Barrier with Arrived.
+  #answered(timeoutMs: number): Promise<void> {
     if (this.#closed) return Promise.reject(new DTorchError(ErrorCode.Shutdown, 'cluster.barrier: the cluster was shut down'));
     const id = this.#nextBarrier++;
     const live = [...this.#sessions.values()].filter((s) => s.info.alive);
