@@ -1,7 +1,6 @@
 #include "core/graph/segment_signature.h"
 
 #include <cstring>
-#include <unordered_map>
 
 #include "core/operators/registry.h"
 
@@ -9,12 +8,12 @@ namespace dtorch::core {
 
 namespace {
 
+// Two hashes of a stream of words: FNV-1a, and a multiply-rotate mix with other constants.
 class Words {
  public:
-  explicit Words(std::vector<uint64_t>& out) : out_(out) {}
   void add(uint64_t w) {
-    out_.push_back(w);
-    hash_ = (hash_ ^ w) * 0x100000001b3ull;  // FNV-1a over words
+    hash_ = (hash_ ^ w) * 0x100000001b3ull;
+    check_ = (((check_ ^ w) * 0x9e3779b97f4a7c15ull) << 31 | ((check_ ^ w) * 0x9e3779b97f4a7c15ull) >> 33) + 0x632be59bd9b4e019ull;
   }
   void addDouble(double d) {
     uint64_t bits;
@@ -22,26 +21,24 @@ class Words {
     add(bits);
   }
   uint64_t hash() const { return hash_; }
+  uint64_t check() const { return check_; }
 
  private:
-  std::vector<uint64_t>& out_;
   uint64_t hash_ = 0xcbf29ce484222325ull;
+  uint64_t check_ = 0x2545f4914f6cdd1dull;
 };
 
 }  // namespace
 
-SegmentSignature signatureOf(const Segment& segment) {
-  SegmentSignature sig;
-  sig.words.reserve(segment.nodes.size() * 8);
-  Words w(sig.words);
+SegmentSignature signatureOf(const Segment& segment, SignatureScratch& scratch) {
+  Words w;
   // an id's role: made here (node index and output slot) or from outside (order of first use)
-  std::unordered_map<int64_t, uint64_t> roles;
-  roles.reserve(segment.nodes.size() * 2);
+  common::IdMap<uint64_t>& roles = scratch.roles;
+  roles.clear();
   uint64_t outside = 0;
   auto role = [&](int64_t id) -> uint64_t {
-    auto [it, fresh] = roles.try_emplace(id, 0);
-    if (fresh) it->second = (uint64_t{1} << 63) | outside++;
-    return it->second;
+    if (const uint64_t* known = roles.find(id)) return *known;
+    return roles.put(id, (uint64_t{1} << 63) | outside++);
   };
   const OpRegistry& registry = OpRegistry::instance();
   for (size_t i = 0; i < segment.nodes.size(); ++i) {
@@ -62,7 +59,7 @@ SegmentSignature signatureOf(const Segment& segment) {
           w.add(m.shape.size());
           for (int64_t s : m.shape) w.add(static_cast<uint64_t>(s));
           for (const Placement& p : m.placements) w.add(static_cast<uint32_t>(p.encode()));
-          roles[node.outputs[k]] = (static_cast<uint64_t>(i) << 16) | k;
+          roles.put(node.outputs[k], (static_cast<uint64_t>(i) << 16) | k);
         }
         w.add(node.hostData.defined() ? static_cast<uint64_t>(node.hostData.scalar_type()) + 1 : 0);
         break;
@@ -75,8 +72,7 @@ SegmentSignature signatureOf(const Segment& segment) {
       case NodeKind::kSync: break;
     }
   }
-  sig.hash = w.hash();
-  return sig;
+  return {w.hash(), w.check(), segment.nodes.size()};
 }
 
 }  // namespace dtorch::core

@@ -6,7 +6,7 @@ bool RepeatedSegments::note(const Segment& segment) {
   const int64_t n = static_cast<int64_t>(segment.nodes.size());
   segments_.fetch_add(1, std::memory_order_relaxed);
   nodes_.fetch_add(n, std::memory_order_relaxed);
-  SegmentSignature sig = signatureOf(segment);
+  const SegmentSignature sig = signatureOf(segment, scratch_);
   auto [first, last] = byHash_.equal_range(sig.hash);
   for (auto it = first; it != last; ++it) {
     if (*it->second == sig) {
@@ -16,7 +16,7 @@ bool RepeatedSegments::note(const Segment& segment) {
       return true;
     }
   }
-  recent_.push_front(std::move(sig));
+  recent_.push_front(sig);
   byHash_.emplace(recent_.front().hash, recent_.begin());
   if (recent_.size() > kCapacity) {  // forget the least recent
     auto oldest = std::prev(recent_.end());

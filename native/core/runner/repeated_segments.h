@@ -30,6 +30,7 @@ class RepeatedSegments {
   RepeatStats stats() const;
 
  private:
+  SignatureScratch scratch_;
   std::list<SegmentSignature> recent_;  // most recent first
   std::unordered_multimap<uint64_t, std::list<SegmentSignature>::iterator> byHash_;
   std::atomic<int64_t> segments_{0}, nodes_{0}, repeats_{0}, repeatedNodes_{0}, distinct_{0};
