@@ -2,11 +2,12 @@
 // dt.graph.stats): the steps of a loop marked with dt.graph.step, or delimited by reads without a
 // mark, come out as the same segments and are recognised after the first; a change of shape,
 // placement, mesh, attribute or input role is a new segment; the values are the ones the ops
-// give (recognition changes nothing); DTORCH_GRAPHS=0 turns it off; a tiny Flux pipeline's
-// denoising steps are recognised.
+// give (recognition changes nothing); DTORCH_GRAPHS=0 turns it off; a model's call() (the
+// outermost one marks a step) and a tiny Flux pipeline's denoising steps are recognised.
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import { Transformer } from '../nn/models.js';
 import { runNode } from './run_node.js';
 
 const mesh = new dt.DeviceMesh('cpu', [0, 1]);
@@ -39,7 +40,7 @@ function stepOf(x: dt.Tensor, w: dt.Tensor): dt.Tensor {
 }
 
 describe('repeated segments', () => {
-  it('recognises the steps of a dt.graph.step loop once segments have grown to their size (from the third), and the values are unchanged', async () => {
+  it('recognises every step of a dt.graph.step loop after the first, and the values are unchanged', async () => {
     const w = dt.randn([8, 8], { seed: 1, mesh });
     let x = dt.randn([4, 8], { seed: 2, mesh, placements: [dt.Shard(0)] });
     const reference = dt.tidy(() => stepOf(stepOf(stepOf(x, w), w), w));
@@ -54,10 +55,9 @@ describe('repeated segments', () => {
       if (i === 2) results.push(dt.tidy(() => x.clone()));
     }
     const s = await statsSince(before);
-    // after a wait segments start at 32 nodes and double: once they reach 256, every step is cut
-    // the same way, and steps 3..12 repeat step 2's segments
-    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual((steps - 2) * 2);
-    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan((steps - 2.5) / steps);
+    // every step starts its segments afresh (at 32 nodes, doubling), so steps 2..12 repeat step 1's
+    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual((steps - 1) * 2);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan((steps - 1.2) / steps);
     expect(Array.from((await results[0]!.data()) as Float32Array)).toEqual(Array.from((await reference.data()) as Float32Array));
     dt.dispose([w, x, reference, ...results]);
   });
@@ -119,6 +119,20 @@ describe('repeated segments', () => {
     // the same call again: its encoders, steps and decode are all recognised
     expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.9);
     pipe.dispose();
+  });
+
+  it("recognises a model's call() made again on the same shapes, whole", async () => {
+    const model = new Transformer(mesh, true);
+    const ids = dt.tensor([1, 2, 3, 4, 5, 6, 7, 8], { shape: [2, 4], dtype: 'int64', mesh });
+    dt.dispose(model.call(ids)); // the first call: new
+    await dt.sync();
+    const before = dt.graph.stats();
+    dt.dispose(model.call(ids));
+    const s = await statsSince(before);
+    expect(s.repeats, JSON.stringify(s)).toBe(s.segments);
+    expect(s.nodes).toBeGreaterThan(50);
+    dt.dispose(ids);
+    model.dispose();
   });
 
   it('is off with DTORCH_GRAPHS=0', () => {

@@ -203,7 +203,7 @@ uint64_t Recorder::sync(std::shared_ptr<Completion> completion) {
   return seq;
 }
 
-void Recorder::beginStep() { flush(); }
+void Recorder::beginStep() { flushBeforeWait(); }
 
 void Recorder::flushWhenFull() {
   if (open_->nodes.size() < segmentLimit_) return;

@@ -61,9 +61,9 @@ class Recorder {
   // Hands the open segment to the controller. Never throws: a segment that cannot be handed over
   // is dropped (dropSegment), and its failure reaches every read that depends on it.
   void flush();
-  // The start (or end) of a step of a loop (dt.graph.step): flushes, so that a step's segments
-  // start with it. The limit is not reset: once it has grown to its end, every step is cut the
-  // same way, in segments as long as they would be without the mark.
+  // The start (or end) of a step of a loop (dt.graph.step): flushes, and the next segment starts
+  // at the size a segment has after a wait, so that every step is cut into the same segments
+  // whatever came before it.
   void beginStep();
   // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
   void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }

@@ -43,6 +43,9 @@ SegmentSignature signatureOf(const Segment& segment, SignatureScratch& scratch) 
   const OpRegistry& registry = OpRegistry::instance();
   for (size_t i = 0; i < segment.nodes.size(); ++i) {
     const Node& node = segment.nodes[i];
+    // a tensor from outside let go of here (a dispose, or the garbage collector's release at any
+    // moment) changes nothing the segment computes
+    if (node.kind == NodeKind::kRelease && !roles.contains(node.outputs[0])) continue;
     w.add(static_cast<uint64_t>(node.kind));
     switch (node.kind) {
       case NodeKind::kCompute: {

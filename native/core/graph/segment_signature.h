@@ -4,7 +4,8 @@
 // output metas (shape, dtype, placements) in the same order, and every node reads its inputs in
 // the same roles: a tensor made earlier in the segment by the same node and output, or one from
 // outside it in the same order of first use. Tensor ids and host data values do not count: they
-// are the segment's inputs. Two independent 64-bit hashes of those words stand for them (the
+// are the segment's inputs; nor do releases of tensors from outside (the garbage collector's
+// releases land in whatever segment is open). Two independent 64-bit hashes of those words stand for them (the
 // words themselves are not kept: a false match of both is about 2^-128 likely).
 #pragma once
 #include <cstdint>
