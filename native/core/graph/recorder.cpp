@@ -203,7 +203,10 @@ uint64_t Recorder::sync(std::shared_ptr<Completion> completion) {
   return seq;
 }
 
-void Recorder::beginStep() { flushBeforeWait(); }
+void Recorder::beginStep() {
+  flush();
+  segmentLimit_ = flushThreshold_;
+}
 
 void Recorder::flushWhenFull() {
   if (open_->nodes.size() < segmentLimit_) return;

@@ -61,9 +61,10 @@ class Recorder {
   // Hands the open segment to the controller. Never throws: a segment that cannot be handed over
   // is dropped (dropSegment), and its failure reaches every read that depends on it.
   void flush();
-  // The start (or end) of a step of a loop (dt.graph.step): flushes, and the next segment starts
-  // at the size a segment has after a wait, so that every step is cut into the same segments
-  // whatever came before it.
+  // The start (or end) of a step of a loop (dt.graph.step): flushes, and the next segments are
+  // full-sized (DTORCH_SEGMENT_NODES), so that every step is cut into the same segments whatever
+  // came before it. Not the small first segments of a wait: in a loop the devices are busy, and
+  // short batches would only hold a GPU worker back (its batches in flight are bounded).
   void beginStep();
   // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
   void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }
