@@ -11,9 +11,6 @@ import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDict
 const sameLayout = (a: dt.Tensor, b: dt.Tensor) =>
   a.dtype === b.dtype && a.mesh === b.mesh && a.shape.length === b.shape.length && a.shape.every((n, i) => n === b.shape[i]);
 
-// How deep the current call() is: only the outermost one marks a step.
-let callDepth = 0;
-
 /**
  * The base of every layer and model, as torch.nn.Module. Submodules and parameters are
  * registered by assigning properties; their dotted paths are the state-dict keys
@@ -34,17 +31,7 @@ export abstract class Module {
 
   /** forward(...args) inside tidy(): only the returned tensors survive. */
   call<A extends unknown[], R>(this: Module & { forward(...args: A): R }, ...args: A): R {
-    if (callDepth > 0) return dt.tidy(() => this.forward(...args));
-    // the outermost call is one step (dt.graph.step): a model called again on the same shapes
-    // is cut into the same segments, which the engine recognises
-    return dt.graph.step(() => {
-      callDepth++;
-      try {
-        return dt.tidy(() => this.forward(...args));
-      } finally {
-        callDepth--;
-      }
-    });
+    return dt.tidy(() => this.forward(...args));
   }
 
   /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */
