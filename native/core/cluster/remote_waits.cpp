@@ -2,16 +2,6 @@
 
 namespace dtorch::core {
 
-// A completion of several parts: the first failure is delivered at once, else the last part
-// delivers (a read has one part, whose value it carries).
-void RemoteWaits::finishPart(const std::shared_ptr<Completion>& completion, FetchResult&& result) {
-  if (!result.ok) {
-    if (!completion->failed.exchange(true)) completion->deliver(std::move(result));
-    return;
-  }
-  if (completion->remaining.fetch_sub(1) == 1 && !completion->failed.load()) completion->deliver(std::move(result));
-}
-
 void RemoteWaits::expectRead(uint64_t seq, int node, std::shared_ptr<Completion> completion) {
   completion->remaining.store(1);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -21,7 +11,7 @@ void RemoteWaits::expectRead(uint64_t seq, int node, std::shared_ptr<Completion>
 std::shared_ptr<Completion> RemoteWaits::splitSync(std::shared_ptr<Completion> completion, size_t remoteNodes) {
   completion->remaining.store(static_cast<int>(remoteNodes) + 1);
   auto local = std::make_shared<Completion>();
-  local->deliver = [completion](FetchResult&& result) { finishPart(completion, std::move(result)); };
+  local->deliver = [completion](FetchResult&& result) { completion->finishPart(std::move(result)); };
   return local;
 }
 
@@ -40,7 +30,7 @@ void RemoteWaits::answer(int node, uint64_t seq, FetchResult&& result) {
     completion = found->second.completion;
     if (found->second.nodes.empty()) waits_.erase(found);
   }
-  finishPart(completion, std::move(result));
+  completion->finishPart(std::move(result));
 }
 
 void RemoteWaits::failAll(const std::string& code, const std::string& message) {
@@ -54,7 +44,7 @@ void RemoteWaits::failAll(const std::string& code, const std::string& message) {
     failure.ok = false;
     failure.code = code;
     failure.message = message;
-    finishPart(wait.completion, std::move(failure));
+    wait.completion->finishPart(std::move(failure));
   }
 }
 

@@ -35,7 +35,6 @@ class RemoteWaits {
     std::shared_ptr<Completion> completion;
     std::set<int> nodes;  // still to answer
   };
-  static void finishPart(const std::shared_ptr<Completion>& completion, FetchResult&& result);
 
   mutable std::mutex mutex_;
   std::map<uint64_t, Wait> waits_;

@@ -189,16 +189,15 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
 void runSync(const Kernel& k, const Device& device) {
   Completion& completion = *k.node->completion;
   const bool drained = device.kind != DeviceKind::kCuda || external::cuda::synchronizeThisThread(collectiveTimeout());
-  if (!drained && !completion.failed.exchange(true)) {
-    FetchResult result;
+  FetchResult result;
+  if (!drained) {
     result.ok = false;
     result.code = common::code::kTimeout;
     result.op = "sync";
     result.message = "the GPU work of " + device.name() + " did not finish within " + std::to_string(collectiveTimeout().count()) +
                      " ms (a collective whose peers never joined? raise DTORCH_COLLECTIVE_TIMEOUT_MS for long work)";
-    completion.deliver(std::move(result));
   }
-  if (completion.remaining.fetch_sub(1) == 1 && !completion.failed.load()) completion.deliver(FetchResult{});
+  completion.finishPart(std::move(result));
 }
 
 void runSend(const Kernel& k, BlobTable& blobs) {

@@ -27,6 +27,16 @@ struct Completion {
   std::function<void(FetchResult&&)> deliver;
   std::atomic<int> remaining{1};  // parts still to arrive (one per worker for a sync)
   std::atomic<bool> failed{false};  // a part failed and was delivered already
+
+  // One part arrived: the first failure is delivered at once; else the last part delivers (a
+  // read has one part, whose value it carries).
+  void finishPart(FetchResult&& result) {
+    if (!result.ok) {
+      if (!failed.exchange(true)) deliver(std::move(result));
+      return;
+    }
+    if (remaining.fetch_sub(1) == 1 && !failed.load()) deliver(std::move(result));
+  }
 };
 
 }  // namespace dtorch::core
