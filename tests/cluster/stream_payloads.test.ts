@@ -86,8 +86,13 @@ describe('op stream payloads', () => {
 
   it('a worker process applies them and answers the reads; it refuses each of 10,000 mutations with PROTOCOL_ERROR or takes it whole, never a crash', async () => {
     const { snapshot, stream } = streamedProgram();
+    // the snapshot (every device and mesh) was taken after the stream: of the stream, the segments
+    const program = [...snapshot, ...stream.filter((p) => cluster.decode(p).type === Type.segment)];
+    const g = new Gen(20261201);
+    const mutations = Array.from({ length: 10_000 }, () => mutate(g, g.pick(program)));
     const file = join(mkdtempSync(join(tmpdir(), 'dtorch-payloads-')), 'payloads.json');
-    writeFileSync(file, JSON.stringify({ snapshot: snapshot.map((p) => p.toString('base64')), stream: stream.map((p) => p.toString('base64')), seed: 20261201 }));
+    const base64 = (list: Buffer[]) => list.map((p) => p.toString('base64'));
+    writeFileSync(file, JSON.stringify({ program: base64(program), mutations: base64(mutations) }));
     const child = startNode([fileURLToPath(new URL('./apply_payloads_program.mjs', import.meta.url)), file]);
     const timer = setTimeout(() => child.process.kill('SIGKILL'), 45_000);
     const { code, signal } = await child.exited;
