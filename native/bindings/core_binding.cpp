@@ -477,6 +477,7 @@ Napi::Value memory(const Napi::CallbackInfo& info) {
       entry.Set("numBytes", static_cast<double>(bytes));
       entry.Set("allocatedBytes", static_cast<double>(w.allocatedBytes));
       entry.Set("peakBytes", static_cast<double>(w.peakBytes));
+      entry.Set("graphBytes", static_cast<double>(w.graphBytes));
       perDevice.Set(i++, entry);
     }
     out.Set("perDevice", perDevice);
@@ -511,7 +512,27 @@ Napi::Value graphStats(const Napi::CallbackInfo& info) {
     out.Set("repeats", static_cast<double>(s.repeats));
     out.Set("repeatedNodes", static_cast<double>(s.repeatedNodes));
     out.Set("distinct", static_cast<double>(s.distinct));
+    int64_t captured = 0, replays = 0, replayedKernels = 0, fallbacks = 0, bytes = 0, live = 0;
+    for (const core::WorkerInfo& w : engine(info.Env()).workers()) {
+      captured += w.graphsCaptured, replays += w.graphReplays, replayedKernels += w.graphReplayedKernels;
+      fallbacks += w.graphFallbacks, bytes += w.graphBytes, live += w.graphsLive;
+    }
+    out.Set("captured", static_cast<double>(captured));
+    out.Set("replays", static_cast<double>(replays));
+    out.Set("replayedKernels", static_cast<double>(replayedKernels));
+    out.Set("fallbacks", static_cast<double>(fallbacks));
+    out.Set("graphBytes", static_cast<double>(bytes));
+    out.Set("liveGraphs", static_cast<double>(live));
+    out.Set("enabled", engine(info.Env()).graphs());
     return out;
+  });
+}
+
+// setGraphs(on): recognising and replaying repeated segments on or off (dt.graph.setEnabled)
+Napi::Value setGraphs(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).setGraphs(info[0].ToBoolean().Value());
+    return info.Env().Undefined();
   });
 }
 
@@ -656,6 +677,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("workers", Napi::Function::New(env, workers));
   slice.Set("resetPeakMemory", Napi::Function::New(env, resetPeakMemory));
   slice.Set("graphStats", Napi::Function::New(env, graphStats));
+  slice.Set("setGraphs", Napi::Function::New(env, setGraphs));
   slice.Set("beginStep", Napi::Function::New(env, beginStep));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   slice.Set("settings", Napi::Function::New(env, settings));

@@ -145,6 +145,29 @@ describe('repeated segments', () => {
     const on = runNode(script, {});
     const off = runNode(script, { DTORCH_GRAPHS: '0' });
     expect(JSON.parse(on.stdout.trim()).repeats, on.stderr).toBeGreaterThanOrEqual(4);
-    expect(JSON.parse(off.stdout.trim()), off.stderr).toEqual({ segments: 0, nodes: 0, repeats: 0, repeatedNodes: 0, distinct: 0 });
+    expect(JSON.parse(off.stdout.trim()), off.stderr).toMatchObject({ segments: 0, nodes: 0, repeats: 0, repeatedNodes: 0, distinct: 0, enabled: false });
+  });
+
+  it('is switched off and on again with dt.graph.setEnabled, and refuses what is not a boolean', async () => {
+    const one = new dt.DeviceMesh('cpu', [0]);
+    const run = async (): Promise<dt.graph.GraphStats> => {
+      const before = dt.graph.stats();
+      for (let i = 0; i < 5; i++) dt.graph.step(() => dt.tidy(() => void dt.ones([3], { mesh: one }).add(2)));
+      return statsSince(before);
+    };
+    expect(dt.graph.enabled()).toBe(true);
+    dt.graph.setEnabled(false);
+    try {
+      expect(dt.graph.enabled()).toBe(false);
+      const off = await run();
+      // nothing signed: not even the sync that waits is counted
+      expect(off.segments).toBe(-1);
+      expect(off.repeats).toBe(-1);
+    } finally {
+      dt.graph.setEnabled(true);
+    }
+    expect((await run()).repeats).toBeGreaterThanOrEqual(4);
+    expect(() => dt.graph.setEnabled('no' as unknown as boolean)).toThrow(/expects true or false, got string/);
+    expect(dt.graph.enabled()).toBe(true);
   });
 });

@@ -75,17 +75,6 @@ bool emptyOutputs(KernelContext& ctx) {
   return true;
 }
 
-// The blob of `id`, ready for this worker's current stream: a tensor still being written on the
-// communication stream is waited for once (later readers are ordered after the first).
-const Blob* settled(BlobTable& blobs, int64_t id) {
-  Blob* blob = blobs.findMutable(id);
-  if (blob && blob->pending) {
-    external::cuda::waitFor(blob->pending, blob->tensor);
-    blob->pending.reset();
-  }
-  return blob;
-}
-
 // `device`: the worker's, this host's own (a cluster-wide index in the mesh may name another GPU).
 void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
   const Node& node = *k.node;
@@ -96,7 +85,7 @@ void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
   for (int64_t id : localInputs) {
     // a communicating op orders itself after its inputs' producers on its own stream (below), so
     // the compute stream is not made to wait for a collective that is still writing an input
-    const Blob* blob = node.op->communicates ? blobs.find(id) : settled(blobs, id);
+    const Blob* blob = node.op->communicates ? blobs.find(id) : settledBlob(blobs, id);
     if (!blob) {
       auto error = std::make_shared<KernelError>(KernelError{
           std::string(node.op->name), "input tensor " + std::to_string(id) + " is missing on this worker", node.seq});
@@ -150,7 +139,7 @@ void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
 void runFetch(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
   FetchResult result;
-  const Blob* blob = settled(blobs, node.inputs[0]);
+  const Blob* blob = settledBlob(blobs, node.inputs[0]);
   if (!blob) {
     result.ok = false;
     result.code = common::code::kInternal;
@@ -201,7 +190,7 @@ void runSync(const Kernel& k, const Device& device) {
 }
 
 void runSend(const Kernel& k, BlobTable& blobs) {
-  const Blob* blob = settled(blobs, k.node->inputs[0]);
+  const Blob* blob = settledBlob(blobs, k.node->inputs[0]);
   if (!blob) {
     k.node->state->send(k.rank, nullptr, std::make_shared<KernelError>(KernelError{std::string(k.node->op->name), "input is missing on its worker", k.node->seq}));
   } else {
@@ -210,6 +199,15 @@ void runSend(const Kernel& k, BlobTable& blobs) {
 }
 
 }  // namespace
+
+const Blob* settledBlob(BlobTable& blobs, int64_t id) {
+  Blob* blob = blobs.findMutable(id);
+  if (blob && blob->pending) {
+    external::cuda::waitFor(blob->pending, blob->tensor);
+    blob->pending.reset();
+  }
+  return blob;
+}
 
 LocalPiece KernelContext::outputPiece(size_t i) const {
   const TensorMeta& meta = node.outputMetas[i];

@@ -5,11 +5,13 @@
 #include <vector>
 
 #include "core/graph/segment.h"
+#include "core/graph/segment_signature.h"
 #include "core/operand/mesh.h"
 
 namespace dtorch::core {
 
 class BlobTable;
+struct Blob;
 
 struct Kernel {
   enum class Kind : uint8_t { kRun, kFree, kFetch, kSync, kSend };
@@ -27,6 +29,9 @@ struct KernelBatch {
   std::shared_ptr<const Segment> segment;
   std::vector<Kernel> kernels;
   uint64_t number = 0;  // set by the worker that queues it: 1, 2, ...
+  // The segment's signature when the controller signed it (nodes == 0: it did not): a CUDA
+  // worker replays the spans it recognises by it (graph_replays.h).
+  SegmentSignature signature;
 };
 
 // Runs one kernel against a worker's blobs. Never throws: a failing op poisons its outputs,
@@ -35,5 +40,8 @@ void executeKernel(const Kernel& kernel, BlobTable& blobs, const Device& device)
 // Skips a kernel that will not run (its work was dropped): the peers a collective or a send of it
 // would meet are released with `why`, so that none waits for it.
 void cancelKernel(const Kernel& kernel, const std::shared_ptr<const KernelError>& why);
+// The blob of `id` (null if absent), ready for this worker's current stream: a tensor still being
+// written on the communication stream is waited for once (later readers are ordered after it).
+const Blob* settledBlob(BlobTable& blobs, int64_t id);
 
 }  // namespace dtorch::core

@@ -77,6 +77,8 @@ void Worker::loop() {
   startedCv_.notify_all();
   c10::InferenceMode inferenceMode;
   BlobTable blobs(allocatedBytes_, peakBytes_);
+  GraphReplays replays(device_, graphs_);  // after the blobs: its graphs go first
+  std::vector<std::pair<size_t, size_t>> spans;
   int appliedThreads = 0;
   std::deque<KernelBatch> batches;
   for (;;) {
@@ -97,7 +99,21 @@ void Worker::loop() {
     static const int inFlight = static_cast<int>(common::settings().cudaBatchesInFlight);
     int64_t runs = 0;
     for (const KernelBatch& batch : batches) {
-      for (const Kernel& kernel : batch.kernels) {
+      const bool dropped = batch.number <= abandonedUpTo_.load(std::memory_order_relaxed);
+      spans.clear();
+      if (replays.active() && batch.signature.nodes != 0 && !dropped) replays.findSpans(batch, spans);
+      size_t nextSpan = 0;
+      for (size_t i = 0; i < batch.kernels.size(); ++i) {
+        if (nextSpan < spans.size() && spans[nextSpan].first == i) {
+          const auto [begin, end] = spans[nextSpan++];
+          const int ran = replays.run(batch, begin, end, blobs);
+          if (ran >= 0) {
+            runs += ran;
+            i = end - 1;
+            continue;
+          }  // else kernel by kernel, below
+        }
+        const Kernel& kernel = batch.kernels[i];
         // the count is published before a sync or read answers, so a program that awaited one
         // sees every kernel queued before it
         if (kernel.kind == Kernel::Kind::kSync || kernel.kind == Kernel::Kind::kFetch) {
@@ -105,13 +121,14 @@ void Worker::loop() {
           runs = 0;
         }
         if (batch.number <= abandonedUpTo_.load(std::memory_order_relaxed)) {
-          static const auto dropped = std::make_shared<const KernelError>(
+          static const auto why = std::make_shared<const KernelError>(
               KernelError{"", "its node left the cluster, and the work queued there was dropped", 0, common::code::kShutdown});
-          cancelKernel(kernel, dropped);
+          cancelKernel(kernel, why);
           continue;
         }
         executeKernel(kernel, blobs, device_);
         runs += kernel.kind == Kernel::Kind::kRun;
+        if (kernel.kind == Kernel::Kind::kFree) replays.released(kernel.id);
       }
       if (device_.kind == DeviceKind::kCuda && !external::cuda::endBatch(inFlight, collectiveTimeout())) {
         // the reads and syncs behind it report it (runSync's bounded drain); say so here too
@@ -130,6 +147,7 @@ void Worker::loop() {
       DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << " could not wait for its GPU at the end: " << e.what());
     }
   }
+  replays.clear();
   blobs.clear();
 }
 

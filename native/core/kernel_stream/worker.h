@@ -9,6 +9,7 @@
 
 #include "core/blob/blob_table.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel_stream/graph_replays.h"
 #include "core/operand/mesh.h"
 
 namespace dtorch::core {
@@ -30,6 +31,8 @@ class Worker {
   void resetPeak() { peakBytes_.store(allocatedBytes(), std::memory_order_relaxed); }
   // Compute kernels this worker ran (dead nodes the controller dropped never count).
   int64_t kernelsRun() const { return kernelsRun_.load(std::memory_order_relaxed); }
+  // What this worker's CUDA graphs did (graph_replays.h); all zero on CPU workers.
+  const GraphCounters& graphs() const { return graphs_; }
   // Intra-op threads LibTorch reports on this worker's thread (0 before its first batch).
   int intraOpThreadsInUse() const { return threadsInUse_.load(std::memory_order_relaxed); }
   void stop();
@@ -55,6 +58,7 @@ class Worker {
   std::atomic<int> threadsInUse_{0};
   std::atomic<int64_t> peakBytes_{0};
   std::atomic<int64_t> kernelsRun_{0};
+  GraphCounters graphs_;
   uint64_t pushed_ = 0;                     // batches queued so far (under mutex_)
   std::atomic<uint64_t> abandonedUpTo_{0};  // batches up to this number are skipped
   std::thread thread_;

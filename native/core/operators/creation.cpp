@@ -242,15 +242,20 @@ void runFromLocalData(KernelContext& ctx) {
 }  // namespace
 
 void registerCreationOps(OpRegistry& registry) {
+  // computed on the host and copied to the device: never captured into a CUDA graph
+  auto onHost = [](OpDef def) {
+    def.hostSide = true;
+    return def;
+  };
   registry.add({"full", 0, "meshId, placements, dtype, shape, value", inferFull, runFull});
   registry.add({"empty", 0, "meshId, placements, dtype, shape", inferEmpty, runEmpty});
-  registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange});
-  registry.add({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand});
-  registry.add({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn});
-  registry.add({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint});
-  registry.add({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData});
-  registry.add({"from_local_data", 0, "meshId, placements, dtype, 1, hostElements, shape, offset per rank", inferFromLocalData,
-                runFromLocalData});
+  registry.add(onHost({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange}));
+  registry.add(onHost({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand}));
+  registry.add(onHost({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn}));
+  registry.add(onHost({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint}));
+  registry.add(onHost({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData}));
+  registry.add(onHost({"from_local_data", 0, "meshId, placements, dtype, 1, hostElements, shape, offset per rank",
+                       inferFromLocalData, runFromLocalData}));
 }
 
 }  // namespace dtorch::core

@@ -94,6 +94,9 @@ struct OpDef {
   // producers of its inputs mark where they end on the compute stream, so that it waits for them
   // and not for the compute queued after them.
   bool communicates = false;
+  // The kernel computes on the host and copies its result to the device (random numbers from a
+  // CPU generator, the program's data): a CUDA graph cannot replay that, so it is never captured.
+  bool hostSide = false;
 };
 
 }  // namespace dtorch::core

@@ -14,7 +14,10 @@
 namespace dtorch::core {
 
 Controller::Controller(const MeshTable& meshes, WorkerPool& workers)
-    : meshes_(meshes), workers_(workers), scratch_(std::make_unique<PlanScratch>()), thread_([this] { loop(); }) {}
+    : meshes_(meshes),
+      workers_(workers),
+      scratch_(std::make_unique<PlanScratch>()),
+      thread_([this] { loop(); }) {}
 
 Controller::~Controller() { stop(); }
 
@@ -52,9 +55,10 @@ void Controller::loop() {
       }
     }
     if (segment) {
-      if (common::settings().graphs) repeats_.note(*segment);  // as recorded, before any rewrite
+      // signed as recorded, before any rewrite; an unsigned batch (nodes == 0) is never replayed
+      const SegmentSignature signature = graphs() ? repeats_.note(*segment) : SegmentSignature{};
       fusion_.fuse(*segment);
-      lower(segment);
+      lower(segment, signature);
       retired_.push_back(std::move(segment));
     }
     sweepRetired();
@@ -164,7 +168,7 @@ SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
 
 }  // namespace
 
-void Controller::lower(const std::shared_ptr<const Segment>& segment) {
+void Controller::lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature) {
   const SegmentPlan rewrite = plan(*segment, *scratch_);
   std::unordered_map<Worker*, KernelBatch> batches;
   // A rank on another node of a cluster has no worker here (null): that node lowers it.
@@ -173,6 +177,7 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment) {
     auto& batch = batches[worker];
     if (!batch.segment) {
       batch.segment = segment;
+      batch.signature = signature;
       batch.kernels.reserve(segment->nodes.size() + 8);
     }
     batch.kernels.push_back(kernel);

@@ -3,6 +3,7 @@
 // released tensor right after its last use), lowers every node to one kernel per rank, and queues the kernels on the
 // ranks' workers, one batch per worker per segment.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "core/graph/segment.h"
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
@@ -29,11 +31,17 @@ class Controller {
   void stop();
   // What the controller recognised of the segments it lowered (any thread).
   RepeatStats repeatStats() const { return repeats_.stats(); }
+  // Recognising (and so replaying) repeated segments: as DTORCH_GRAPHS says until switched (any thread).
+  void setGraphs(bool on) { graphsSwitched_.store(on ? 1 : 0, std::memory_order_relaxed); }
+  bool graphs() const {
+    const int switched = graphsSwitched_.load(std::memory_order_relaxed);
+    return switched < 0 ? common::settings().graphs : switched == 1;
+  }
   struct PlanScratch;
 
  private:
   void loop();
-  void lower(const std::shared_ptr<const Segment>& segment);
+  void lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature);
   // Drops lowered segments no worker holds any more, so their nodes are destroyed here rather
   // than on a worker's hot path.
   void sweepRetired();
@@ -43,6 +51,7 @@ class Controller {
   std::unique_ptr<PlanScratch> scratch_;  // controller thread only
   SegmentFusion fusion_;                  // controller thread only
   RepeatedSegments repeats_;              // noted on the controller thread
+  std::atomic<int> graphsSwitched_{-1};  // -1: not switched; the settings are read lazily, once checked
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Segment>> queue_;

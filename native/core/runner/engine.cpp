@@ -231,7 +231,10 @@ void Engine::leaveCluster(const std::string& message) {
 std::vector<WorkerInfo> Engine::workers() const {
   std::vector<WorkerInfo> out;
   for (Worker* w : workers_.all()) {
-    out.push_back({w->device(), w->allocatedBytes(), w->intraOpThreadsInUse(), w->peakBytes(), w->kernelsRun()});
+    const GraphCounters& g = w->graphs();
+    const auto read = [](const std::atomic<int64_t>& v) { return v.load(std::memory_order_relaxed); };
+    out.push_back({w->device(), w->allocatedBytes(), w->intraOpThreadsInUse(), w->peakBytes(), w->kernelsRun(), read(g.captured),
+                   read(g.replays), read(g.replayedKernels), read(g.fallbacks), read(g.bytes), read(g.live)});
   }
   return out;
 }

@@ -23,6 +23,9 @@ struct WorkerInfo {
   int intraOpThreads;      // as LibTorch reports it on the worker's thread
   int64_t peakBytes;       // highest allocatedBytes since resetPeakMemory()
   int64_t kernelsRun;      // compute kernels run so far
+  // its CUDA graphs (graph_replays.h): captured, spans replayed, their kernels, fallbacks,
+  // device bytes held, graphs alive
+  int64_t graphsCaptured, graphReplays, graphReplayedKernels, graphFallbacks, graphBytes, graphsLive;
 };
 
 class Engine {
@@ -74,6 +77,8 @@ class Engine {
   size_t remoteWaits() const { return remote_.pending(); }
   std::vector<WorkerInfo> workers() const;
   RepeatStats repeatStats() const { return controller_.repeatStats(); }
+  void setGraphs(bool on) { controller_.setGraphs(on); }
+  bool graphs() const { return controller_.graphs(); }
   void resetPeakMemory();
   // Drains queued work and joins every thread; later calls are no-ops.
   void shutdown();

@@ -2,7 +2,7 @@
 
 namespace dtorch::core {
 
-bool RepeatedSegments::note(const Segment& segment) {
+SegmentSignature RepeatedSegments::note(const Segment& segment) {
   const int64_t n = static_cast<int64_t>(segment.nodes.size());
   segments_.fetch_add(1, std::memory_order_relaxed);
   nodes_.fetch_add(n, std::memory_order_relaxed);
@@ -13,7 +13,7 @@ bool RepeatedSegments::note(const Segment& segment) {
       recent_.splice(recent_.begin(), recent_, it->second);  // most recent first
       repeats_.fetch_add(1, std::memory_order_relaxed);
       repeatedNodes_.fetch_add(n, std::memory_order_relaxed);
-      return true;
+      return sig;
     }
   }
   recent_.push_front(sig);
@@ -30,7 +30,7 @@ bool RepeatedSegments::note(const Segment& segment) {
     recent_.pop_back();
   }
   distinct_.store(static_cast<int64_t>(recent_.size()), std::memory_order_relaxed);
-  return false;
+  return sig;
 }
 
 RepeatStats RepeatedSegments::stats() const {

@@ -24,8 +24,9 @@ struct RepeatStats {
 class RepeatedSegments {
  public:
   static constexpr size_t kCapacity = 512;
-  // Notes a segment about to be lowered; true when it repeats one seen before. Controller thread only.
-  bool note(const Segment& segment);
+  // Notes a segment about to be lowered and returns its signature (counted as a repeat when it
+  // was seen before). Controller thread only.
+  SegmentSignature note(const Segment& segment);
   // Any thread.
   RepeatStats stats() const;
 

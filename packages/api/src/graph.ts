@@ -2,8 +2,10 @@
 // segment it has lowered before (the same ops, shapes, placements and meshes, inputs in the same
 // roles) without being asked; step() marks the start and end of one step of a loop (a diffusion
 // step, an encoder forward) so that every step is cut into the same segments; stats() says what
-// was recognised. DTORCH_GRAPHS=0 turns recognition off. Replaying a recognised segment's
-// lowering, and capturing it as a CUDA graph on GPUs, builds on this (docs/engine.md).
+// was recognised and replayed. On a GPU, each worker captures the repeated spans of its work as
+// CUDA graphs and replays them with one launch (native/core/kernel_stream/graph_replays.h).
+// DTORCH_GRAPHS=0, or setEnabled(false), turns recognition and replay off (docs/engine.md).
+import { DTorchError, ErrorCode } from '@dtorch/common';
 import { engine, type GraphStats } from '@dtorch/core';
 
 export type { GraphStats };
@@ -29,7 +31,27 @@ export function step<T>(fn: () => T): T {
   return result;
 }
 
-/** What the controller recognised of the segments it lowered since the engine started. */
+/**
+ * What the controller recognised of the segments it lowered since the engine started, and what
+ * the GPU workers captured and replayed as CUDA graphs.
+ */
 export function stats(): GraphStats {
   return engine().graphStats();
+}
+
+/**
+ * Turns the recognition of repeated segments, and with it their replay as CUDA graphs, on or off
+ * for what is recorded from now on (`DTORCH_GRAPHS=0` starts with it off). Graphs already
+ * captured are kept until their fixed inputs are freed; results are the same either way.
+ */
+export function setEnabled(on: boolean): void {
+  if (typeof on !== 'boolean') {
+    throw new DTorchError(ErrorCode.InvalidArgument, `dt.graph.setEnabled(on) expects true or false, got ${typeof on}`);
+  }
+  engine().setGraphs(on);
+}
+
+/** Whether repeated segments are recognised and replayed now. */
+export function enabled(): boolean {
+  return engine().graphStats().enabled;
 }

@@ -153,6 +153,11 @@ export class Engine {
     return this.slice.graphStats();
   }
 
+  /** Recognising and replaying repeated segments on or off, for the segments recorded from now on. */
+  setGraphs(on: boolean): void {
+    this.slice.setGraphs(on);
+  }
+
   /** The start or end of a step of a loop: what was recorded goes to the workers, and the next segments are cut the same way each step. */
   beginStep(): void {
     this.slice.beginStep();

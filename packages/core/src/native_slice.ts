@@ -30,6 +30,8 @@ export interface DeviceMemoryInfo {
   allocatedBytes: number;
   /** Highest allocatedBytes since resetPeakMemory(). */
   peakBytes: number;
+  /** Device memory the worker's CUDA graphs hold (their pool and input buffers); 0 on CPU devices. */
+  graphBytes: number;
 }
 
 /** One placement signature row of an op, for one mesh dim (placement wire codes). */
@@ -170,6 +172,8 @@ export interface CoreSlice {
   setCollectiveTimeout(ms: number): void;
   /** What the controller recognised of the segments it lowered (dt.graph.stats). */
   graphStats(): GraphStats;
+  /** Recognising and replaying repeated segments on or off. */
+  setGraphs(on: boolean): void;
   /** The start or end of a step of a loop (dt.graph.step): flushes, and the next segment starts small again. */
   beginStep(): void;
   /** The next hand-over of a segment to the controller fails with `message` (tests). */
@@ -190,6 +194,20 @@ export interface GraphStats {
   repeatedNodes: number;
   /** Distinct segments remembered now (at most 512, the most recent). */
   distinct: number;
+  /** CUDA graphs captured, all GPU workers together (a span of a repeated segment, captured on its second run). */
+  captured: number;
+  /** Spans run from a CUDA graph with one launch (each capture's own first run included). */
+  replays: number;
+  /** Their compute kernels. */
+  replayedKernels: number;
+  /** Captures that failed (the span then runs kernel by kernel for good). */
+  fallbacks: number;
+  /** Device memory the live graphs hold: their memory pool's growth and their input buffers. */
+  graphBytes: number;
+  /** Graphs alive now. */
+  liveGraphs: number;
+  /** Whether repeated segments are recognised and replayed now (DTORCH_GRAPHS, dt.graph.setEnabled). */
+  enabled: boolean;
 }
 
 /** A device of a cluster as the engine numbers it: `index` is what a mesh names, per kind. */

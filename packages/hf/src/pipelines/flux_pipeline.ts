@@ -380,6 +380,20 @@ export class FluxPipeline extends DiffusionPipeline {
         this.transformer.forward(x, {
           encoderHiddenStates: embeds.promptEmbeds, pooledProjections: embeds.pooledPromptEmbeds, timestep, guidance: g, imgIds: imageIds, txtIds: embeds.textIds,
         });
+      // the guided velocity at `x`
+      const predict = (x: dt.Tensor, timestep: dt.Tensor): dt.Tensor => {
+        if (joint) {
+          // both branches in one call, its batch split over 'cfg' by the transformer's plan;
+          // gathered for the guidance step
+          const out = velocity(both(x, x), both(timestep, timestep), joint, jointGuidance);
+          const [unconditional, conditional] = out.redistribute(out.placements.map(() => dt.Replicate())).split([batch, batch], 0) as [dt.Tensor, dt.Tensor];
+          return unconditional.add(conditional.sub(unconditional).mul(call.trueCfgScale));
+        }
+        const conditional = velocity(x, timestep, positive);
+        if (!negative) return conditional;
+        const unconditional = velocity(x, timestep, negative);
+        return unconditional.add(conditional.sub(unconditional).mul(call.trueCfgScale));
+      };
       const final = await denoise({
         timesteps: this.scheduler.timesteps,
         latents,
@@ -387,22 +401,11 @@ export class FluxPipeline extends DiffusionPipeline {
         startMs,
         onStep: o.onStep,
         step: (x, t) => {
-          // as diffusers: t.expand(batch).to(latents.dtype) / 1000
-          const timestep = dt.full([batch], t, { dtype: x.dtype, mesh: this.mesh, placements }).div(1000);
-          let prediction: dt.Tensor;
-          if (joint) {
-            // both branches in one call, its batch split over 'cfg' by the transformer's plan;
-            // gathered for the guidance step
-            const out = velocity(both(x, x), both(timestep, timestep), joint, jointGuidance);
-            const [unconditional, conditional] = out.redistribute(out.placements.map(() => dt.Replicate())).split([batch, batch], 0) as [dt.Tensor, dt.Tensor];
-            prediction = unconditional.add(conditional.sub(unconditional).mul(call.trueCfgScale));
-          } else {
-            prediction = velocity(x, timestep, positive);
-            if (negative) {
-              const unconditional = velocity(x, timestep, negative);
-              prediction = unconditional.add(prediction.sub(unconditional).mul(call.trueCfgScale));
-            }
-          }
+          // as diffusers: t.expand(batch).to(latents.dtype) / 1000; the value travels as data,
+          // not as an op attribute, so that every step records the same ops (and replays them)
+          const timestep = dt.tensor(new Array<number>(batch).fill(t), { dtype: x.dtype, mesh: this.mesh, placements }).div(1000);
+          // the model's part of the step is cut off from the scheduler's, whose sigmas differ per step
+          const prediction = dt.graph.step(() => predict(x, timestep));
           return this.scheduler.step(prediction, t, x).prevSample;
         },
       });

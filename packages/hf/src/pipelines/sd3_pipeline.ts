@@ -317,7 +317,8 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
   private denoiseStep(latents: dt.Tensor, t: number, context: dt.Tensor, pooled: dt.Tensor, cfg: boolean, guidanceScale: number): dt.Tensor {
     const stacked = cfg ? dt.cat([latents, latents], 0) : latents;
     const input = stacked.redistribute(context.placements);
-    const prediction = this.transformer.forward(input, { encoderHiddenStates: context, pooledProjections: pooled, timestep: t });
+    // the model's part of the step is cut off from the scheduler's, whose sigmas differ per step
+    const prediction = dt.graph.step(() => this.transformer.forward(input, { encoderHiddenStates: context, pooledProjections: pooled, timestep: t }));
     let noise = prediction.redistribute(prediction.placements.map(() => dt.Replicate()));
     if (cfg) {
       const [uncond, text] = noise.chunk(2, 0) as [dt.Tensor, dt.Tensor];

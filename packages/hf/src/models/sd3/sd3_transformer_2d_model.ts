@@ -207,7 +207,8 @@ function onMesh(name: string, value: unknown, mesh: dt.DeviceMesh): dt.Tensor {
 function timestepTensor(value: unknown, batch: number, latent: dt.Tensor): dt.Tensor {
   const placements = latent.placements.map((p) => (p.isShard(0) ? dt.Shard(0) : dt.Replicate()));
   const options = { mesh: latent.mesh, placements, dtype: 'float32' as const };
-  if (typeof value === 'number' && Number.isFinite(value)) return dt.full([batch], value, options);
+  // a number travels as data, not as an op attribute: each denoising step records the same ops
+  if (typeof value === 'number' && Number.isFinite(value)) return dt.tensor(new Array<number>(batch).fill(value), options);
   if (Array.isArray(value) && value.length === batch && value.every((v) => typeof v === 'number' && Number.isFinite(v))) return dt.tensor(value as number[], options);
   if (value instanceof dt.Tensor) {
     if (!value.mesh.equals(latent.mesh)) throw new DTorchError(ErrorCode.MeshMismatch, `${what}: timestep is on ${value.mesh} but the model on ${latent.mesh}; create it on the model's mesh`);

@@ -1,0 +1,363 @@
+#include "core/kernel_stream/graph_replays.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "common/log.h"
+#include "core/operators/op.h"
+#include "external/cuda/cuda_graph.h"
+#include "external/cuda/device_sync.h"
+
+namespace dtorch::core {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+// A node a CUDA graph can hold: its kernel only queues work on the worker's compute stream.
+bool capturable(const Kernel& k) {
+  if (k.kind != Kernel::Kind::kRun) return false;
+  const Node& node = *k.node;
+  return !node.state && !node.op->communicates && !node.op->receivesFromInputMesh && !node.op->hostSide &&
+         !node.hostData.defined();
+}
+
+}  // namespace
+
+// What one occurrence of a span reads and hands on, found by walking its kernels.
+struct GraphReplays::Layout {
+  uint64_t structure = 0;             // the kernels' nodes and ranks, and where tensors made here are freed
+  std::vector<int64_t> inputs;        // tensors from outside the span, in order of first use
+  std::vector<int64_t> outputs;       // tensors made here and not freed here, in order made
+  std::vector<bool> outputMarked;     // a communicating op later in the segment reads it
+  std::vector<const TensorMeta*> outputMetas;  // its whole tensor's meta (an upper bound of the piece here)
+  std::vector<int64_t> outsideFrees;  // frees of tensors from outside, done after the span runs
+  int computeKernels = 0;
+  common::IdMap<int> made{64};        // id -> output slot (-1: freed in the span)
+  common::IdMap<char> seen{64};       // outside inputs already listed
+};
+
+// One captured graph of a span.
+struct GraphReplays::Graph {
+  std::unique_ptr<external::cuda::CapturedGraph> graph;
+  std::vector<bool> fixed;            // per input slot
+  std::vector<int64_t> fixedIds;      // per input slot: the tensor read in place (0: a changing input)
+  std::vector<at::Tensor> inputs;     // per input slot: the fixed tensor, or the buffer copied into
+  std::vector<at::Tensor> outputs;    // per output slot, in the pool: valid until the next replay
+  int64_t bytes = 0;
+  uint64_t lastUse = 0;
+};
+
+struct GraphReplays::Span {
+  uint64_t structure = 0;
+  bool eager = false;  // a capture failed: it runs kernel by kernel from now on
+  uint64_t lastUse = 0;
+  bool seen = false;
+  uint64_t firstBatch = 0;  // the worker's batch when it was first seen
+  std::vector<std::unique_ptr<Graph>> graphs;
+};
+
+GraphReplays::GraphReplays(const Device& device, GraphCounters& counters)
+    : device_(device), counters_(counters), layout_(std::make_unique<Layout>()) {
+  try {
+    active_ = device.kind == DeviceKind::kCuda && external::cuda::canCapture();
+  } catch (const std::exception& e) {  // a GPU this thread could not take: its kernels report that
+    active_ = false;
+  }
+}
+
+GraphReplays::~GraphReplays() { clear(); }
+
+void GraphReplays::clear() {
+  for (auto& [key, span] : spans_) {
+    while (!span->graphs.empty()) dropGraph(*span, span->graphs.size() - 1);
+  }
+  spans_.clear();
+  fixedUsers_.clear();
+}
+
+void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans) const {
+  spans.clear();
+  const auto& kernels = batch.kernels;
+  size_t i = 0;
+  while (i < kernels.size()) {
+    if (!capturable(kernels[i])) {
+      ++i;
+      continue;
+    }
+    // from a capturable compute kernel through the frees and capturable kernels after it
+    size_t end = i;
+    int compute = 0;
+    while (end < kernels.size() && (kernels[end].kind == Kernel::Kind::kFree || capturable(kernels[end]))) {
+      compute += kernels[end].kind == Kernel::Kind::kRun;
+      ++end;
+    }
+    if (compute >= kMinKernels) spans.emplace_back(i, end);
+    i = end;
+  }
+}
+
+void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
+  Layout& l = *layout_;
+  l.structure = 0;
+  l.inputs.clear();
+  l.outputs.clear();
+  l.outputMarked.clear();
+  l.outputMetas.clear();
+  l.outsideFrees.clear();
+  l.computeKernels = 0;
+  l.made.clear();
+  l.seen.clear();
+  const Node* first = batch.segment->nodes.data();
+  for (size_t i = begin; i < end; ++i) {
+    const Kernel& k = batch.kernels[i];
+    if (k.kind == Kernel::Kind::kRun) {
+      const Node& node = *k.node;
+      l.structure = mix(mix(l.structure, static_cast<uint64_t>(&node - first)), static_cast<uint64_t>(k.rank));
+      for (int64_t id : node.inputs) {
+        if (!l.made.contains(id) && !l.seen.contains(id)) {
+          l.seen.put(id, 1);
+          l.inputs.push_back(id);
+        }
+      }
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        l.made.put(node.outputs[o], static_cast<int>(l.outputs.size()));
+        l.outputs.push_back(node.outputs[o]);
+        l.outputMarked.push_back(k.markMade);
+        l.outputMetas.push_back(&node.outputMetas[o]);
+      }
+      ++l.computeKernels;
+    } else {  // a free
+      if (int* slot = l.made.find(k.id)) {
+        l.structure = mix(l.structure, ~static_cast<uint64_t>(*slot));
+        l.outputs[*slot] = 0;  // not handed on
+      } else {
+        l.outsideFrees.push_back(k.id);
+      }
+    }
+  }
+  // keep the outputs handed on, in order
+  size_t kept = 0;
+  for (size_t i = 0; i < l.outputs.size(); ++i) {
+    if (l.outputs[i] == 0) continue;
+    l.outputs[kept] = l.outputs[i];
+    l.outputMarked[kept] = l.outputMarked[i];
+    l.outputMetas[kept] = l.outputMetas[i];
+    ++kept;
+  }
+  l.outputs.resize(kept);
+  l.outputMarked.resize(kept);
+  l.outputMetas.resize(kept);
+}
+
+int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
+  if (!active_ || batch.signature.nodes == 0) return -1;
+  analyse(batch, begin, end);
+  const Layout& l = *layout_;
+  // every input must be here and healthy: an upstream failure flows through kernel by kernel
+  for (int64_t id : l.inputs) {
+    const Blob* blob = blobs.find(id);
+    if (!blob || blob->error || !blob->tensor.defined() || !blob->tensor.is_cuda()) return -1;
+  }
+  const uint64_t key = mix(mix(batch.signature.hash, batch.signature.check), begin);
+  auto found = spans_.find(key);
+  if (found == spans_.end()) {
+    if (spans_.size() >= kCapacity) forgetLeastRecent();
+    found = spans_.emplace(key, std::make_unique<Span>()).first;
+  }
+  Span& span = *found->second;
+  if (span.structure != l.structure) {  // another lowering of the same segment: start over
+    while (!span.graphs.empty()) dropGraph(span, span.graphs.size() - 1);
+    span.seen = false;
+    span.eager = false;
+    span.structure = l.structure;
+  }
+  span.lastUse = ++clock_;
+  if (span.eager) return -1;
+
+  // a graph whose fixed inputs are the ones read now
+  for (auto& graph : span.graphs) {
+    bool matches = true;
+    for (size_t s = 0; s < l.inputs.size() && matches; ++s) matches = !graph->fixed[s] || graph->fixedIds[s] == l.inputs[s];
+    if (!matches) continue;
+    graph->lastUse = clock_;
+    replay(*graph, blobs);  // may drop the graph itself (a fixed input's last use): not touched after
+    return l.computeKernels;
+  }
+
+  // none: capture one, once the span was seen before. Inputs made before its first run (weights,
+  // the prompt's embeddings) are read in place; those made since (this step's latents, the
+  // previous span's output) are copied in before each replay.
+  if (!span.seen) {
+    span.seen = true;
+    span.firstBatch = external::cuda::batchesEnded();
+    return -1;  // first seen: it runs as it is
+  }
+  std::vector<bool> fixed(l.inputs.size());
+  int64_t copied = 0;  // what each replay would copy in and out
+  for (size_t s = 0; s < l.inputs.size(); ++s) {
+    const Blob* blob = blobs.find(l.inputs[s]);
+    fixed[s] = blob->batch < span.firstBatch;
+    if (!fixed[s]) copied += static_cast<int64_t>(blob->tensor.nbytes());
+  }
+  for (const TensorMeta* meta : l.outputMetas) copied += meta->nbytes();
+  if (copied > kMaxCopiedBytes) {
+    span.eager = true;  // its kernels are large: launches are not what it costs
+    return -1;
+  }
+  if (span.graphs.size() >= kMaxVariants) {
+    size_t oldest = 0;
+    for (size_t g = 1; g < span.graphs.size(); ++g) oldest = span.graphs[g]->lastUse < span.graphs[oldest]->lastUse ? g : oldest;
+    dropGraph(span, oldest);
+  }
+  auto graph = std::make_unique<Graph>();
+  graph->fixed = std::move(fixed);
+  span.graphs.push_back(std::move(graph));
+  if (!capture(span, batch, begin, end, blobs)) {
+    span.graphs.pop_back();
+    span.eager = true;
+    counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  return l.computeKernels;
+}
+
+bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
+  const Layout& l = *layout_;
+  Graph& g = *span.graphs.back();
+  g.fixedIds.assign(l.inputs.size(), 0);
+  g.inputs.resize(l.inputs.size());
+  // The capture runs against a table of its own: the worker's blobs stay as they were, so a
+  // failed capture leaves everything for the kernel-by-kernel run.
+  std::atomic<int64_t> scratchBytes{0}, scratchPeak{0};
+  BlobTable scratch(scratchBytes, scratchPeak);
+  int64_t bufferBytes = 0;
+  try {
+    for (size_t s = 0; s < l.inputs.size(); ++s) {
+      const at::Tensor& t = settledBlob(blobs, l.inputs[s])->tensor;
+      if (g.fixed[s]) {
+        g.fixedIds[s] = l.inputs[s];
+        g.inputs[s] = t;
+      } else {
+        // the same layout where it can be had, so the kernels captured see what they saw eagerly
+        g.inputs[s] = t.is_non_overlapping_and_dense() ? at::empty_strided(t.sizes(), t.strides(), t.options()) : at::empty_like(t, at::MemoryFormat::Contiguous);
+        g.inputs[s].copy_(t);
+        bufferBytes += static_cast<int64_t>(g.inputs[s].nbytes());
+      }
+      scratch.put(l.inputs[s], Blob{g.inputs[s], nullptr, nullptr, nullptr, 0, nullptr});
+    }
+    external::cuda::GraphCapture capturing;
+    for (size_t i = begin; i < end; ++i) {
+      const Kernel& k = batch.kernels[i];
+      if (k.kind == Kernel::Kind::kFree) {
+        scratch.erase(k.id);
+        continue;
+      }
+      Kernel quiet = k;
+      quiet.markMade = false;  // an event recorded inside a capture means nothing outside it
+      executeKernel(quiet, scratch, device_);
+      const Blob* out = k.node->outputs.empty() ? nullptr : scratch.find(k.node->outputs[0]);
+      if (out && out->error) {
+        common::fail(common::code::kInternal, std::string(k.node->op->name) + " could not be captured: " + out->error->message);
+      }
+    }
+    g.graph = capturing.finish();
+    g.outputs.resize(l.outputs.size());
+    for (size_t o = 0; o < l.outputs.size(); ++o) g.outputs[o] = scratch.find(l.outputs[o])->tensor;
+  } catch (const std::exception& e) {
+    // the first time on this worker as a warning (graphs are a large part of the speed), then quietly
+    DTORCH_LOG(counters_.fallbacks.load(std::memory_order_relaxed) == 0 ? common::LogLevel::kWarn : common::LogLevel::kDebug,
+               "worker " << device_.name() << ": a span of " << l.computeKernels
+                         << " kernels runs without a CUDA graph (DTORCH_GRAPHS=0 turns graphs off): " << e.what());
+    g.graph.reset();
+    return false;
+  }
+  g.bytes = g.graph->poolBytes() + bufferBytes;
+  g.lastUse = clock_;
+  counters_.captured.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(g.bytes, std::memory_order_relaxed);
+  counters_.live.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t key = mix(mix(batch.signature.hash, batch.signature.check), begin);
+  for (size_t s = 0; s < l.inputs.size(); ++s) {
+    if (g.fixed[s]) fixedUsers_[l.inputs[s]].emplace_back(key, &g);
+  }
+  g.graph->replay();  // this occurrence's own run (the capture only recorded it)
+  publish(g, blobs);   // may drop the graph itself: not touched after
+  return true;
+}
+
+void GraphReplays::replay(Graph& g, BlobTable& blobs) {
+  const Layout& l = *layout_;
+  for (size_t s = 0; s < l.inputs.size(); ++s) {
+    const Blob* blob = settledBlob(blobs, l.inputs[s]);
+    if (!g.fixed[s]) g.inputs[s].copy_(blob->tensor);
+  }
+  g.graph->replay();
+  publish(g, blobs);
+}
+
+// Hands this run's outputs to the worker (copied out of the pool, which the next replay reuses)
+// and does the span's frees of outside tensors, now that the work reading them is queued.
+void GraphReplays::publish(Graph& g, BlobTable& blobs) {
+  const Layout& l = *layout_;
+  const uint64_t batch = external::cuda::batchesEnded();
+  for (size_t o = 0; o < l.outputs.size(); ++o) {
+    at::Tensor out = g.outputs[o].clone();
+    std::shared_ptr<void> made = l.outputMarked[o] ? external::cuda::markReady(out) : nullptr;
+    blobs.put(l.outputs[o], Blob{std::move(out), nullptr, nullptr, nullptr, batch, std::move(made)});
+  }
+  for (int64_t id : l.outsideFrees) {
+    blobs.erase(id);
+    released(id);
+  }
+  counters_.replays.fetch_add(1, std::memory_order_relaxed);
+  counters_.replayedKernels.fetch_add(l.computeKernels, std::memory_order_relaxed);
+}
+
+void GraphReplays::dropGraph(Span& span, size_t index) {
+  const Graph* g = span.graphs[index].get();
+  for (size_t s = 0; s < g->fixed.size(); ++s) {
+    if (!g->fixed[s]) continue;
+    auto users = fixedUsers_.find(g->fixedIds[s]);
+    if (users == fixedUsers_.end()) continue;
+    auto& list = users->second;
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& u) { return u.second == g; }), list.end());
+    if (list.empty()) fixedUsers_.erase(users);
+  }
+  if (g->graph) {
+    counters_.bytes.fetch_sub(g->bytes, std::memory_order_relaxed);
+    counters_.live.fetch_sub(1, std::memory_order_relaxed);
+  }
+  span.graphs.erase(span.graphs.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void GraphReplays::dropUsersOf(int64_t id) {
+  auto users = fixedUsers_.find(id);
+  if (users == fixedUsers_.end()) return;
+  const auto list = users->second;  // dropGraph edits the index
+  for (const auto& [key, graph] : list) {
+    auto span = spans_.find(key);
+    if (span == spans_.end()) continue;
+    auto& graphs = span->second->graphs;
+    for (size_t g = 0; g < graphs.size(); ++g) {
+      if (graphs[g].get() == graph) {
+        dropGraph(*span->second, g);
+        break;
+      }
+    }
+  }
+}
+
+void GraphReplays::forgetLeastRecent() {
+  auto oldest = spans_.begin();
+  for (auto it = spans_.begin(); it != spans_.end(); ++it) oldest = it->second->lastUse < oldest->second->lastUse ? it : oldest;
+  while (!oldest->second->graphs.empty()) dropGraph(*oldest->second, oldest->second->graphs.size() - 1);
+  spans_.erase(oldest);
+}
+
+}  // namespace dtorch::core
