@@ -47,6 +47,7 @@ struct GraphReplays::Graph {
   std::unique_ptr<external::cuda::CapturedGraph> graph;
   std::vector<bool> fixed;            // per input slot
   std::vector<int64_t> fixedIds;      // per input slot: the tensor read in place (0: a changing input)
+  std::vector<int64_t> copiedIds;     // per changing input slot: the tensor its buffer holds now
   std::vector<at::Tensor> inputs;     // per input slot: the fixed tensor, or the buffer copied into
   std::vector<at::Tensor> outputs;    // per output slot, in the pool: valid until the next replay
   int64_t bytes = 0;
@@ -231,6 +232,7 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
   const Layout& l = *layout_;
   Graph& g = *span.graphs.back();
   g.fixedIds.assign(l.inputs.size(), 0);
+  g.copiedIds.assign(l.inputs.size(), 0);
   g.inputs.resize(l.inputs.size());
   // The capture runs against a table of its own: the worker's blobs stay as they were, so a
   // failed capture leaves everything for the kernel-by-kernel run.
@@ -247,6 +249,7 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
         // the same layout where it can be had, so the kernels captured see what they saw eagerly
         g.inputs[s] = t.is_non_overlapping_and_dense() ? at::empty_strided(t.sizes(), t.strides(), t.options()) : at::empty_like(t, at::MemoryFormat::Contiguous);
         g.inputs[s].copy_(t);
+        g.copiedIds[s] = l.inputs[s];
         bufferBytes += static_cast<int64_t>(g.inputs[s].nbytes());
       }
       scratch.put(l.inputs[s], Blob{g.inputs[s], nullptr, nullptr, nullptr, 0, nullptr});
@@ -295,7 +298,11 @@ void GraphReplays::replay(Graph& g, BlobTable& blobs) {
   const Layout& l = *layout_;
   for (size_t s = 0; s < l.inputs.size(); ++s) {
     const Blob* blob = settledBlob(blobs, l.inputs[s]);
-    if (!g.fixed[s]) g.inputs[s].copy_(blob->tensor);
+    // a tensor never changes, and the graph never writes its input buffers: the same tensor as
+    // last time (a weight made after the span first ran) is there already
+    if (g.fixed[s] || g.copiedIds[s] == l.inputs[s]) continue;
+    g.inputs[s].copy_(blob->tensor);
+    g.copiedIds[s] = l.inputs[s];
   }
   g.graph->replay();
   publish(g, blobs);

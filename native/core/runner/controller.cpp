@@ -14,10 +14,7 @@
 namespace dtorch::core {
 
 Controller::Controller(const MeshTable& meshes, WorkerPool& workers)
-    : meshes_(meshes),
-      workers_(workers),
-      scratch_(std::make_unique<PlanScratch>()),
-      thread_([this] { loop(); }) {}
+    : meshes_(meshes), workers_(workers), scratch_(std::make_unique<PlanScratch>()), thread_([this] { loop(); }) {}
 
 Controller::~Controller() { stop(); }
 
