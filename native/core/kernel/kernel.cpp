@@ -18,11 +18,6 @@ c10::Device torchDevice(const Device& d) {
   return d.kind == DeviceKind::kCpu ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d.index));
 }
 
-std::string describe(const std::exception& e) {
-  if (auto* c10err = dynamic_cast<const c10::Error*>(&e)) return c10err->what_without_backtrace();
-  return e.what();
-}
-
 void poisonOutputs(const Node& node, BlobTable& blobs, std::shared_ptr<const KernelError> error) {
   for (int64_t id : node.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr, nullptr, external::cuda::kCurrentBatch, nullptr});
 }
@@ -116,8 +111,8 @@ void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
     }
     checkOutputs(ctx);
   } catch (const std::exception& e) {
-    DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << describe(e));
-    poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), describe(e), node.seq, kernelErrorCode(e)}));
+    DTORCH_LOG(common::LogLevel::kDebug, "kernel " << node.op->name << " #" << node.seq << " failed: " << errorText(e));
+    poisonOutputs(node, blobs, std::make_shared<KernelError>(KernelError{std::string(node.op->name), errorText(e), node.seq, kernelErrorCode(e)}));
     return;
   }
   if (reuse) blobs.erase(node.inputs[0]);  // its buffer now belongs to the output
@@ -166,7 +161,7 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
       result.ok = false;
       result.code = common::code::kKernelFailed;
       result.op = "fetch";
-      result.message = describe(e);
+      result.message = errorText(e);
       result.seq = node.seq;
     }
   }
@@ -199,6 +194,11 @@ void runSend(const Kernel& k, BlobTable& blobs) {
 }
 
 }  // namespace
+
+std::string errorText(const std::exception& e) {
+  if (auto* c10err = dynamic_cast<const c10::Error*>(&e)) return c10err->what_without_backtrace();
+  return e.what();
+}
 
 const Blob* settledBlob(BlobTable& blobs, int64_t id) {
   Blob* blob = blobs.findMutable(id);

@@ -1,7 +1,9 @@
 // Kernel: one rank's share of one node, as the controller queues it on a worker.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/graph/segment.h"
@@ -43,5 +45,7 @@ void cancelKernel(const Kernel& kernel, const std::shared_ptr<const KernelError>
 // The blob of `id` (null if absent), ready for this worker's current stream: a tensor still being
 // written on the communication stream is waited for once (later readers are ordered after it).
 const Blob* settledBlob(BlobTable& blobs, int64_t id);
+// What an exception a kernel threw says, without LibTorch's backtrace.
+std::string errorText(const std::exception& e);
 
 }  // namespace dtorch::core

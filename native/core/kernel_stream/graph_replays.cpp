@@ -38,6 +38,7 @@ struct GraphReplays::Layout {
   std::vector<const TensorMeta*> outputMetas;  // its whole tensor's meta (an upper bound of the piece here)
   std::vector<int64_t> outsideFrees;  // frees of tensors from outside, done after the span runs
   int computeKernels = 0;
+  const Node* firstNode = nullptr;    // of its first compute kernel (a failed replay names it)
   common::IdMap<int> made{64};        // id -> output slot (-1: freed in the span)
   common::IdMap<char> seen{64};       // outside inputs already listed
 };
@@ -112,6 +113,7 @@ void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
   l.outputMetas.clear();
   l.outsideFrees.clear();
   l.computeKernels = 0;
+  l.firstNode = nullptr;
   l.made.clear();
   l.seen.clear();
   const Node* first = batch.segment->nodes.data();
@@ -119,6 +121,7 @@ void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
     const Kernel& k = batch.kernels[i];
     if (k.kind == Kernel::Kind::kRun) {
       const Node& node = *k.node;
+      if (!l.firstNode) l.firstNode = &node;
       l.structure = mix(mix(l.structure, static_cast<uint64_t>(&node - first)), static_cast<uint64_t>(k.rank));
       for (int64_t id : node.inputs) {
         if (!l.made.contains(id) && !l.seen.contains(id)) {
@@ -225,6 +228,7 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
+  replay(*span.graphs.back(), blobs);  // this occurrence's own run: the capture only recorded it
   return l.computeKernels;
 }
 
@@ -276,7 +280,7 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
     // the first time on this worker as a warning (graphs are a large part of the speed), then quietly
     DTORCH_LOG(counters_.fallbacks.load(std::memory_order_relaxed) == 0 ? common::LogLevel::kWarn : common::LogLevel::kDebug,
                "worker " << device_.name() << ": a span of " << l.computeKernels
-                         << " kernels runs without a CUDA graph (DTORCH_GRAPHS=0 turns graphs off): " << e.what());
+                         << " kernels runs without a CUDA graph (DTORCH_GRAPHS=0 turns graphs off): " << errorText(e));
     g.graph.reset();
     return false;
   }
@@ -289,34 +293,41 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
   for (size_t s = 0; s < l.inputs.size(); ++s) {
     if (g.fixed[s]) fixedUsers_[l.inputs[s]].emplace_back(key, &g);
   }
-  g.graph->replay();  // this occurrence's own run (the capture only recorded it)
-  publish(g, blobs);   // may drop the graph itself: not touched after
   return true;
 }
 
+// Runs `g` on this occurrence's inputs, hands its outputs on (copied out of the pool, which the
+// next replay reuses), then does the span's frees of outside tensors, now that the work reading
+// them is queued (which may drop `g` itself: it is not touched after). A copy or a launch that
+// fails rejects what the span makes, naming its first op, as a failed kernel does.
 void GraphReplays::replay(Graph& g, BlobTable& blobs) {
   const Layout& l = *layout_;
-  for (size_t s = 0; s < l.inputs.size(); ++s) {
-    const Blob* blob = settledBlob(blobs, l.inputs[s]);
-    // a tensor never changes, and the graph never writes its input buffers: the same tensor as
-    // last time (a weight made after the span first ran) is there already
-    if (g.fixed[s] || g.copiedIds[s] == l.inputs[s]) continue;
-    g.inputs[s].copy_(blob->tensor);
-    g.copiedIds[s] = l.inputs[s];
-  }
-  g.graph->replay();
-  publish(g, blobs);
-}
-
-// Hands this run's outputs to the worker (copied out of the pool, which the next replay reuses)
-// and does the span's frees of outside tensors, now that the work reading them is queued.
-void GraphReplays::publish(Graph& g, BlobTable& blobs) {
-  const Layout& l = *layout_;
-  const uint64_t batch = external::cuda::batchesEnded();
-  for (size_t o = 0; o < l.outputs.size(); ++o) {
-    at::Tensor out = g.outputs[o].clone();
-    std::shared_ptr<void> made = l.outputMarked[o] ? external::cuda::markReady(out) : nullptr;
-    blobs.put(l.outputs[o], Blob{std::move(out), nullptr, nullptr, nullptr, batch, std::move(made)});
+  try {
+    for (size_t s = 0; s < l.inputs.size(); ++s) {
+      const Blob* blob = settledBlob(blobs, l.inputs[s]);
+      // a tensor never changes, and the graph never writes its input buffers: the same tensor as
+      // last time (a weight made after the span first ran) is there already
+      if (g.fixed[s] || g.copiedIds[s] == l.inputs[s]) continue;
+      g.copiedIds[s] = 0;
+      g.inputs[s].copy_(blob->tensor);
+      g.copiedIds[s] = l.inputs[s];
+    }
+    g.graph->replay();
+    const uint64_t batch = external::cuda::batchesEnded();
+    for (size_t o = 0; o < l.outputs.size(); ++o) {
+      at::Tensor out = g.outputs[o].clone();
+      std::shared_ptr<void> made = l.outputMarked[o] ? external::cuda::markReady(out) : nullptr;
+      blobs.put(l.outputs[o], Blob{std::move(out), nullptr, nullptr, nullptr, batch, std::move(made)});
+    }
+  } catch (const std::exception& e) {
+    const Node& first = *l.firstNode;
+    auto error = std::make_shared<const KernelError>(KernelError{
+        std::string(first.op->name), "the CUDA graph running it and the next " + std::to_string(l.computeKernels - 1) +
+                                         " kernels failed (DTORCH_GRAPHS=0 runs them one by one): " + errorText(e),
+        first.seq, common::code::kKernelFailed});
+    DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << ": " << error->message);
+    for (int64_t id : l.outputs) blobs.put(id, Blob{at::Tensor(), error, nullptr, nullptr, external::cuda::kCurrentBatch, nullptr});
+    counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
   for (int64_t id : l.outsideFrees) {
     blobs.erase(id);
