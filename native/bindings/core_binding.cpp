@@ -512,6 +512,7 @@ Napi::Value graphStats(const Napi::CallbackInfo& info) {
     out.Set("repeats", static_cast<double>(s.repeats));
     out.Set("repeatedNodes", static_cast<double>(s.repeatedNodes));
     out.Set("distinct", static_cast<double>(s.distinct));
+    out.Set("reusedLowerings", static_cast<double>(s.reusedLowerings));
     int64_t captured = 0, replays = 0, replayedKernels = 0, fallbacks = 0, bytes = 0, live = 0;
     for (const core::WorkerInfo& w : engine(info.Env()).workers()) {
       captured += w.graphsCaptured, replays += w.graphReplays, replayedKernels += w.graphReplayedKernels;

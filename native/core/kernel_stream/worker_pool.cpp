@@ -35,6 +35,11 @@ const std::vector<Worker*>& WorkerPool::workersOf(int meshId) const {
   return meshWorkers_.at(meshId);
 }
 
+size_t WorkerPool::count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return byDevice_.size();
+}
+
 std::vector<Worker*> WorkerPool::all() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Worker*> workers;

@@ -18,6 +18,7 @@ class WorkerPool {
   void registerMesh(const DeviceMesh& mesh);
   const std::vector<Worker*>& workersOf(int meshId) const;
   std::vector<Worker*> all() const;
+  size_t count() const;  // how many all() gives
   void stopAll();
   // Every worker skips what is queued (Worker::abandon).
   void abandonAll();

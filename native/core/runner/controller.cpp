@@ -53,9 +53,9 @@ void Controller::loop() {
     }
     if (segment) {
       // signed as recorded, before any rewrite; an unsigned batch (nodes == 0) is never replayed
-      const SegmentSignature signature = graphs() ? repeats_.note(*segment) : SegmentSignature{};
+      const RepeatedSegments::Noted noted = graphs() ? repeats_.note(*segment) : RepeatedSegments::Noted{};
       fusion_.fuse(*segment);
-      lower(segment, signature);
+      lower(segment, noted.signature, noted.repeat);
       retired_.push_back(std::move(segment));
     }
     sweepRetired();
@@ -101,6 +101,7 @@ struct SegmentPlan {
 struct Controller::PlanScratch {
   common::IdMap<char> released, readLater, neverAllocated, readByCollective;
   common::IdMap<int> lastTouch;  // last node index that writes or reads the id
+  common::IdMap<int> releaseIndex;  // a lowering being cached: the release node of each freed id
   void clear() {
     released.clear();
     readLater.clear();
@@ -165,7 +166,55 @@ SegmentPlan plan(const Segment& segment, Controller::PlanScratch& s) {
 
 }  // namespace
 
-void Controller::lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature) {
+namespace {
+
+// What decides a segment's lowering beyond its signature: the nodes as fusion left them, the
+// meshes of the releases the signature leaves out (tensors from outside that the segment never
+// read: they are freed first, on their mesh's ranks), and how many workers a sync waits for.
+uint64_t loweringKey(const Segment& segment, const SegmentSignature& signature, size_t workers) {
+  uint64_t h = signature.hash ^ (signature.check * 0x9e3779b97f4a7c15ull) ^ (workers << 48) ^ segment.nodes.size();
+  const auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+  for (const Node& node : segment.nodes) {
+    mix(static_cast<uint64_t>(node.kind));
+    if (node.kind == NodeKind::kCompute) mix(reinterpret_cast<uintptr_t>(node.op));
+    else if (node.kind == NodeKind::kRelease) mix(static_cast<uint64_t>(node.meshId));
+  }
+  return h;
+}
+
+}  // namespace
+
+void Controller::lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached) {
+  const auto& nodes = segment->nodes;
+  for (uint32_t i : cached.syncs) {
+    const size_t all = workers_.count();
+    nodes[i].completion->remaining.store(static_cast<int>(all));
+    if (all == 0) nodes[i].completion->deliver(FetchResult{});
+  }
+  for (const auto& [worker, kernels] : cached.batches) {
+    KernelBatch batch;
+    batch.segment = segment;
+    batch.signature = signature;
+    batch.kernels.reserve(kernels.size());
+    for (const CachedKernel& c : kernels) {
+      Kernel& k = batch.kernels.emplace_back(c.kernel);
+      if (c.node != CachedKernel::kNone) k.node = &nodes[c.node];
+      if (c.release != CachedKernel::kNone) k.id = nodes[c.release].outputs[0];
+    }
+    worker->push(std::move(batch));
+  }
+}
+
+void Controller::lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, bool repeat) {
+  // a repeat lowered before with the same key gets the same kernels, rebound to its nodes
+  const uint64_t key = repeat ? loweringKey(*segment, signature, workers_.count()) : 0;
+  if (repeat) {
+    if (const CachedLowering* cached = lowerings_.find(key)) {
+      lowerAgain(segment, signature, *cached);
+      reusedLowerings_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
   const SegmentPlan rewrite = plan(*segment, *scratch_);
   std::unordered_map<Worker*, KernelBatch> batches;
   // A rank on another node of a cluster has no worker here (null): that node lowers it.
@@ -226,6 +275,26 @@ void Controller::lower(const std::shared_ptr<const Segment>& segment, const Segm
       case NodeKind::kRelease: break;  // placed by the plan
     }
     emitFrees(rewrite.freeAfter[i + 1]);
+  }
+  if (repeat) {  // kept for the next time this segment comes (the first repeat is lowered as new)
+    CachedLowering cached;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].kind == NodeKind::kSync) cached.syncs.push_back(static_cast<uint32_t>(i));
+      if (nodes[i].kind == NodeKind::kRelease) scratch_->releaseIndex.put(nodes[i].outputs[0], static_cast<int>(i));
+    }
+    for (const auto& [worker, batch] : batches) {
+      auto& kernels = cached.batches.emplace_back(worker, std::vector<CachedKernel>()).second;
+      kernels.reserve(batch.kernels.size());
+      for (const Kernel& k : batch.kernels) {
+        CachedKernel& c = kernels.emplace_back(CachedKernel{k});
+        if (k.node) c.node = static_cast<uint32_t>(k.node - nodes.data());
+        if (k.kind == Kernel::Kind::kFree) c.release = static_cast<uint32_t>(*scratch_->releaseIndex.find(k.id));
+        c.kernel.node = nullptr;
+        c.kernel.id = 0;
+      }
+    }
+    scratch_->releaseIndex.clear();
+    lowerings_.put(key, std::move(cached));
   }
   for (auto& [worker, batch] : batches) worker->push(std::move(batch));
   DTORCH_LOG(common::LogLevel::kDebug, "controller lowered a segment of " << nodes.size() << " nodes to "

@@ -16,6 +16,7 @@
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
 #include "core/runner/fusion.h"
+#include "core/runner/lowering_cache.h"
 #include "core/runner/repeated_segments.h"
 
 namespace dtorch::core {
@@ -30,7 +31,11 @@ class Controller {
   std::shared_ptr<Segment> takeSpare();
   void stop();
   // What the controller recognised of the segments it lowered (any thread).
-  RepeatStats repeatStats() const { return repeats_.stats(); }
+  RepeatStats repeatStats() const {
+    RepeatStats stats = repeats_.stats();
+    stats.reusedLowerings = reusedLowerings_.load(std::memory_order_relaxed);
+    return stats;
+  }
   // Recognising (and so replaying) repeated segments: as DTORCH_GRAPHS says until switched (any thread).
   void setGraphs(bool on) { graphsSwitched_.store(on ? 1 : 0, std::memory_order_relaxed); }
   bool graphs() const {
@@ -41,7 +46,10 @@ class Controller {
 
  private:
   void loop();
-  void lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature);
+  // `repeat`: the signature was seen before, so a lowering of it may be cached (lowering_cache.h).
+  void lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, bool repeat);
+  // Queues a cached lowering's kernels rebound to `segment`'s nodes.
+  void lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached);
   // Drops lowered segments no worker holds any more, so their nodes are destroyed here rather
   // than on a worker's hot path.
   void sweepRetired();
@@ -51,6 +59,8 @@ class Controller {
   std::unique_ptr<PlanScratch> scratch_;  // controller thread only
   SegmentFusion fusion_;                  // controller thread only
   RepeatedSegments repeats_;              // noted on the controller thread
+  LoweringCache lowerings_;               // controller thread only
+  std::atomic<int64_t> reusedLowerings_{0};
   std::atomic<int> graphsSwitched_{-1};  // -1: not switched; the settings are read lazily, once checked
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -2,7 +2,7 @@
 
 namespace dtorch::core {
 
-SegmentSignature RepeatedSegments::note(const Segment& segment) {
+RepeatedSegments::Noted RepeatedSegments::note(const Segment& segment) {
   const int64_t n = static_cast<int64_t>(segment.nodes.size());
   segments_.fetch_add(1, std::memory_order_relaxed);
   nodes_.fetch_add(n, std::memory_order_relaxed);
@@ -13,7 +13,7 @@ SegmentSignature RepeatedSegments::note(const Segment& segment) {
       recent_.splice(recent_.begin(), recent_, it->second);  // most recent first
       repeats_.fetch_add(1, std::memory_order_relaxed);
       repeatedNodes_.fetch_add(n, std::memory_order_relaxed);
-      return sig;
+      return {sig, true};
     }
   }
   recent_.push_front(sig);
@@ -30,12 +30,12 @@ SegmentSignature RepeatedSegments::note(const Segment& segment) {
     recent_.pop_back();
   }
   distinct_.store(static_cast<int64_t>(recent_.size()), std::memory_order_relaxed);
-  return sig;
+  return {sig, false};
 }
 
 RepeatStats RepeatedSegments::stats() const {
   return {segments_.load(std::memory_order_relaxed), nodes_.load(std::memory_order_relaxed), repeats_.load(std::memory_order_relaxed),
-          repeatedNodes_.load(std::memory_order_relaxed), distinct_.load(std::memory_order_relaxed)};
+          repeatedNodes_.load(std::memory_order_relaxed), distinct_.load(std::memory_order_relaxed), 0};
 }
 
 }  // namespace dtorch::core

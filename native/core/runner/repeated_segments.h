@@ -19,14 +19,19 @@ struct RepeatStats {
   int64_t repeats = 0;        // segments recognised as one seen before
   int64_t repeatedNodes = 0;  // their nodes
   int64_t distinct = 0;       // distinct segments remembered now
+  int64_t reusedLowerings = 0;  // segments lowered by reusing a repeat's kernels (lowering_cache.h)
 };
 
 class RepeatedSegments {
  public:
   static constexpr size_t kCapacity = 512;
-  // Notes a segment about to be lowered and returns its signature (counted as a repeat when it
-  // was seen before). Controller thread only.
-  SegmentSignature note(const Segment& segment);
+  struct Noted {
+    SegmentSignature signature;
+    bool repeat = false;  // seen before
+  };
+  // Notes a segment about to be lowered: its signature, and whether it was seen before (counted
+  // as a repeat). Controller thread only.
+  Noted note(const Segment& segment);
   // Any thread.
   RepeatStats stats() const;
 

@@ -194,6 +194,8 @@ export interface GraphStats {
   repeatedNodes: number;
   /** Distinct segments remembered now (at most 512, the most recent). */
   distinct: number;
+  /** Repeated segments the controller lowered by reusing the kernels it queued for them before, on every device kind. */
+  reusedLowerings: number;
   /** CUDA graphs captured, all GPU workers together (a span of a repeated segment, captured on its second run). */
   captured: number;
   /** Spans run from a CUDA graph with one launch (each capture's own first run included). */
