@@ -537,6 +537,14 @@ Napi::Value setGraphs(const Napi::CallbackInfo& info) {
   });
 }
 
+// beginCall(): the start of a top-level model call (dt.graph.beginCall, Module.call)
+Napi::Value beginCall(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().beginCall();
+    return info.Env().Undefined();
+  });
+}
+
 // beginStep(): the start or end of a step of a loop (dt.graph.step)
 Napi::Value beginStep(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
@@ -680,6 +688,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("graphStats", Napi::Function::New(env, graphStats));
   slice.Set("setGraphs", Napi::Function::New(env, setGraphs));
   slice.Set("beginStep", Napi::Function::New(env, beginStep));
+  slice.Set("beginCall", Napi::Function::New(env, beginCall));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   slice.Set("settings", Napi::Function::New(env, settings));
   slice.Set("settingsFrom", Napi::Function::New(env, settingsFrom));

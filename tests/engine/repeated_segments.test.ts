@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import * as nn from '@dtorch/nn';
 import { Transformer } from '../nn/models.js';
 import { runNode } from './run_node.js';
 
@@ -180,6 +181,39 @@ describe('repeated segments', () => {
       dt.graph.setEnabled(true);
     }
     dt.dispose([w, x]);
+  });
+
+  it("recognises a model called again and again in a loop, without marks or reads (each large call starts a step)", async () => {
+    const model = new Transformer(mesh, true);
+    const ids = dt.tensor([1, 2, 3, 4, 5, 6, 7, 8], { shape: [2, 4], dtype: 'int64', mesh });
+    const reference = model.call(ids);
+    const expected = Array.from((await reference.data()) as Float32Array);
+    reference.dispose();
+    dt.dispose(model.call(ids));
+    await dt.sync();
+    const before = dt.graph.stats();
+    const outputs: dt.Tensor[] = [];
+    for (let i = 0; i < 8; i++) outputs.push(model.call(ids)); // no read, no await, no dt.graph.step
+    const s = await statsSince(before);
+    // all but the last call's tail (which the sync's segment holds) repeat the calls before them
+    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual(s.segments - 2);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.85);
+    for (const out of outputs) expect(Array.from((await out.data()) as Float32Array)).toEqual(expected);
+    dt.dispose([...outputs, ids]);
+    model.dispose();
+  });
+
+  it('does not cut a segment at every call of a tiny layer', async () => {
+    const layer = new nn.Linear(4, 4, { mesh });
+    const x = dt.ones([2, 4], { mesh });
+    await dt.sync();
+    const before = dt.graph.stats();
+    for (let i = 0; i < 300; i++) dt.dispose(layer.call(x));
+    const s = await statsSince(before);
+    expect(s.nodes).toBeGreaterThanOrEqual(600);
+    expect(s.segments, JSON.stringify(s)).toBeLessThan(30); // about nodes / 256, not one per call
+    dt.dispose(x);
+    layer.dispose();
   });
 
   it('is off with DTORCH_GRAPHS=0', () => {

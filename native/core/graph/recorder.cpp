@@ -208,6 +208,11 @@ void Recorder::beginStep() {
   segmentLimit_ = flushThreshold_;
 }
 
+void Recorder::beginCall() {
+  if (nextSeq_ - lastCallSeq_ >= kCallStepNodes) beginStep();
+  lastCallSeq_ = nextSeq_;
+}
+
 void Recorder::flushWhenFull() {
   if (open_->nodes.size() < segmentLimit_) return;
   flush();

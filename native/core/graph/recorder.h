@@ -66,6 +66,13 @@ class Recorder {
   // came before it. Not the small first segments of a wait: in a loop the devices are busy, and
   // short batches would only hold a GPU worker back (its batches in flight are bounded).
   void beginStep();
+  // The start of a top-level model call (Module.call). When the previous one, with what the
+  // program recorded after it, took at least kCallStepNodes nodes, this is a step boundary
+  // (beginStep), so a model called again and again is cut the same way each time without a mark.
+  // Smaller calls (a tiny layer in a loop) are left to the usual limits: a flush per call would
+  // cost more than they do (4x, for a Linear of 4 features).
+  void beginCall();
+  static constexpr uint64_t kCallStepNodes = 64;
   // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
   void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }
 
@@ -109,6 +116,7 @@ class Recorder {
   int64_t liveBytes_ = 0;
   int64_t nextId_ = 1;
   uint64_t nextSeq_ = 1;
+  uint64_t lastCallSeq_ = 0;  // nextSeq_ at the last beginCall
   size_t flushThreshold_ = 256;
   // the size at which the open segment is handed over: kFirstAfterWait after a wait, doubling
   // up to flushThreshold_

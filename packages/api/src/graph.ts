@@ -32,6 +32,17 @@ export function step<T>(fn: () => T): T {
 }
 
 /**
+ * Marks the start of a top-level model call (`@dtorch/nn`'s Module.call does it). When what was
+ * recorded since the previous call's start is large (64 ops or more), the engine starts new
+ * segments here, full-sized, so that a model called again on the same shapes is cut into the
+ * same segments each time, and recognised and replayed, without a {@link step} around it.
+ * Smaller calls are left alone: a cut per call would cost more than a tiny layer does.
+ */
+export function beginCall(): void {
+  engine().beginCall();
+}
+
+/**
  * What the controller recognised of the segments it lowered since the engine started, and what
  * the GPU workers captured and replayed as CUDA graphs.
  */

@@ -163,6 +163,11 @@ export class Engine {
     this.slice.beginStep();
   }
 
+  /** The start of a top-level model call: a step boundary when the previous call (and what followed it) recorded 64 nodes or more. */
+  beginCall(): void {
+    this.slice.beginCall();
+  }
+
   /** Hands the ops recorded so far to the workers now, rather than at the end of the JS task. */
   flush(): void {
     this.slice.flush();

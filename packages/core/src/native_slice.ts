@@ -176,6 +176,8 @@ export interface CoreSlice {
   setGraphs(on: boolean): void;
   /** The start or end of a step of a loop (dt.graph.step): flushes, and the next segment starts small again. */
   beginStep(): void;
+  /** The start of a top-level model call: a step boundary when the previous call was large (64 nodes or more). */
+  beginCall(): void;
   /** The next hand-over of a segment to the controller fails with `message` (tests). */
   failNextFlush(message: string): void;
   /** This engine's side of a cluster (native/bindings/cluster_binding.cpp). */

@@ -11,6 +11,9 @@ import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDict
 const sameLayout = (a: dt.Tensor, b: dt.Tensor) =>
   a.dtype === b.dtype && a.mesh === b.mesh && a.shape.length === b.shape.length && a.shape.every((n, i) => n === b.shape[i]);
 
+// How deep the current call() is: only the outermost one may start a step.
+let callDepth = 0;
+
 /**
  * The base of every layer and model, as torch.nn.Module. Submodules and parameters are
  * registered by assigning properties; their dotted paths are the state-dict keys
@@ -31,7 +34,15 @@ export abstract class Module {
 
   /** forward(...args) inside tidy(): only the returned tensors survive. */
   call<A extends unknown[], R>(this: Module & { forward(...args: A): R }, ...args: A): R {
-    return dt.tidy(() => this.forward(...args));
+    // the outermost call may start a step (dt.graph.beginCall): a model called again on the same
+    // shapes is cut into the same segments, which the engine recognises and replays
+    if (callDepth === 0) dt.graph.beginCall();
+    callDepth++;
+    try {
+      return dt.tidy(() => this.forward(...args));
+    } finally {
+      callDepth--;
+    }
   }
 
   /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */
