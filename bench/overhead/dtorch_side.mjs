@@ -67,6 +67,9 @@ export async function runDTorchSide(iters, repeats, device = 'cpu') {
       completion_ns: +best.completionNs.toFixed(1),
     });
   }
+  // on a GPU the loop's segments are replayed as CUDA graphs: how many, over every pass
+  const graphs = dt.graph.stats();
+  for (const row of rows) Object.assign(row, { graph_replays: graphs.replays, graph_replayed_kernels: graphs.replayedKernels, reused_lowerings: graphs.reusedLowerings });
   dt.setCaptureStacks(true);
   return rows;
 }
