@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/word_hash.h"
 #include "core/operators/registry.h"
 
 namespace dtorch::core {
@@ -12,7 +13,7 @@ namespace {
 class Words {
  public:
   void add(uint64_t w) {
-    hash_ = (hash_ ^ w) * 0x100000001b3ull;
+    hash_.add(w);
     check_ = (((check_ ^ w) * 0x9e3779b97f4a7c15ull) << 31 | ((check_ ^ w) * 0x9e3779b97f4a7c15ull) >> 33) + 0x632be59bd9b4e019ull;
   }
   void addDouble(double d) {
@@ -20,11 +21,11 @@ class Words {
     std::memcpy(&bits, &d, sizeof bits);
     add(bits);
   }
-  uint64_t hash() const { return hash_; }
+  uint64_t hash() const { return hash_.value(); }
   uint64_t check() const { return check_; }
 
  private:
-  uint64_t hash_ = 0xcbf29ce484222325ull;
+  common::WordHash hash_;
   uint64_t check_ = 0x2545f4914f6cdd1dull;
 };
 

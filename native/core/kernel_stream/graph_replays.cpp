@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/log.h"
+#include "common/word_hash.h"
 #include "core/operators/op.h"
 #include "external/cuda/cuda_graph.h"
 #include "external/cuda/device_sync.h"
@@ -13,11 +14,6 @@
 namespace dtorch::core {
 
 namespace {
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
 
 // A node a CUDA graph can hold: its kernel only queues work on the worker's compute stream.
 bool capturable(const Kernel& k) {
@@ -46,7 +42,6 @@ struct GraphReplays::Layout {
 // One captured graph of a span.
 struct GraphReplays::Graph {
   std::unique_ptr<external::cuda::CapturedGraph> graph;
-  std::vector<bool> fixed;            // per input slot
   std::vector<int64_t> fixedIds;      // per input slot: the tensor read in place (0: a changing input)
   std::vector<int64_t> copiedIds;     // per changing input slot: the tensor its buffer holds now
   std::vector<at::Tensor> inputs;     // per input slot: the fixed tensor, or the buffer copied into
@@ -106,7 +101,7 @@ void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<siz
 
 void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
   Layout& l = *layout_;
-  l.structure = 0;
+  common::WordHash structure;
   l.inputs.clear();
   l.outputs.clear();
   l.outputMarked.clear();
@@ -122,7 +117,8 @@ void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
     if (k.kind == Kernel::Kind::kRun) {
       const Node& node = *k.node;
       if (!l.firstNode) l.firstNode = &node;
-      l.structure = mix(mix(l.structure, static_cast<uint64_t>(&node - first)), static_cast<uint64_t>(k.rank));
+      structure.add(static_cast<uint64_t>(&node - first));
+      structure.add(static_cast<uint64_t>(k.rank));
       for (int64_t id : node.inputs) {
         if (!l.made.contains(id) && !l.seen.contains(id)) {
           l.seen.put(id, 1);
@@ -138,7 +134,7 @@ void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
       ++l.computeKernels;
     } else {  // a free
       if (int* slot = l.made.find(k.id)) {
-        l.structure = mix(l.structure, ~static_cast<uint64_t>(*slot));
+        structure.add(~static_cast<uint64_t>(*slot));
         l.outputs[*slot] = 0;  // not handed on
       } else {
         l.outsideFrees.push_back(k.id);
@@ -157,6 +153,7 @@ void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
   l.outputs.resize(kept);
   l.outputMarked.resize(kept);
   l.outputMetas.resize(kept);
+  l.structure = structure.value();
 }
 
 int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
@@ -168,7 +165,11 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     const Blob* blob = blobs.find(id);
     if (!blob || blob->error || !blob->tensor.defined() || !blob->tensor.is_cuda()) return -1;
   }
-  const uint64_t key = mix(mix(batch.signature.hash, batch.signature.check), begin);
+  common::WordHash spanKey;  // the segment, and where in its batch the span starts
+  spanKey.add(batch.signature.hash);
+  spanKey.add(batch.signature.check);
+  spanKey.add(begin);
+  const uint64_t key = spanKey.value();
   auto found = spans_.find(key);
   if (found == spans_.end()) {
     if (spans_.size() >= kCapacity) forgetLeastRecent();
@@ -187,7 +188,7 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
   // a graph whose fixed inputs are the ones read now
   for (auto& graph : span.graphs) {
     bool matches = true;
-    for (size_t s = 0; s < l.inputs.size() && matches; ++s) matches = !graph->fixed[s] || graph->fixedIds[s] == l.inputs[s];
+    for (size_t s = 0; s < l.inputs.size() && matches; ++s) matches = graph->fixedIds[s] == 0 || graph->fixedIds[s] == l.inputs[s];
     if (!matches) continue;
     graph->lastUse = clock_;
     replay(*graph, blobs);  // may drop the graph itself (a fixed input's last use): not touched after
@@ -202,12 +203,12 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     span.firstBatch = external::cuda::batchesEnded();
     return -1;  // first seen: it runs as it is
   }
-  std::vector<bool> fixed(l.inputs.size());
+  std::vector<int64_t> fixedIds(l.inputs.size(), 0);
   int64_t copied = 0;  // what each replay would copy in and out
   for (size_t s = 0; s < l.inputs.size(); ++s) {
     const Blob* blob = blobs.find(l.inputs[s]);
-    fixed[s] = blob->batch < span.firstBatch;
-    if (!fixed[s]) copied += static_cast<int64_t>(blob->tensor.nbytes());
+    if (blob->batch < span.firstBatch) fixedIds[s] = l.inputs[s];
+    else copied += static_cast<int64_t>(blob->tensor.nbytes());
   }
   for (const TensorMeta* meta : l.outputMetas) copied += meta->nbytes();
   if (copied > kMaxCopiedBytes) {
@@ -220,9 +221,9 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     dropGraph(span, oldest);
   }
   auto graph = std::make_unique<Graph>();
-  graph->fixed = std::move(fixed);
+  graph->fixedIds = std::move(fixedIds);
   span.graphs.push_back(std::move(graph));
-  if (!capture(span, batch, begin, end, blobs)) {
+  if (!capture(key, span, batch, begin, end, blobs)) {
     span.graphs.pop_back();
     span.eager = true;
     counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -232,10 +233,9 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
   return l.computeKernels;
 }
 
-bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
+bool GraphReplays::capture(uint64_t key, Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
   const Layout& l = *layout_;
   Graph& g = *span.graphs.back();
-  g.fixedIds.assign(l.inputs.size(), 0);
   g.copiedIds.assign(l.inputs.size(), 0);
   g.inputs.resize(l.inputs.size());
   // The capture runs against a table of its own: the worker's blobs stay as they were, so a
@@ -246,8 +246,7 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
   try {
     for (size_t s = 0; s < l.inputs.size(); ++s) {
       const at::Tensor& t = settledBlob(blobs, l.inputs[s])->tensor;
-      if (g.fixed[s]) {
-        g.fixedIds[s] = l.inputs[s];
+      if (g.fixedIds[s] != 0) {
         g.inputs[s] = t;
       } else {
         // the same layout where it can be had, so the kernels captured see what they saw eagerly
@@ -289,9 +288,8 @@ bool GraphReplays::capture(Span& span, const KernelBatch& batch, size_t begin, s
   counters_.captured.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes.fetch_add(g.bytes, std::memory_order_relaxed);
   counters_.live.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t key = mix(mix(batch.signature.hash, batch.signature.check), begin);
-  for (size_t s = 0; s < l.inputs.size(); ++s) {
-    if (g.fixed[s]) fixedUsers_[l.inputs[s]].emplace_back(key, &g);
+  for (int64_t id : g.fixedIds) {
+    if (id != 0) fixedUsers_[id].emplace_back(key, &g);
   }
   return true;
 }
@@ -307,7 +305,7 @@ void GraphReplays::replay(Graph& g, BlobTable& blobs) {
       const Blob* blob = settledBlob(blobs, l.inputs[s]);
       // a tensor never changes, and the graph never writes its input buffers: the same tensor as
       // last time (a weight made after the span first ran) is there already
-      if (g.fixed[s] || g.copiedIds[s] == l.inputs[s]) continue;
+      if (g.fixedIds[s] != 0 || g.copiedIds[s] == l.inputs[s]) continue;
       g.copiedIds[s] = 0;
       g.inputs[s].copy_(blob->tensor);
       g.copiedIds[s] = l.inputs[s];
@@ -339,9 +337,9 @@ void GraphReplays::replay(Graph& g, BlobTable& blobs) {
 
 void GraphReplays::dropGraph(Span& span, size_t index) {
   const Graph* g = span.graphs[index].get();
-  for (size_t s = 0; s < g->fixed.size(); ++s) {
-    if (!g->fixed[s]) continue;
-    auto users = fixedUsers_.find(g->fixedIds[s]);
+  for (int64_t id : g->fixedIds) {
+    if (id == 0) continue;
+    auto users = fixedUsers_.find(id);
     if (users == fixedUsers_.end()) continue;
     auto& list = users->second;
     list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& u) { return u.second == g; }), list.end());

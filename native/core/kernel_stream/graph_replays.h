@@ -76,7 +76,7 @@ class GraphReplays {
  private:
   void analyse(const KernelBatch& batch, size_t begin, size_t end);
   void replay(Graph& graph, BlobTable& blobs);
-  bool capture(Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs);
+  bool capture(uint64_t key, Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs);
   void dropGraph(Span& span, size_t index);
   void dropUsersOf(int64_t id);
   void forgetLeastRecent();

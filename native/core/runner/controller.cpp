@@ -7,6 +7,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
+#include "common/word_hash.h"
 #include "common/thread_name.h"
 #include "core/operators/op.h"
 #include "core/runner/completion.h"
@@ -172,14 +173,17 @@ namespace {
 // meshes of the releases the signature leaves out (tensors from outside that the segment never
 // read: they are freed first, on their mesh's ranks), and how many workers a sync waits for.
 uint64_t loweringKey(const Segment& segment, const SegmentSignature& signature, size_t workers) {
-  uint64_t h = signature.hash ^ (signature.check * 0x9e3779b97f4a7c15ull) ^ (workers << 48) ^ segment.nodes.size();
-  const auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+  common::WordHash h;
+  h.add(signature.hash);
+  h.add(signature.check);
+  h.add(workers);
+  h.add(segment.nodes.size());
   for (const Node& node : segment.nodes) {
-    mix(static_cast<uint64_t>(node.kind));
-    if (node.kind == NodeKind::kCompute) mix(reinterpret_cast<uintptr_t>(node.op));
-    else if (node.kind == NodeKind::kRelease) mix(static_cast<uint64_t>(node.meshId));
+    h.add(static_cast<uint64_t>(node.kind));
+    if (node.kind == NodeKind::kCompute) h.add(reinterpret_cast<uintptr_t>(node.op));
+    else if (node.kind == NodeKind::kRelease) h.add(static_cast<uint64_t>(node.meshId));
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace

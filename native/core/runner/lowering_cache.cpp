@@ -23,9 +23,4 @@ void LoweringCache::put(uint64_t key, CachedLowering lowering) {
   }
 }
 
-void LoweringCache::clear() {
-  recent_.clear();
-  byKey_.clear();
-}
-
 }  // namespace dtorch::core

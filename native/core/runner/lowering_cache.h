@@ -35,7 +35,6 @@ class LoweringCache {
   // Controller thread only.
   const CachedLowering* find(uint64_t key);
   void put(uint64_t key, CachedLowering lowering);
-  void clear();
 
  private:
   std::list<std::pair<uint64_t, CachedLowering>> recent_;  // most recent first

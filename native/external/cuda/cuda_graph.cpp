@@ -66,31 +66,6 @@ GraphCapture::GraphCapture() : state_(std::make_unique<State>()) {
 namespace {
 
 // Ends the capture of `state`, leaving no routing to the pool behind; throws if it failed.
-void endCapture(GraphCapture::State& state);
-
-}  // namespace
-
-GraphCapture::~GraphCapture() {
-  if (!state_ || state_->ended) return;
-  try {
-    endCapture(*state_);  // abandoned: what it recorded is dropped with the graph
-  } catch (const std::exception&) {
-  }
-  state_->graph.reset();
-}
-
-std::unique_ptr<CapturedGraph> GraphCapture::finish() {
-  state_->ended = true;
-  endCapture(*state_);
-  auto impl = std::make_unique<CapturedGraph::Impl>();
-  impl->graph = std::move(state_->graph);
-  ++workerPool.graphs;
-  const int64_t grown = memoryStats(state_->device).reservedBytes - state_->reservedBefore;
-  return std::unique_ptr<CapturedGraph>(new CapturedGraph(std::move(impl), grown > 0 ? grown : 0));
-}
-
-namespace {
-
 void endCapture(GraphCapture::State& state) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   (void)cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(), &status);
@@ -114,6 +89,26 @@ void endCapture(GraphCapture::State& state) {
 }
 
 }  // namespace
+
+GraphCapture::~GraphCapture() {
+  if (!state_ || state_->ended) return;
+  try {
+    endCapture(*state_);  // abandoned: what it recorded is dropped with the graph
+  } catch (const std::exception&) {
+  }
+  state_->graph.reset();
+}
+
+std::unique_ptr<CapturedGraph> GraphCapture::finish() {
+  state_->ended = true;
+  endCapture(*state_);
+  auto impl = std::make_unique<CapturedGraph::Impl>();
+  impl->graph = std::move(state_->graph);
+  ++workerPool.graphs;
+  const int64_t grown = memoryStats(state_->device).reservedBytes - state_->reservedBefore;
+  return std::unique_ptr<CapturedGraph>(new CapturedGraph(std::move(impl), grown > 0 ? grown : 0));
+}
+
 
 #else  // no CUDA: nothing is ever captured
 
