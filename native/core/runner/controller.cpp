@@ -188,12 +188,12 @@ uint64_t loweringKey(const Segment& segment, const SegmentSignature& signature, 
 
 }  // namespace
 
-void Controller::lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached) {
+void Controller::lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached,
+                            size_t workers) {
   const auto& nodes = segment->nodes;
   for (uint32_t i : cached.syncs) {
-    const size_t all = workers_.count();
-    nodes[i].completion->remaining.store(static_cast<int>(all));
-    if (all == 0) nodes[i].completion->deliver(FetchResult{});
+    nodes[i].completion->remaining.store(static_cast<int>(workers));
+    if (workers == 0) nodes[i].completion->deliver(FetchResult{});
   }
   for (const auto& [worker, kernels] : cached.batches) {
     KernelBatch batch;
@@ -211,10 +211,11 @@ void Controller::lowerAgain(const std::shared_ptr<const Segment>& segment, const
 
 void Controller::lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, bool repeat) {
   // a repeat lowered before with the same key gets the same kernels, rebound to its nodes
-  const uint64_t key = repeat ? loweringKey(*segment, signature, workers_.count()) : 0;
+  const size_t workers = repeat ? workers_.count() : 0;
+  const uint64_t key = repeat ? loweringKey(*segment, signature, workers) : 0;
   if (repeat) {
     if (const CachedLowering* cached = lowerings_.find(key)) {
-      lowerAgain(segment, signature, *cached);
+      lowerAgain(segment, signature, *cached, workers);
       reusedLowerings_.fetch_add(1, std::memory_order_relaxed);
       return;
     }

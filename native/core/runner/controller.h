@@ -48,8 +48,10 @@ class Controller {
   void loop();
   // `repeat`: the signature was seen before, so a lowering of it may be cached (lowering_cache.h).
   void lower(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, bool repeat);
-  // Queues a cached lowering's kernels rebound to `segment`'s nodes.
-  void lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached);
+  // Queues a cached lowering's kernels rebound to `segment`'s nodes; its syncs wait for `workers`
+  // (the count its key holds).
+  void lowerAgain(const std::shared_ptr<const Segment>& segment, const SegmentSignature& signature, const CachedLowering& cached,
+                  size_t workers);
   // Drops lowered segments no worker holds any more, so their nodes are destroyed here rather
   // than on a worker's hot path.
   void sweepRetired();
