@@ -53,6 +53,8 @@ const again = (process.env.AGAIN ?? '1') !== '0';
 const budgetS = Number(process.env.BUDGET_S ?? 360);
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 const GIB = 1024 ** 3;
+// enough of a kernel's name to show its functor (LibTorch's elementwise kernels differ only there)
+const kernelNameChars = 200;
 const bench = 'hf_diffusion';
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
@@ -177,7 +179,7 @@ async function measure(name) {
     const t = await dt.cuda.traceKernels(once, { top: 100000 });
     busy = t.devices.find((d) => d.device === 0) ?? null;
     kernelMs = kernelCategories(t.top);
-    top = t.top.slice(0, 25).map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) }));
+    top = t.top.slice(0, 25).map((k) => ({ name: k.name.slice(0, kernelNameChars), calls: k.calls, ms: +k.totalMs.toFixed(3) }));
   }
   const out = call();
   const [maxAbs, meanAbs] = await Promise.all(dt.tidy(() => [out.to('float32').abs().max(), out.to('float32').abs().mean()]).map(async (x) => {
@@ -199,7 +201,14 @@ async function measure(name) {
     gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null,
     gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, kernel_ms: kernelMs, top_kernels: top,
     shape, shape_ok: shape.length === want.length && shape.every((s, i) => s === want[i]), finite: Number.isFinite(maxAbs), checksum: meanAbs,
+    graphs: graphCounters(),
   };
+}
+
+// What ran from CUDA graphs over the whole run (dt.graph.stats)
+function graphCounters() {
+  const g = dt.graph.stats();
+  return { captured: g.captured, replays: g.replays, replayed_kernels: g.replayedKernels, fallbacks: g.fallbacks, live: g.liveGraphs, gib: +(g.graphBytes / GIB).toFixed(3), segments: g.segments, repeats: g.repeats };
 }
 
 // ---- the run: every side of every model in a process of its own ------------------------------

@@ -32,7 +32,7 @@ def kernel_breakdown(run, sync, top=25):
         categories[category(name)] = categories.get(category(name), 0.0) + ms
     ranked = sorted(per_name.items(), key=lambda kv: -kv[1][1])[:top]
     return {"categories": {c: round(ms, 3) for c, ms in sorted(categories.items(), key=lambda kv: -kv[1])},
-            "top": [{"name": n[:80], "calls": c, "ms": round(ms, 3)} for n, (c, ms) in ranked]}
+            "top": [{"name": n[:200], "calls": c, "ms": round(ms, 3)} for n, (c, ms) in ranked]}
 
 
 def busy_ms(run, sync):

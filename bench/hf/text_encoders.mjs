@@ -12,7 +12,8 @@
 //                 union of the GPU's kernel intervals; gpu_idle_share = 1 - busy / latency, the
 //                 time the GPU waits for work to be issued (what graph replay removes)
 // transformers runs before DTorch and again after (eager), and its better eager figure counts.
-//   DEVICE=cuda node bench/hf/text_encoders.mjs      (MODELS, ITERS, ROUNDS, COMPILE=0 skips torch.compile)
+//   DEVICE=cuda node bench/hf/text_encoders.mjs      (MODELS, ITERS, ROUNDS, COMPILE=0 skips torch.compile,
+//   ANCHORS=0 skips transformers: DTorch's lines alone, no summary)
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -30,6 +31,8 @@ const models = (process.env.MODELS ?? 't5-xxl,clip-l,clip-g').split(',');
 const iters = Number(process.env.ITERS ?? 20);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const compile = process.env.COMPILE ?? '1';
+const anchors = (process.env.ANCHORS ?? '1') !== '0'; // 0: DTorch alone (an experiment; no summary without transformers)
+const GIB = 1024 ** 3;
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
@@ -96,8 +99,14 @@ async function measure(name) {
   await release();
   return {
     bench: 'hf_text_encoders', side: 'dtorch', model: name, device, dtype, tokens: spec.tokens, iters, rounds,
-    latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), checksum, held_after_rounds: heldAfterRounds,
+    latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), checksum, held_after_rounds: heldAfterRounds, graphs: graphCounters(),
   };
+}
+
+// What ran from CUDA graphs so far (dt.graph.stats), over every model measured
+function graphCounters() {
+  const g = dt.graph.stats();
+  return { captured: g.captured, replays: g.replays, replayed_kernels: g.replayedKernels, fallbacks: g.fallbacks, live: g.liveGraphs, gib: +(g.graphBytes / GIB).toFixed(3), segments: g.segments, repeats: g.repeats };
 }
 
 // The GPU's busy time in one forward, from a kernel trace. Run after every timing: a profiler
@@ -112,6 +121,7 @@ async function trace(name) {
 }
 
 function transformers(compileToo) {
+  if (!anchors) return [];
   const python = existsSync(join(root, '.venv', 'bin', 'python')) ? join(root, '.venv', 'bin', 'python') : 'python3';
   const args = [join(here, 'text_encoders.py'), device, dtype, models.join(','), String(iters), String(rounds), compileToo];
   const r = spawnSync(python, ['-W', 'ignore', ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
