@@ -72,8 +72,20 @@ bool holdsPartialValue(const KernelContext& ctx) {
   return true;
 }
 
-// The rank's piece of a full tensor made the same way on every rank.
-at::Tensor pieceOf(const KernelContext& ctx, const at::Tensor& full) {
+// A host tensor's copy on `device`. On a GPU through pinned memory, queued without waiting: a
+// copy from pageable memory would hold the worker until the GPU had run everything queued before
+// it, and a loop making a small tensor each step (a timestep) would then idle the GPU every step.
+at::Tensor toDevice(const at::Tensor& host, c10::Device device) {
+  if (!device.is_cuda()) return host.to(device, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  at::Tensor pinned = at::empty(host.sizes(), host.options().pinned_memory(true));
+  pinned.copy_(host);
+  return pinned.to(device, /*non_blocking=*/true);  // the allocator keeps the pinned block until the copy ran
+}
+
+// The rank's piece of a full tensor made the same way on every rank. `owned`: the kernel made
+// `full` itself (else it is the node's host data, always copied); made on the rank's device, the
+// piece is then taken without a copy.
+at::Tensor pieceOf(const KernelContext& ctx, const at::Tensor& full, bool owned = true) {
   const LocalPiece piece = ctx.outputPiece();
   at::Tensor local = full;
   for (size_t dim = 0; dim < piece.shape.size(); ++dim) {
@@ -81,7 +93,7 @@ at::Tensor pieceOf(const KernelContext& ctx, const at::Tensor& full) {
       local = local.narrow(static_cast<int64_t>(dim), piece.offset[dim], piece.shape[dim]);
     }
   }
-  at::Tensor out = local.to(ctx.device, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  at::Tensor out = owned && full.device() == ctx.device ? local.contiguous() : toDevice(local, ctx.device);
   if (!holdsPartialValue(ctx)) out.zero_();
   return out;
 }
@@ -116,7 +128,24 @@ void inferEmpty(const InferContext& ctx, Outputs& out) {
 }
 void runEmpty(KernelContext& ctx) { ctx.outputs.push_back(at::empty(ctx.outputPiece().shape, optionsFor(ctx))); }
 
-// arange: extra attributes start, end, step; the length follows from them.
+// arange: extra attributes start, end, step; the length follows from them. Made by the rank's
+// own device where every device gets the same values that way: integer values, exact in the
+// float arithmetic a GPU's kernel uses (to 2^24) or in an integer dtype; a timestep embedding's
+// or a rotary table's range is one, and stays a kernel a CUDA graph can hold. Any other range
+// (a fraction, or past 2^24) is made on the host and copied, as LibTorch's CPU kernel makes it:
+// its node carries MadeOnHost, which keeps it out of CUDA graphs too (a graph cannot hold the
+// host's part).
+struct MadeOnHost final : OpState {};
+std::shared_ptr<const OpState> madeOnHost() {
+  static const auto state = std::make_shared<const MadeOnHost>();
+  return state;
+}
+bool exactOnEveryDevice(DType dtype, double start, double end, double step) {
+  if (c10::isIntegralType(dtype, /*includeBool=*/false)) return true;
+  constexpr double kExact = 16777216.0;  // 2^24: float32 holds every integer up to here
+  const bool integers = std::trunc(start) == start && std::trunc(step) == step;
+  return integers && std::abs(start) <= kExact && std::abs(end) <= kExact;
+}
 void inferArange(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationHeader(ctx, cursor);
@@ -143,11 +172,13 @@ void inferArange(const InferContext& ctx, Outputs& out) {
     meta.shape.push_back(static_cast<int64_t>(size));
   }
   checkCreation(ctx, meta);
+  if (!exactOnEveryDevice(meta.dtype, start, end, step)) ctx.state = madeOnHost();
   out.push_back(std::move(meta));
 }
 void runArange(KernelContext& ctx) {
   const size_t n = ctx.node.attrs.size();
-  const at::Tensor full = at::arange(ctx.attr(n - 3), ctx.attr(n - 2), ctx.attr(n - 1), optionsFor(ctx).device(at::kCPU));
+  const c10::Device where = ctx.node.state ? c10::Device(at::kCPU) : ctx.device;
+  const at::Tensor full = at::arange(ctx.attr(n - 3), ctx.attr(n - 2), ctx.attr(n - 1), optionsFor(ctx).device(where));
   ctx.outputs.push_back(pieceOf(ctx, full));
 }
 
@@ -198,7 +229,7 @@ void runRandint(KernelContext& ctx) {
 
 // from_data: the full tensor was copied from JS at record time into node.hostData.
 void inferFromData(const InferContext& ctx, Outputs& out) { inferEmpty(ctx, out); }
-void runFromData(KernelContext& ctx) { ctx.outputs.push_back(pieceOf(ctx, ctx.node.hostData)); }
+void runFromData(KernelContext& ctx) { ctx.outputs.push_back(pieceOf(ctx, ctx.node.hostData, /*owned=*/false)); }
 
 // from_local_data: each rank's own piece (as DTensor.from_local), so no rank ever holds the full
 // tensor. node.hostData is 1-D: the distinct pieces concatenated (ranks of a Replicate group may
@@ -236,7 +267,7 @@ void runFromLocalData(KernelContext& ctx) {
   for (int64_t s : piece.shape) numel *= s;
   const int64_t offset = ctx.intAttr(ctx.node.attrs.size() - static_cast<size_t>(ctx.mesh.size()) + static_cast<size_t>(ctx.rank));
   const at::Tensor local = ctx.node.hostData.narrow(0, offset, numel).view(piece.shape);
-  ctx.outputs.push_back(local.to(ctx.device, /*non_blocking=*/false, /*copy=*/true).contiguous());
+  ctx.outputs.push_back(toDevice(local, ctx.device));
 }
 
 }  // namespace
@@ -249,7 +280,7 @@ void registerCreationOps(OpRegistry& registry) {
   };
   registry.add({"full", 0, "meshId, placements, dtype, shape, value", inferFull, runFull});
   registry.add({"empty", 0, "meshId, placements, dtype, shape", inferEmpty, runEmpty});
-  registry.add(onHost({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange}));
+  registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange});
   registry.add(onHost({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand}));
   registry.add(onHost({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn}));
   registry.add(onHost({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint}));
