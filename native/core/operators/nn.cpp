@@ -3,6 +3,8 @@
 // flags in the attributes, so the kernel knows which input is which.
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "common/error.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
@@ -68,8 +70,29 @@ void linearRows(const InferContext& ctx, SignatureRows& rows) {
   add({P, R}, P, P);
   add({R, P}, P, P);  // x · W_rᵀ (+ b_r) sums to x · Wᵀ (+ b): matmul's R·P row
 }
+// GPUs: x [B, N, K] whose batches are whole [N, K] matrices spaced further apart than N·K (the
+// image or text part of a joint attention's output, split by tokens, with B > 1). at::linear
+// would copy all of x to make it one [B·N, K] matrix; one matmul per batch reads the parts where
+// they are, each into its rows of the output (the bias in cuBLASLt's epilogue, as at::linear).
+constexpr int64_t kMaxMatmulsPerBatch = 8;  // beyond that, the launches cost more than the copy
+std::optional<at::Tensor> linearPerBatch(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
+  if (!x.is_cuda() || x.dim() != 3 || x.size(0) < 2 || x.size(0) > kMaxMatmulsPerBatch || x.size(1) < 2 || x.is_contiguous()) return std::nullopt;
+  if (x.stride(2) != 1 || x.stride(1) != x.size(2)) return std::nullopt;  // a batch is not one row-major matrix: LibTorch's copy
+  at::Tensor y = at::empty({x.size(0), x.size(1), w.size(0)}, x.options());
+  const at::Tensor wt = w.t();
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    at::Tensor rows = y.select(0, i);
+    if (bias) at::addmm_out(rows, *bias, x.select(0, i), wt);
+    else at::mm_out(rows, x.select(0, i), wt);
+  }
+  return y;
+}
 void runLinear(KernelContext& ctx) {
   const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;
+  if (std::optional<at::Tensor> y = linearPerBatch(ctx.input(0), ctx.input(1), bias)) {
+    ctx.outputs.push_back(*y);
+    return;
+  }
   ctx.outputs.push_back(at::linear(ctx.input(0), ctx.input(1), bias));
 }
 
