@@ -14,11 +14,18 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     let sum: dt.Tensor | undefined;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
-      const product = dt.F.linear(part, linear.weight.narrow(1, offset, width));
+      // unsplit, the bias rides on the first product (the matmul's epilogue on GPUs, not a
+      // broadcast add over every token after it); split by features, the products are partial
+      // sums and the bias is added once, after they are reduced
+      const bias = !sum && !splitByFeatures(part) ? linear.bias : undefined;
+      const product = dt.F.linear(part, linear.weight.narrow(1, offset, width), bias);
       sum = sum ? sum.add(product) : product;
       offset += width;
     }
     const whole = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
-    return linear.bias ? whole.add(linear.bias) : whole;
+    return linear.bias && splitByFeatures(parts[0]!) ? whole.add(linear.bias) : whole;
   });
 }
+
+// A part sharded along its features (its last dim, from a colwise layer under 'tp').
+const splitByFeatures = (part: dt.Tensor): boolean => part.placements.some((p) => p.isShard(part.shape.length - 1));

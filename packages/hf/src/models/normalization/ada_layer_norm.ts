@@ -9,11 +9,15 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 
+// Each in a tidy of its own, so the product is released right after the add that reads it: the
+// controller fuses the two into one addcmul only when it sees the product die in the same
+// segment (a block's own tidy would release it at the block's end, often segments later).
+
 /** x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. */
-export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1));
+export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => dt.tidy(() => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1)));
 
 /** x + gate · y, the gate [B, D] over every token: the gated residual of the adaLN-Zero blocks. */
-export const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor): dt.Tensor => x.add(gate.unsqueeze(1).mul(y));
+export const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor): dt.Tensor => dt.tidy(() => x.add(gate.unsqueeze(1).mul(y)));
 
 /**
  * What the adaLN-Zero norms share: `linear` from the conditioning (embeddingDim) to `chunks` ·
