@@ -81,6 +81,23 @@ describe('producer-consumer fusion', () => {
     dt.dispose([x2, w2, ...kept]);
   });
 
+  it('runs layer_norm, mul and add as one kernel (adaLN modulation), the norm on either side of the product', async () => {
+    const h = dt.randn([2, 5, 8], { seed: 7, mesh: one });
+    const [scale, shift] = [dt.randn([2, 1, 8], { seed: 8, mesh: one }), dt.randn([2, 1, 8], { seed: 9, mesh: one })];
+    const weight = dt.randn([8], { seed: 10, mesh: one });
+    const norm = (affine: boolean) => dt.F.layerNorm(h, [8], affine ? { weight } : {});
+    const left = await run(() => norm(false).mul(scale).add(shift));
+    const right = await run(() => shift.add(scale.mul(norm(true)))); // with a weight, the product on the other side
+    // the norm kept by the program: layer_norm, then mul and add fused (2 kernels), the same bits
+    const kept: dt.Tensor[] = [];
+    const leftUnfused = await run(() => dt.keep(kept[kept.push(norm(false)) - 1]!).mul(scale).add(shift));
+    const rightUnfused = await run(() => shift.add(scale.mul(dt.keep(kept[kept.push(norm(true)) - 1]!))));
+    expect([left.kernels, right.kernels, leftUnfused.kernels, rightUnfused.kernels]).toEqual([1, 1, 2, 2]);
+    expect(left.value).toEqual(leftUnfused.value);
+    expect(right.value).toEqual(rightUnfused.value);
+    dt.dispose([h, scale, shift, weight, ...kept]);
+  });
+
   it('leaves pairs alone where fusing would change the program', async () => {
     const linearGelu = (approximate: 'tanh' | 'none', bias?: dt.Tensor) => dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
     expect((await run(() => linearGelu('none', b))).kernels).toBe(2); // exact GELU: no epilogue for it

@@ -10,6 +10,7 @@
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
 #include "external/cuda/addcmul_rows.h"
+#include "external/cuda/layer_norm_addcmul.h"
 #include "external/cuda/scalar_op.h"
 
 namespace dtorch::core {
@@ -392,16 +393,39 @@ void runWhere(KernelContext& ctx) {
 // ---- addcmul(c, a, b): c + a * b, formed by fusing mul(a, b) into add -------------------------
 // GPUs, one dtype: one pass and one rounding. Elsewhere mul, then add: bit-identical to the
 // ops it replaces.
-void runAddcmul(KernelContext& ctx) {
-  const at::Tensor &c = ctx.input(0), &a = ctx.input(1), &b = ctx.input(2);
+at::Tensor addcmulOf(const KernelContext& ctx, const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
   const bool oneDtype = c.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type();
   if (c.is_cuda() && oneDtype && at::isFloatingType(c.scalar_type())) {
     // adaLN's operands broadcast one row per batch over the tokens: DTorch's row kernel
     std::optional<at::Tensor> rows = external::cuda::addcmulRows(c, a, b);
-    ctx.outputs.push_back(rows ? *rows : at::addcmul(c, a, b));
-    return;
+    return rows ? *rows : at::addcmul(c, a, b);
   }
-  ctx.outputs.push_back(addToProduct(ctx, at::mul(a, b), c));
+  return addToProduct(ctx, at::mul(a, b), c);
+}
+void runAddcmul(KernelContext& ctx) { ctx.outputs.push_back(addcmulOf(ctx, ctx.input(0), ctx.input(1), ctx.input(2))); }
+
+// ---- layer_norm_addcmul(c, x, b, weight?, bias?): c + layer_norm(x) * b, formed by fusing a
+// layer norm into the addcmul that reads it (adaLN's modulation, norm(x) · (1 + scale) + shift);
+// the layer norm's attributes (nNorm, shape..., hasWeight, hasBias, eps). GPUs, a
+// parameter-free norm over the last dim: one pass (DTorch's row kernel). Elsewhere layer_norm,
+// then addcmul as above: bit-identical to the ops it replaces on CPUs.
+void runLayerNormAddcmul(KernelContext& ctx) {
+  const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &b = ctx.input(2);
+  const int64_t n = ctx.intAttr(0);
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < n; ++i) shape.push_back(ctx.intAttr(1 + i));
+  const bool hasWeight = ctx.attr(1 + n) != 0, hasBias = ctx.attr(2 + n) != 0;
+  const double eps = ctx.attr(3 + n);
+  if (n == 1 && !hasWeight && !hasBias) {
+    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, eps)) {
+      ctx.outputs.push_back(*fused);
+      return;
+    }
+  }
+  size_t next = 3;
+  const std::optional<at::Tensor> weight = hasWeight ? std::optional<at::Tensor>(ctx.input(next++)) : std::nullopt;
+  const std::optional<at::Tensor> bias = hasBias ? std::optional<at::Tensor>(ctx.input(next)) : std::nullopt;
+  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, shape, weight, bias, eps), b));
 }
 
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {
@@ -449,6 +473,7 @@ void registerElementwiseOps(OpRegistry& registry) {
   }
   registry.add({"where", 3, "", inferWhere, runWhere, whereRows});
   registry.add({"addcmul", 3, "(formed by fusion)", inferFormedByFusion, runAddcmul});
+  registry.add({"layer_norm_addcmul", -1, "(formed by fusion) layer_norm's", inferFormedByFusion, runLayerNormAddcmul});
   registry.add({"masked_fill", 2, "value, kind", inferMaskedFill, runMaskedFill, maskedFillRows});
 }
 

@@ -10,13 +10,15 @@ namespace {
 
 // One fusable pair: `producer`'s output read by `consumer` becomes `fused`, whose inputs
 // `inputsOf` lists. `slot` says which consumer input reads the producer's output t (-1: the pair
-// does not qualify, e.g. an attribute the fused kernel does not cover).
+// does not qualify, e.g. an attribute the fused kernel does not cover). The fused node has no
+// attributes, or the producer's (producerAttrs).
 struct Rule {
   const char* producer;
   const char* consumer;
   const char* fused;
   int (*slot)(const Node& producer, const Node& consumer, int64_t t);
   c10::SmallVector<int64_t, 4> (*inputsOf)(const Node& producer, const Node& consumer, int slot);
+  bool producerAttrs = false;
 };
 
 // Which input of an add (alpha 1, two distinct inputs) is the producer's output t.
@@ -41,6 +43,16 @@ const Rule kRules[] = {
     // accumulating into c on GPUs (the residual or partial-product sum of a transformer block)
     {"linear", "add", "linear_add",
      [](const Node& p, const Node& c, int64_t t) { return p.inputs.size() == 2 ? addendSlot(p, c, t) : -1; }, addendThenProducer},
+    // layer_norm(x) -> addcmul(c, ·, b) (formed just above from mul -> add): layer_norm_addcmul
+    // (c, x, b, the norm's weight and bias), adaLN's modulated norm in one pass on GPUs
+    {"layer_norm", "addcmul", "layer_norm_addcmul",
+     [](const Node&, const Node& c, int64_t t) { return c.inputs[1] == t && c.inputs[2] != t ? 1 : c.inputs[2] == t && c.inputs[1] != t ? 2 : -1; },
+     [](const Node& p, const Node& c, int slot) {
+       c10::SmallVector<int64_t, 4> in{c.inputs[0], p.inputs[0], c.inputs[3 - slot]};
+       in.append(p.inputs.begin() + 1, p.inputs.end());
+       return in;
+     },
+     /*producerAttrs=*/true},
 };
 
 struct ResolvedRule {
@@ -92,7 +104,10 @@ int SegmentFusion::fuse(Segment& segment) {
   int fused = 0;
   for (Node& consumer : nodes) {
     if (consumer.kind != NodeKind::kCompute) continue;
-    for (const ResolvedRule& r : resolvedRules()) {
+    // a fused node is offered to the rules again: its new inputs may fuse in turn (mul -> add
+    // gives an addcmul, which a layer norm before the mul then joins)
+    for (size_t rule = 0; rule < resolvedRules().size(); ++rule) {
+      const ResolvedRule& r = resolvedRules()[rule];
       if (consumer.op != r.consumer || !r.fused) continue;
       const Node* producer = nullptr;
       int64_t t = 0;
@@ -114,11 +129,13 @@ int SegmentFusion::fuse(Segment& segment) {
       consumer.inputs = r.rule->inputsOf(*producer, consumer, slot);
       consumer.inputMeshId = producer->inputMeshId;
       consumer.op = r.fused;
-      consumer.attrs.clear();
-      --*s.reads.find(t);  // read no more: the plan drops the producer as dead code
-      for (int64_t id : producer->inputs) ++s.reads.tryPut(id, 0);
+      if (r.rule->producerAttrs) consumer.attrs = producer->attrs;
+      else consumer.attrs.clear();
+      // t is read no more: the plan drops the producer as dead code, and its reads of its own
+      // inputs pass to the fused node (their counts stand)
+      --*s.reads.find(t);
       ++fused;
-      break;
+      rule = static_cast<size_t>(-1);  // from the first rule again
     }
   }
   return fused;

@@ -1,0 +1,137 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "external/cuda/kernels/float_convert.cuh"
+#include "external/cuda/kernels/layer_norm_addcmul_rows.h"
+
+namespace dtorch::external::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;  // per block: 8 rows
+constexpr int kLanes = 32;     // one warp per row
+constexpr int kMaxLoads = 16;  // 16-byte loads per lane at most
+
+template <typename T>
+union Pack {
+  static constexpr int kVec = 16 / sizeof(T);
+  uint4 raw;
+  T v[kVec];
+};
+
+template <typename T>
+__device__ inline Pack<T> load(const RowOperand& o, int64_t batch, int64_t row, int64_t col) {
+  Pack<T> p;
+  p.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(o.p) + batch * o.batchStride + row * o.rowStride + col);
+  return p;
+}
+
+__device__ inline float warpSum(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// LOADS 16-byte loads per lane cover the row; Index narrows the divisions where the sizes fit 32 bits.
+template <typename T, int LOADS, typename Index>
+__global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* __restrict__ x, RowOperand c, RowOperand b, T* __restrict__ y,
+                                                                       Index rows, int64_t lines, int d, float eps) {
+  constexpr int VEC = Pack<T>::kVec;
+  const int64_t line = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / kLanes;  // batch * rows + row
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  if (line >= lines) return;  // whole warps leave together
+  const int64_t batch = static_cast<Index>(line) / rows, row = static_cast<Index>(line) % rows;
+  const T* in = x + line * d;
+  float v[LOADS][VEC];
+  float sum = 0.f;
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    const int col = (l * kLanes + lane) * VEC;
+    if (col < d) {
+      Pack<T> p;
+      p.raw = *reinterpret_cast<const uint4*>(in + col);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        v[l][i] = toFloat(p.v[i]);
+        sum += v[l][i];
+      }
+    }
+  }
+  const float mean = warpSum(sum) / static_cast<float>(d);
+  float squares = 0.f;  // around the mean, as a second pass over registers: no cancellation
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    if ((l * kLanes + lane) * VEC < d) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) squares += (v[l][i] - mean) * (v[l][i] - mean);
+    }
+  }
+  const float rstd = rsqrtf(warpSum(squares) / static_cast<float>(d) + eps);
+  T* out = y + line * d;
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    const int col = (l * kLanes + lane) * VEC;
+    if (col < d) {
+      const Pack<T> pc = load<T>(c, batch, row, col), pb = load<T>(b, batch, row, col);
+      Pack<T> o;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        const float normed = toFloat(fromFloat<T>((v[l][i] - mean) * rstd));  // layer_norm's output, rounded
+        o.v[i] = fromFloat<T>(__fmaf_rn(normed, toFloat(pb.v[i]), toFloat(pc.v[i])));  // at::addcmul's fma
+      }
+      *reinterpret_cast<uint4*>(out + col) = o.raw;
+    }
+  }
+}
+
+template <typename T, int LOADS>
+void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, cudaStream_t stream) {
+  const int64_t lines = batch * rows;
+  const auto blocks = static_cast<unsigned>((lines * kLanes + kThreads - 1) / kThreads);
+  if (lines <= UINT32_MAX) {
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
+  } else {
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
+  }
+}
+
+template <typename T>
+int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
+  constexpr int VEC = Pack<T>::kVec;
+  const int64_t loads = (d / VEC + kLanes - 1) / kLanes;  // per lane
+  const auto* xs = static_cast<const T*>(x);
+  T* ys = static_cast<T*>(y);
+  const int n = static_cast<int>(d);
+  // the fewest loads that cover the row: a lane's registers hold LOADS x 16 bytes of it
+  if (loads <= 1) launchWith<T, 1>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 2) launchWith<T, 2>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 4) launchWith<T, 4>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 6) launchWith<T, 6>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 8) launchWith<T, 8>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 12) launchWith<T, 12>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else return static_cast<int>(cudaErrorInvalidValue);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int maxLayerNormRow(FloatType type) { return (type == FloatType::kFloat32 ? 4 : 8) * kLanes * kMaxLoads; }
+
+int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
+                         void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch<float>(x, c, b, y, batch, rows, d, eps, s);
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, s);
+    case FloatType::kFloat16:
+      return launch<__half>(x, c, b, y, batch, rows, d, eps, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace dtorch::external::cuda::kernels

@@ -1,0 +1,24 @@
+// c + layer_norm(x) · b over [batch, rows, d] in one pass: adaLN's modulation of a parameter-free
+// layer norm, norm(x) · (1 + scale) + shift, where c and b are whole or one row per batch
+// broadcast over the rows (RowOperand, as addcmul_rows.h). One warp per row keeps the row in
+// registers between its statistics and its output, so x is read once and y written once, where
+// the layer norm and addcmul kernels it replaces go through memory twice. The norm is rounded
+// to the type before the multiply-add, as the two kernels round it. Plain types only.
+#pragma once
+#include <cstdint>
+
+#include "external/cuda/kernels/addcmul_rows.h"
+#include "external/cuda/kernels/float_type.h"
+
+namespace dtorch::external::cuda::kernels {
+
+// The longest row the kernel takes (elements of `type`).
+int maxLayerNormRow(FloatType type);
+
+// x and y contiguous [batch, rows, d]; d a multiple of 16 bytes' worth of elements, at most
+// maxLayerNormRow; every pointer and stride 16-byte aligned (the caller checks). Returns the
+// CUDA error of the launch (0: none).
+int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
+                         void* stream);
+
+}  // namespace dtorch::external::cuda::kernels

@@ -1,0 +1,58 @@
+#include "external/cuda/layer_norm_addcmul.h"
+
+#include <ATen/ATen.h>
+
+#ifdef DTORCH_WITH_CUDA
+#include <ATen/ExpandUtils.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "external/cuda/kernels/layer_norm_addcmul_rows.h"
+#endif
+
+namespace dtorch::external::cuda {
+
+#ifdef DTORCH_WITH_CUDA
+
+namespace k = kernels;
+
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps) {
+  if (!x.is_cuda() || c.scalar_type() != x.scalar_type() || b.scalar_type() != x.scalar_type() || c.device() != x.device() || b.device() != x.device()) {
+    return std::nullopt;
+  }
+  k::FloatType type;
+  switch (x.scalar_type()) {
+    case at::kFloat: type = k::FloatType::kFloat32; break;
+    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
+    case at::kHalf: type = k::FloatType::kFloat16; break;
+    default: return std::nullopt;
+  }
+  if ((x.dim() != 2 && x.dim() != 3) || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
+  const bool batched = x.dim() == 3;
+  const int64_t batch = batched ? x.size(0) : 1, rows = x.size(-2), d = x.size(-1);
+  const int64_t vec = 16 / static_cast<int64_t>(x.element_size()), bytes = static_cast<int64_t>(x.element_size());
+  if (d % vec != 0 || d > k::maxLayerNormRow(type) || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return std::nullopt;
+  // c and b broadcast to x (the op checked they broadcast together); one larger than x is not ours
+  if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
+  k::RowOperand ops[2];
+  const at::Tensor* inputs[2] = {&c, &b};
+  for (int i = 0; i < 2; ++i) {
+    const at::Tensor e = inputs[i]->expand(x.sizes());  // a view: broadcast dims get stride 0
+    if (e.stride(-1) != 1 || reinterpret_cast<uintptr_t>(e.data_ptr()) % 16 != 0) return std::nullopt;
+    const int64_t rowStride = e.stride(-2), batchStride = batched ? e.stride(0) : 0;
+    if ((rowStride * bytes) % 16 != 0 || (batchStride * bytes) % 16 != 0) return std::nullopt;
+    ops[i] = {e.data_ptr(), batchStride, rowStride};
+  }
+  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const int error = k::layerNormAddcmulRows(type, x.data_ptr(), ops[0], ops[1], y.data_ptr(), batch, rows, d, static_cast<float>(eps),
+                                            c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  TORCH_CHECK(error == 0, "layer_norm_addcmul: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return y;
+}
+
+#else
+
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
+
+#endif
+
+}  // namespace dtorch::external::cuda

@@ -1,0 +1,82 @@
+// c + layer_norm(x) · b (adaLN's modulation: a parameter-free layer norm, a mul and an add the
+// controller fuses into layer_norm_addcmul) runs on GPUs through DTorch's row kernel
+// (native/external/cuda/kernels/layer_norm_addcmul_rows.cu): x read once, y written once. The
+// oracle is the same ops with the norm kept by the program (LibTorch's layer norm, then the
+// addcmul): within one rounding of the norm, as the kernel's statistics are summed in another
+// order than LibTorch's. The trace shows which kernels ran; a norm with a weight, or a row the
+// kernel does not take, goes to LibTorch with the same values.
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
+
+const onGpu = cudaSkip(1);
+
+async function values(t: dt.Tensor): Promise<number[]> {
+  const v = Array.from((await t.to('float32').data()) as Float32Array);
+  t.dispose();
+  return v;
+}
+
+// one ulp of the type at 1, times 3: the norm rounded once either way, then the multiply-add
+const tolerance = { bfloat16: 3 * 2 ** -8, float16: 3 * 2 ** -11, float32: 1e-5 } as const;
+const worst = (got: number[], want: number[]) => got.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!) / Math.max(1, Math.abs(want[i]!))), 0);
+
+describe('layer_norm_addcmul row kernel', () => {
+  it.skipIf(onGpu)(`equals layer_norm then addcmul, in one kernel${skipNote(onGpu)}`, async () => {
+    const gpu = cudaMesh(1);
+    // [x shape, shift shape, scale shape]: SD3's and Flux's rows, whole shifts, a 2-D case
+    const cases: [number[], number[], number[]][] = [
+      [[2, 33, 1536], [2, 1, 1536], [2, 1, 1536]],
+      [[1, 17, 3072], [1, 1, 3072], [1, 1, 3072]],
+      [[2, 9, 4096], [2, 9, 4096], [2, 1, 4096]],
+      [[40, 64], [64], [40, 64]],
+    ];
+    for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
+      for (const [xs, cs, bs] of cases) {
+        if (dtype === 'float32' && xs.at(-1)! > 2048) continue; // past the kernel's float32 rows: LibTorch's (checked below)
+        const [x, shift, scale] = [xs, cs, bs].map((s, i) => dt.tidy(() => dt.randn(s, { seed: 31 + i, mesh: gpu }).mul(i === 0 ? 3 : 1).add(i === 0 ? 1 : 0).to(dtype)));
+        const what = `${JSON.stringify(xs)} ${dtype}`;
+        const modulated = () => dt.F.layerNorm(x!, [xs.at(-1)!]).mul(scale!).add(shift!);
+        let got: number[] = [];
+        const trace = await dt.cuda.traceKernels(async () => {
+          got = await values(dt.tidy(modulated));
+        }, { top: 30 });
+        const names = trace.top.map((k) => k.name);
+        expect(names.some((n) => n.includes('layerNormAddcmulRowsKernel')), `${what}: DTorch's kernel ran`).toBe(true);
+        expect(names.some((n) => n.includes('layer_norm_kernel')), `${what}: no LibTorch layer norm`).toBe(false);
+        const kept = dt.keep(dt.F.layerNorm(x!, [xs.at(-1)!]));
+        const want = await values(dt.tidy(() => kept.mul(scale!).add(shift!)));
+        kept.dispose();
+        expect(got.length).toBe(want.length);
+        expect(worst(got, want), what).toBeLessThanOrEqual(tolerance[dtype]);
+        dt.dispose([x, shift, scale]);
+      }
+    }
+  });
+
+  it.skipIf(onGpu)(`leaves a norm with a weight, and rows it does not take, to LibTorch${skipNote(onGpu)}`, async () => {
+    const gpu = cudaMesh(1);
+    // [x shape, dtype, with a weight]: a weight; a row not a multiple of 16 bytes; past the longest row
+    const cases: [number[], dt.DType, boolean][] = [
+      [[2, 7, 256], 'bfloat16', true],
+      [[2, 7, 100], 'bfloat16', false],
+      [[2, 7, 3072], 'float32', false],
+    ];
+    for (const [xs, dtype, affine] of cases) {
+      const d = xs.at(-1)!;
+      const make = (s: number[], seed: number) => dt.tidy(() => dt.randn(s, { seed, mesh: gpu }).to(dtype));
+      const [x, shift, scale, weight] = [make(xs, 41), make([xs[0]!, 1, d], 42), make([xs[0]!, 1, d], 43), make([d], 44)];
+      const norm = () => dt.F.layerNorm(x, [d], affine ? { weight } : {});
+      let got: number[] = [];
+      const trace = await dt.cuda.traceKernels(async () => {
+        got = await values(dt.tidy(() => norm().mul(scale).add(shift)));
+      }, { top: 30 });
+      expect(trace.top.some((k) => k.name.includes('layerNormAddcmulRowsKernel')), JSON.stringify(xs)).toBe(false);
+      const kept = dt.keep(norm());
+      const want = await values(dt.tidy(() => kept.mul(scale).add(shift)));
+      kept.dispose();
+      expect(got).toEqual(want); // LibTorch's norm either way
+      dt.dispose([x, shift, scale, weight]);
+    }
+  });
+});
