@@ -33,7 +33,9 @@ export class FluxSingleTransformerBlock extends nn.Module {
   /** The joint sequence [B, T + S, D] after the block. */
   forward(joint: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables): dt.Tensor {
     const [normed, gate] = this.norm.forward(joint, temb);
-    const mlp = dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' });
+    // in a tidy of its own: the product dies at the GELU in the same segment, so the controller
+    // fuses them (the matmul's GELU epilogue on GPUs) wherever the segment ends
+    const mlp = dt.tidy(() => dt.F.gelu(this.proj_mlp.forward(normed), { approximate: 'tanh' }));
     const [attnOut] = this.attn.call(normed, undefined, rotary);
     normed.dispose(); // freed once read (the block's tidy would hold it to the end)
     const projected = packedLinear(this.proj_out, [attnOut, mlp]);
