@@ -6,6 +6,7 @@
 #include <ATen/ExpandUtils.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/addcmul_rows.h"
 #endif
 
@@ -19,13 +20,9 @@ std::optional<at::Tensor> addcmulRows(const at::Tensor& c, const at::Tensor& a, 
   if (!c.is_cuda() || a.scalar_type() != c.scalar_type() || b.scalar_type() != c.scalar_type() || a.device() != c.device() || b.device() != c.device()) {
     return std::nullopt;
   }
-  k::FloatType type;
-  switch (c.scalar_type()) {
-    case at::kFloat: type = k::FloatType::kFloat32; break;
-    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
-    case at::kHalf: type = k::FloatType::kFloat16; break;
-    default: return std::nullopt;
-  }
+  const std::optional<k::FloatType> kernelType = kernelFloatType(c.scalar_type());
+  if (!kernelType) return std::nullopt;
+  const k::FloatType type = *kernelType;
   const std::vector<int64_t> shape = at::infer_size(at::infer_size(c.sizes(), a.sizes()), b.sizes());
   if (shape.size() < 2 || shape.size() > 3) return std::nullopt;
   const bool batched = shape.size() == 3;

@@ -6,6 +6,7 @@
 #include <ATen/ExpandUtils.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/layer_norm_addcmul_rows.h"
 #endif
 
@@ -19,13 +20,9 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor
   if (!x.is_cuda() || c.scalar_type() != x.scalar_type() || b.scalar_type() != x.scalar_type() || c.device() != x.device() || b.device() != x.device()) {
     return std::nullopt;
   }
-  k::FloatType type;
-  switch (x.scalar_type()) {
-    case at::kFloat: type = k::FloatType::kFloat32; break;
-    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
-    case at::kHalf: type = k::FloatType::kFloat16; break;
-    default: return std::nullopt;
-  }
+  const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
+  if (!kernelType) return std::nullopt;
+  const k::FloatType type = *kernelType;
   if ((x.dim() != 2 && x.dim() != 3) || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
   const bool batched = x.dim() == 3;
   const int64_t batch = batched ? x.size(0) : 1, rows = x.size(-2), d = x.size(-1);

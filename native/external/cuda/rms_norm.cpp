@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "common/env.h"
+#include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/rms_norm_rows.h"
 #endif
 
@@ -18,13 +19,9 @@ namespace k = kernels;
 std::optional<at::Tensor> rmsNormLastDim(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
   static const bool enabled = common::settings().rmsNormKernel;  // 0: always LibTorch's
   if (!enabled || !x.is_cuda() || x.dim() < 1 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
-  k::FloatType type;
-  switch (x.scalar_type()) {
-    case at::kFloat: type = k::FloatType::kFloat32; break;
-    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
-    case at::kHalf: type = k::FloatType::kFloat16; break;
-    default: return std::nullopt;
-  }
+  const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
+  if (!kernelType) return std::nullopt;
+  const k::FloatType type = *kernelType;
   const int64_t d = x.size(-1), vec = 16 / static_cast<int64_t>(x.element_size());
   if (d % vec != 0 || d > k::maxRowLength(type)) return std::nullopt;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "common/env.h"
+#include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/rotary_rows.h"
 #endif
 
@@ -18,13 +19,9 @@ namespace k = kernels;
 std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves) {
   static const bool enabled = common::settings().rotaryKernel;  // 0: always the unfused ops
   if (!enabled || !x.is_cuda() || x.dim() < 2 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
-  k::FloatType type;
-  switch (x.scalar_type()) {
-    case at::kFloat: type = k::FloatType::kFloat32; break;
-    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
-    case at::kHalf: type = k::FloatType::kFloat16; break;
-    default: return std::nullopt;
-  }
+  const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
+  if (!kernelType) return std::nullopt;
+  const k::FloatType type = *kernelType;
   const int64_t d = x.size(-1), tokens = x.size(-2), vec = 16 / static_cast<int64_t>(x.element_size());
   if (d % (halves ? 2 * vec : vec) != 0 || d > INT32_MAX) return std::nullopt;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

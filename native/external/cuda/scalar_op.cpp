@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "common/env.h"
+#include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/scalar_elementwise.h"
 #endif
 
@@ -29,13 +30,9 @@ bool scalarOpInto(at::Tensor& out, const at::Tensor& x, ScalarOpKind op, double 
   if (!enabled || !x.is_cuda() || x.numel() > kMaxElements || !x.is_contiguous() || !out.is_contiguous()) return false;
   if (out.scalar_type() != x.scalar_type() || out.device() != x.device() || out.sizes() != x.sizes()) return false;
   if (!std::isfinite(value) || std::fabs(value) > FLT_MAX) return false;  // LibTorch's own conversion decides those
-  k::FloatType type;
-  switch (x.scalar_type()) {
-    case at::kFloat: type = k::FloatType::kFloat32; break;
-    case at::kBFloat16: type = k::FloatType::kBFloat16; break;
-    case at::kHalf: type = k::FloatType::kFloat16; break;
-    default: return false;
-  }
+  const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
+  if (!kernelType) return false;
+  const k::FloatType type = *kernelType;
   const int error = k::scalarOp(op == ScalarOpKind::kAdd ? k::ScalarOp::kAdd : k::ScalarOp::kMul, type, x.data_ptr(), out.data_ptr(), x.numel(),
                                 static_cast<float>(value), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "DTorch's scalar elementwise kernel failed to launch (CUDA error ", error, ")");

@@ -6,25 +6,12 @@
 
 #include "external/cuda/kernels/addcmul_rows.h"
 #include "external/cuda/kernels/float_convert.cuh"
+#include "external/cuda/kernels/row_operand.cuh"
 
 namespace dtorch::external::cuda::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-template <typename T>
-union Pack {
-  static constexpr int kVec = 16 / sizeof(T);
-  uint4 raw;
-  T v[kVec];
-};
-
-template <typename T>
-__device__ inline Pack<T> load(const RowOperand& o, int64_t batch, int64_t row, int64_t col) {
-  Pack<T> p;
-  p.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(o.p) + batch * o.batchStride + row * o.rowStride + col);
-  return p;
-}
 
 // One thread per 16 bytes of output; Index narrows the divisions where the sizes fit 32 bits.
 template <typename T, typename Index>

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "external/cuda/kernels/float_convert.cuh"
+#include "external/cuda/kernels/row_operand.cuh"
 #include "external/cuda/kernels/layer_norm_addcmul_rows.h"
 
 namespace dtorch::external::cuda::kernels {
@@ -13,20 +14,6 @@ namespace {
 constexpr int kThreads = 256;  // per block: 8 rows
 constexpr int kLanes = 32;     // one warp per row
 constexpr int kMaxLoads = 16;  // 16-byte loads per lane at most
-
-template <typename T>
-union Pack {
-  static constexpr int kVec = 16 / sizeof(T);
-  uint4 raw;
-  T v[kVec];
-};
-
-template <typename T>
-__device__ inline Pack<T> load(const RowOperand& o, int64_t batch, int64_t row, int64_t col) {
-  Pack<T> p;
-  p.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(o.p) + batch * o.batchStride + row * o.rowStride + col);
-  return p;
-}
 
 __device__ inline float warpSum(float v) {
 #pragma unroll
