@@ -575,6 +575,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("intraOpThreads", static_cast<double>(s.intraOpThreads));
   out.Set("collectiveTimeoutMs", static_cast<double>(s.collectiveTimeoutMs));
   out.Set("cudaBatchesInFlight", static_cast<double>(s.cudaBatchesInFlight));
+  out.Set("graphCopyLimitMb", static_cast<double>(s.graphCopyLimitMb));
   out.Set("nccl", s.nccl);
   out.Set("copyEngines", s.copyEngines);
   out.Set("copyEngineReductions", s.copyEngineReductions);

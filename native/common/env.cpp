@@ -51,6 +51,8 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
                                   s.collectiveTimeoutMs, "integer of milliseconds from 1 to " + std::to_string(kMaxMs));
   s.cudaBatchesInFlight = integer("DTORCH_CUDA_BATCHES_IN_FLIGHT", get("DTORCH_CUDA_BATCHES_IN_FLIGHT"), 0, 1024,
                                   s.cudaBatchesInFlight, "integer from 0 to 1024");
+  s.graphCopyLimitMb = integer("DTORCH_GRAPH_COPY_LIMIT_MB", get("DTORCH_GRAPH_COPY_LIMIT_MB"), 0, 65536, s.graphCopyLimitMb,
+                               "integer of MiB from 0 to 65536");
   s.nccl = flag("DTORCH_NCCL", get("DTORCH_NCCL"), s.nccl);
   s.copyEngines = flag("DTORCH_COPY_ENGINES", get("DTORCH_COPY_ENGINES"), s.copyEngines);
   s.copyEngineReductions = flag("DTORCH_COPY_ENGINE_REDUCTIONS", get("DTORCH_COPY_ENGINE_REDUCTIONS"), s.copyEngineReductions);

@@ -25,6 +25,7 @@ const integers = {
     bad: ['0', '-5', '2147483648', '1e3', '10ms', ' 5', '99999999999999999999999'],
   },
   DTORCH_CUDA_BATCHES_IN_FLIGHT: { key: 'cudaBatchesInFlight', expected: 'integer from 0 to 1024', good: ['0', '4'], bad: ['-1', '4.5', '5000'] },
+  DTORCH_GRAPH_COPY_LIMIT_MB: { key: 'graphCopyLimitMb', expected: 'integer of MiB from 0 to 65536', good: ['0', '16', '65536'], bad: ['-1', '1.5', '65537', '16MB'] },
 } as const;
 
 const flags = {
@@ -45,6 +46,7 @@ describe('native settings', () => {
       intraOpThreads: 0,
       collectiveTimeoutMs: 600000,
       cudaBatchesInFlight: 4,
+      graphCopyLimitMb: 16,
       nccl: true,
       copyEngines: true,
       copyEngineReductions: false,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "common/word_hash.h"
 #include "core/operators/op.h"
@@ -58,6 +59,11 @@ struct GraphReplays::Span {
   uint64_t firstBatch = 0;  // the worker's batch when it was first seen
   std::vector<std::unique_ptr<Graph>> graphs;
 };
+
+int64_t GraphReplays::maxCopiedBytes() {
+  static const int64_t bytes = common::settings().graphCopyLimitMb << 20;
+  return bytes;
+}
 
 GraphReplays::GraphReplays(const Device& device, GraphCounters& counters)
     : device_(device), counters_(counters), layout_(std::make_unique<Layout>()) {
@@ -211,7 +217,7 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     else copied += static_cast<int64_t>(blob->tensor.nbytes());
   }
   for (const TensorMeta* meta : l.outputMetas) copied += meta->nbytes();
-  if (copied > kMaxCopiedBytes) {
+  if (copied > maxCopiedBytes()) {
     span.eager = true;  // its kernels are large: launches are not what it costs
     return -1;
   }

@@ -94,6 +94,8 @@ export interface NativeSettings {
   collectiveTimeoutMs: number;
   /** DTORCH_CUDA_BATCHES_IN_FLIGHT: segments a GPU worker may have queued on its GPU before it waits, 0 to 1024 (default 4). */
   cudaBatchesInFlight: number;
+  /** DTORCH_GRAPH_COPY_LIMIT_MB: a span of GPU work whose CUDA graph would copy more than this many MiB in and out per replay runs kernel by kernel, 0 to 65536 (default 16). */
+  graphCopyLimitMb: number;
   /** DTORCH_NCCL: collectives between GPUs through NCCL; false: they meet in shared memory and copy (default true). */
   nccl: boolean;
   /** DTORCH_COPY_ENGINES: all-gather and all-to-all between GPUs by copy-engine pulls rather than NCCL (default true). */
