@@ -82,7 +82,7 @@ function setup(variant, gpus) {
   if (sequenceParallel) {
     // q, k and v from one matmul: on each GPU's share of the tokens one [tokens/N, 3·hidden]
     // product fills the SMs in more even waves than three [tokens/N, hidden] ones (770-785 vs
-    // 660-667 TFLOP/s on an H200, bench/results/gemm-shapes-*). The output projection by its
+    // 660-667 TFLOP/s on an H200, bench/results/gemm-shapes/h200.jsonl). The output projection by its
     // input features (attention, MLP): two products added, so that the MLP's runs while the
     // attention's output is still travelling.
     const rows = (t, start, length, dim = 0) => dt.tidy(() => t.narrow(dim, start, length).contiguous());
