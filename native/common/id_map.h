@@ -2,6 +2,7 @@
 // paths (blobs by tensor id, per-segment liveness). Linear probing with backward-shift
 // deletion: no tombstones, no allocation per entry. Id 0 marks an empty slot.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
