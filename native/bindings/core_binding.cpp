@@ -448,6 +448,14 @@ Napi::Value ops(const Napi::CallbackInfo& info) {
   return table;
 }
 
+// The engine's error codes (native/common/error.h), as DTorchError.code carries them.
+Napi::Value errorCodes(const Napi::CallbackInfo& info) {
+  Napi::Array codes = Napi::Array::New(info.Env());
+  uint32_t i = 0;
+  for (const char* code : common::code::kAll) codes.Set(i++, std::string(code));
+  return codes;
+}
+
 // The dtype table, by name: { float32: code, ... }
 Napi::Value dtypes(const Napi::CallbackInfo& info) {
   Napi::Object table = Napi::Object::New(info.Env());
@@ -682,6 +690,7 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("sync", Napi::Function::New(env, sync));
   slice.Set("createMesh", Napi::Function::New(env, createMesh));
   slice.Set("ops", Napi::Function::New(env, ops));
+  slice.Set("errorCodes", Napi::Function::New(env, errorCodes));
   slice.Set("dtypes", Napi::Function::New(env, dtypes));
   slice.Set("memory", Napi::Function::New(env, memory));
   slice.Set("workers", Napi::Function::New(env, workers));

@@ -6,7 +6,8 @@
 
 namespace dtorch::common {
 
-// Stable error codes; the TypeScript side mirrors them in @dtorch/common errors.ts.
+// Stable error codes; the TypeScript side names them in @dtorch/common errors.ts, and
+// tests/engine/error_codes.test.ts checks it has every one of kAll (exported by the binding).
 namespace code {
 inline constexpr const char* kInvalidArgument = "INVALID_ARGUMENT";
 inline constexpr const char* kShapeMismatch = "SHAPE_MISMATCH";
@@ -24,6 +25,10 @@ inline constexpr const char* kNetwork = "NETWORK_ERROR";
 inline constexpr const char* kProtocol = "PROTOCOL_ERROR";
 inline constexpr const char* kNodeLost = "NODE_LOST";
 inline constexpr const char* kInternal = "INTERNAL";
+// Every code above: a new code goes here too.
+inline constexpr const char* kAll[] = {kInvalidArgument, kShapeMismatch, kDtypeMismatch, kUnknownDtype, kUnknownOp, kPlacementMismatch,
+                                       kMeshMismatch,    kInvalidMesh,   kDisposed,      kKernelFailed, kTimeout,   kShutdown,
+                                       kNetwork,         kProtocol,      kNodeLost,      kInternal};
 }  // namespace code
 
 class DTorchError : public std::runtime_error {

@@ -473,7 +473,7 @@ void registerElementwiseOps(OpRegistry& registry) {
   }
   registry.add({"where", 3, "", inferWhere, runWhere, whereRows});
   registry.add({"addcmul", 3, "(formed by fusion)", inferFormedByFusion, runAddcmul});
-  registry.add({"layer_norm_addcmul", -1, "(formed by fusion) layer_norm's", inferFormedByFusion, runLayerNormAddcmul});
+  registry.add({"layer_norm_addcmul", -1, "(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps", inferFormedByFusion, runLayerNormAddcmul});
   registry.add({"masked_fill", 2, "value, kind", inferMaskedFill, runMaskedFill, maskedFillRows});
 }
 

@@ -1,7 +1,7 @@
 // Turning what the engine recorded (its `out` buffer) into Tensors, and writing the common
 // attribute layouts into its `args` buffer.
 import { invalidParameter } from '@dtorch/common';
-import { engine } from '@dtorch/core';
+import { engine, type OpName } from '@dtorch/core';
 import type { DeviceMesh } from './device_mesh.js';
 import type { DType } from './dtype.js';
 import { placementFromCode, type Placement } from './placement.js';
@@ -65,22 +65,22 @@ export function output(mesh: DeviceMesh): Tensor {
 }
 
 // Writes the input ids, then `attrs`, and records op `name`.
-function recordInputs(name: string, inputs: readonly Tensor[], attrs: readonly number[]): void {
+function recordInputs(name: OpName, inputs: readonly Tensor[], attrs: readonly number[]): void {
   const e = engine();
   const args = e.reserveArgs(inputs.length + attrs.length);
   for (let i = 0; i < inputs.length; i++) args[i] = inputs[i]!.id;
   for (let i = 0; i < attrs.length; i++) args[inputs.length + i] = attrs[i]!;
-  e.record(e.ops[name]!.code, inputs.length, attrs.length);
+  e.record(e.opCode(name), inputs.length, attrs.length);
 }
 
 /** Records op `name` on `inputs` with `attrs`; its output, on `mesh` (default: the first input's). */
-export function recordOp(name: string, inputs: readonly Tensor[], attrs: readonly number[], mesh = inputs[0]!.mesh): Tensor {
+export function recordOp(name: OpName, inputs: readonly Tensor[], attrs: readonly number[], mesh = inputs[0]!.mesh): Tensor {
   recordInputs(name, inputs, attrs);
   return output(mesh);
 }
 
 /** Like recordOp, for ops with several outputs. */
-export function recordOpOutputs(name: string, inputs: readonly Tensor[], attrs: readonly number[]): Tensor[] {
+export function recordOpOutputs(name: OpName, inputs: readonly Tensor[], attrs: readonly number[]): Tensor[] {
   recordInputs(name, inputs, attrs);
   return outputs(inputs[0]!.mesh);
 }

@@ -5,6 +5,7 @@
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites, type CaptureMode } from './call_sites.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
+import type { OpName } from './op_table.js';
 import type { ClusterSlice, CoreSlice, GraphStats, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
 
 /** The kind of devices a mesh spans: CPU worker threads or CUDA GPUs. */
@@ -60,8 +61,11 @@ export class Engine {
     return this.slice.cluster;
   }
 
-  /** The op's code; throws UNKNOWN_OP naming the ops this build has. */
-  opCode(name: string): number {
+  /**
+   * The op's code; throws UNKNOWN_OP naming the ops this build has (an addon older than the
+   * op table it was compiled against).
+   */
+  opCode(name: OpName): number {
     const info = this.ops[name];
     if (!info) {
       throw new DTorchError(ErrorCode.UnknownOp, `unknown op "${name}"; this build has: ${Object.keys(this.ops).join(', ')}`);

@@ -154,6 +154,8 @@ export interface CoreSlice {
   createMesh(kind: number, devices: number[], shape: number[]): number;
   /** The op table of this build, by op name. */
   ops(): Record<string, OpInfo>;
+  /** The engine's error codes (native/common/error.h), as a DTorchError from native code carries them. */
+  errorCodes(): string[];
   /** The native dtype codes, by dtype name ('float32', 'bfloat16', ...). */
   dtypes(): Record<string, number>;
   /** Live tensors and their bytes, in all and per device. */

@@ -4,7 +4,7 @@
 // manualSeed's sequence); each rank draws the full tensor from that seed on a CPU generator,
 // so the same seed gives the same full tensor on one device and on any mesh.
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
-import { dtypeOfHostArray, engine, type HostArray } from '@dtorch/core';
+import { dtypeOfHostArray, engine, type HostArray, type OpName } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
 import { bytesPerElement, checkDtype, isFloatingDtype, type DType } from '../dtype.js';
 import { ScalarKind, bigIntFitsInt64, checkBigIntFits, checkFits, isIntegerDtype, scalarKindOf } from '../scalar.js';
@@ -58,11 +58,11 @@ function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: 
   return { mesh, placements, dtype };
 }
 
-function fromShape(op: string, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
+function fromShape(op: OpName, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
   const e = engine();
   let i = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   for (const v of extra) e.args[i++] = v;
-  e.record(e.ops[op]!.code, 0, i);
+  e.record(e.opCode(op), 0, i);
   return output(r.mesh);
 }
 
@@ -121,7 +121,7 @@ export function arange(start: number, endOrOptions?: number | CreationOptions, s
   e.args[i++] = start;
   e.args[i++] = end;
   e.args[i++] = step;
-  e.record(e.ops['arange']!.code, 0, i);
+  e.record(e.opCode('arange'), 0, i);
   return output(r.mesh);
 }
 
@@ -307,7 +307,7 @@ export function tensor(data: NestedArray | HostArray, options?: TensorOptions): 
   }
   const e = engine();
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
-  e.recordData(e.ops['from_data']!.code, n, host, source);
+  e.recordData(e.opCode('from_data'), n, host, source);
   return output(r.mesh);
 }
 
@@ -323,7 +323,7 @@ export function fromBuffer(bytes: Uint8Array, dtype: DType, shape: readonly numb
   const r = resolve({ ...optionsOf<CreationOptions>('fromBuffer', options, ['mesh', 'placements']), dtype }, dtype, 'fromBuffer', shape.length);
   const e = engine();
   const n = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
-  e.recordData(e.ops['from_data']!.code, n, bytes, dtype);
+  e.recordData(e.opCode('from_data'), n, bytes, dtype);
   return output(r.mesh);
 }
 
@@ -380,7 +380,7 @@ export function fromLocalBuffers(
   let i = writeShape(writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), [elements]), globalShape);
   e.reserveArgs(i + offsets.length); // one offset per rank
   for (const offset of offsets) e.args[i++] = offset;
-  e.recordData(e.ops['from_local_data']!.code, i, host, sourceDtype);
+  e.recordData(e.opCode('from_local_data'), i, host, sourceDtype);
   return output(r.mesh);
 }
 

@@ -2,7 +2,7 @@
 // maskedFill. A JS number acts as a Python scalar: an integral number (inside int64) as an int,
 // any other as a float, a boolean as a bool (scalar.ts).
 import { DTorchError, ErrorCode, checkKnownOptions, checkNumber, invalidParameter } from '@dtorch/common';
-import { engine } from '@dtorch/core';
+import { engine, type OpName } from '@dtorch/core';
 import { isFloatingDtype, type DType } from '../dtype.js';
 import { Replicate } from '../placement.js';
 import { checkTensor as checkInput, output, recordOp } from '../record.js';
@@ -13,7 +13,7 @@ import { Tensor, type Scalar } from '../tensor.js';
 
 const checkTensor = (fn: string, x: unknown): Tensor => checkInput(`${fn} input`, x);
 
-function unary(name: string, x: Tensor, attrs: readonly number[] = []): Tensor {
+function unary(name: OpName, x: Tensor, attrs: readonly number[] = []): Tensor {
   return recordOp(name, [checkTensor(name, x)], attrs);
 }
 
