@@ -220,28 +220,17 @@ Napi::Value recordData(const Napi::CallbackInfo& info) {
     checkArgCounts(s, 0, nAttrs);
     Napi::TypedArray array = info[2].As<Napi::TypedArray>();
     const core::DType source = core::dtypeFromCode(info[3].As<Napi::Number>().Int32Value());
-    // layout: meshId, nPlacements, placements..., dtype, ndim, shape...
-    const double* args = s.args.data();
-    const size_t dtypeAt = nAttrs > 1 ? 2 + static_cast<size_t>(args[1]) : nAttrs;
-    const size_t ndim = dtypeAt + 1 < nAttrs ? static_cast<size_t>(args[dtypeAt + 1]) : 0;
-    if (dtypeAt + 2 + ndim > nAttrs) common::fail(common::code::kInternal, "recordData: the header does not fit its attributes");
-    const core::DType target = core::dtypeFromCode(static_cast<int>(args[dtypeAt]));
-    std::vector<int64_t> shape;
-    for (size_t i = 0; i < ndim; ++i) shape.push_back(static_cast<int64_t>(args[dtypeAt + 2 + i]));
-    at::Tensor host = at::empty(shape, at::TensorOptions().dtype(source));
-    if (static_cast<size_t>(host.nbytes()) != array.ByteLength()) {
-      common::fail(common::code::kShapeMismatch, "tensor: data has " + std::to_string(array.ElementLength()) +
-                                                     " elements but shape " + common::formatList(shape) + " needs " +
-                                                     std::to_string(host.numel()));
-    }
-    if (host.nbytes() > 0) {
-      auto* bytes = static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
-      std::memcpy(host.data_ptr(), bytes, host.nbytes());
-    }
-    if (target != source) host = host.to(target);
+    const auto* bytes = static_cast<const uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
     const auto& op = core::OpRegistry::instance().byCode(code);
-    return writeRecorded(info.Env(), s, e.recorder().record(op, {}, c10::ArrayRef<double>(args, nAttrs), std::move(host)));
+    return writeRecorded(info.Env(), s, e.recorder().recordHostData(op, c10::ArrayRef<double>(s.args.data(), nAttrs), bytes, array.ByteLength(), source));
   });
+}
+
+// Placement codes from JS (Placement.code()) as placements.
+core::Placements placementsFrom(const Napi::Array& codes) {
+  core::Placements placements;
+  for (uint32_t i = 0; i < codes.Length(); ++i) placements.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
+  return placements;
 }
 
 // redistribute(id, meshId, placementCodes[]): like record, output metadata in `out`.
@@ -250,12 +239,7 @@ Napi::Value redistribute(const Napi::CallbackInfo& info) {
     core::Engine& e = engine(info.Env());
     const auto id = static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value());
     const int meshId = info[1].As<Napi::Number>().Int32Value();
-    Napi::Array codes = info[2].As<Napi::Array>();
-    core::Placements placements;
-    for (uint32_t i = 0; i < codes.Length(); ++i) {
-      placements.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
-    }
-    return writeRecorded(info.Env(), state(info.Env()), e.recorder().redistribute(id, meshId, placements));
+    return writeRecorded(info.Env(), state(info.Env()), e.recorder().redistribute(id, meshId, placementsFrom(info[2].As<Napi::Array>())));
   });
 }
 
@@ -265,10 +249,7 @@ Napi::Value planRedistribute(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     core::Engine& e = engine(env);
     const core::TensorMeta& m = e.recorder().meta(static_cast<int64_t>(info[0].As<Napi::Number>().Int64Value()));
-    Napi::Array codes = info[1].As<Napi::Array>();
-    core::Placements to;
-    for (uint32_t i = 0; i < codes.Length(); ++i) to.push_back(core::Placement::decode(codes.Get(i).As<Napi::Number>().Int32Value()));
-    const auto steps = core::planRedistribute(e.meshes().get(m.meshId), m.placements, to);
+    const auto steps = core::planRedistribute(e.meshes().get(m.meshId), m.placements, placementsFrom(info[1].As<Napi::Array>()));
     Napi::Array out = Napi::Array::New(env, steps.size());
     for (uint32_t i = 0; i < steps.size(); ++i) out.Set(i, steps[i].describe());
     return out;
@@ -287,15 +268,9 @@ Napi::Value signatureRows(const Napi::CallbackInfo& info) {
     const size_t nInputs = info[1].As<Napi::Number>().Uint32Value(), nAttrs = info[2].As<Napi::Number>().Uint32Value();
     checkArgCounts(s, nInputs, nAttrs);
     const double* args = s.args.data();
-    c10::SmallVector<const core::TensorMeta*, 4> metas;
-    for (size_t i = 0; i < nInputs; ++i) metas.push_back(&e.recorder().meta(static_cast<int64_t>(args[i])));
-    c10::SmallVector<double, 4> derived;
-    std::shared_ptr<const core::OpState> opState;
-    core::InferContext ctx{op, metas, c10::ArrayRef<double>(args + nInputs, nAttrs), e.meshes(), derived, opState};
-    core::Outputs outputs;
-    op.infer(ctx, outputs);
-    core::SignatureRows rows;
-    if (op.rows) op.rows(ctx, rows);
+    c10::SmallVector<int64_t, 4> inputs;
+    for (size_t i = 0; i < nInputs; ++i) inputs.push_back(static_cast<int64_t>(args[i]));
+    const core::SignatureRows rows = e.recorder().signatureRows(op, inputs, c10::ArrayRef<double>(args + nInputs, nAttrs));
     Napi::Array out = Napi::Array::New(env, rows.size());
     for (uint32_t r = 0; r < rows.size(); ++r) {
       Napi::Object entry = Napi::Object::New(env);

@@ -1,9 +1,11 @@
 #include "core/graph/recorder.h"
 
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include "common/error.h"
+#include "common/format.h"
 #include "common/log.h"
 #include "core/cluster/membership.h"
 #include "core/operand/layout.h"
@@ -114,6 +116,37 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
   for (int64_t id : temporaries) release(id);
   flushWhenFull();
   return recorded;
+}
+
+Recorder::Recorded Recorder::recordHostData(const OpDef& op, c10::ArrayRef<double> attrs, const void* bytes, size_t byteLength, DType source) {
+  const size_t n = attrs.size();
+  const size_t dtypeAt = n > 1 ? 2 + static_cast<size_t>(attrs[1]) : n;
+  const size_t ndim = dtypeAt + 1 < n ? static_cast<size_t>(attrs[dtypeAt + 1]) : 0;
+  if (dtypeAt + 2 + ndim > n) common::fail(common::code::kInternal, std::string(op.name) + ": the creation header does not fit its attributes");
+  const DType target = dtypeFromCode(static_cast<int>(attrs[dtypeAt]));
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < ndim; ++i) shape.push_back(static_cast<int64_t>(attrs[dtypeAt + 2 + i]));
+  at::Tensor host = at::empty(shape, at::TensorOptions().dtype(source));
+  if (static_cast<size_t>(host.nbytes()) != byteLength) {
+    common::fail(common::code::kShapeMismatch, "tensor: data has " + std::to_string(byteLength / host.element_size()) + " elements but shape " +
+                                                   common::formatList(shape) + " needs " + std::to_string(host.numel()));
+  }
+  if (byteLength > 0) std::memcpy(host.data_ptr(), bytes, byteLength);
+  if (target != source) host = host.to(target);
+  return record(op, {}, attrs, std::move(host));
+}
+
+SignatureRows Recorder::signatureRows(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs) const {
+  c10::SmallVector<const TensorMeta*, 4> metas;
+  for (int64_t id : inputs) metas.push_back(&meta(id));
+  c10::SmallVector<double, 4> derived;
+  std::shared_ptr<const OpState> state;
+  InferContext ctx{op, metas, attrs, meshes_, derived, state};
+  Outputs outputs;
+  op.infer(ctx, outputs);
+  SignatureRows rows;
+  if (op.rows) op.rows(ctx, rows);
+  return rows;
 }
 
 Recorder::Recorded Recorder::recordRedistribute(int64_t id, const Placements& placements) {

@@ -16,6 +16,7 @@
 #include "core/graph/segment.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/op.h"
+#include "core/operators/signature.h"
 
 namespace dtorch::core {
 
@@ -45,6 +46,14 @@ class Recorder {
   };
   Recorded record(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs,
                      at::Tensor hostData = {});
+  // Records `op` (from_data) on a copy of `bytes` (`byteLength` of them, elements of `source`),
+  // made now: the attributes' creation header (meshId, nPlacements, placements..., dtype, ndim,
+  // shape...) gives the shape and the dtype it is converted to. Bytes that do not fill the shape
+  // throw SHAPE_MISMATCH.
+  Recorded recordHostData(const OpDef& op, c10::ArrayRef<double> attrs, const void* bytes, size_t byteLength, DType source);
+  // The placement rows `op` has for these inputs and attributes (its infer runs first, so bad
+  // input throws as record would); records nothing.
+  SignatureRows signatureRows(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs) const;
   // Redistributes tensor `id` to `placements` on mesh `meshId` (its own or another): one node on
   // one mesh; across meshes, gather on the source, transfer, then slice on the target.
   Recorded redistribute(int64_t id, int meshId, const Placements& placements);
