@@ -4,7 +4,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
-import { AdaLayerNormZero, gated, modulate } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormZero, gated, modulatedNorm } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
 const clampFloat16 = (x: dt.Tensor) => (x.dtype === 'float16' ? x.clamp(-65504, 65504) : x);
@@ -49,12 +49,12 @@ export class FluxTransformerBlock extends nn.Module {
     dt.dispose([normed, normedContext]);
 
     const h1 = gated(hidden, gateMsa, attnOut);
-    const ffIn = modulate(this.norm2.forward(h1), shiftMlp, scaleMlp);
+    const ffIn = modulatedNorm(this.norm2, h1, shiftMlp, scaleMlp);
     const h = gated(h1, gateMlp, this.ff.call(ffIn));
     dt.dispose([attnOut, ffIn, h1]);
 
     const c1 = gated(encoderHidden, cGateMsa, contextAttnOut!);
-    const contextFfIn = modulate(this.norm2_context.forward(c1), cShiftMlp, cScaleMlp);
+    const contextFfIn = modulatedNorm(this.norm2_context, c1, cShiftMlp, cScaleMlp);
     const c = clampFloat16(gated(c1, cGateMlp, this.ff_context.call(contextFfIn)));
     dt.dispose([contextAttnOut!, contextFfIn, c1]);
     return [c, h];

@@ -16,6 +16,12 @@ import type { ModelOptions } from '../../loading/pretrained_model.js';
 /** x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. */
 export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => dt.tidy(() => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1)));
 
+/**
+ * norm(x) · (1 + scale) + shift: the norm's output released with the product, so the layer norm
+ * fuses into the same kernel as the multiply and the add (one pass over x on GPUs).
+ */
+export const modulatedNorm = (norm: nn.LayerNorm, x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => dt.tidy(() => modulate(norm.forward(x), shift, scale));
+
 /** x + gate · y, the gate [B, D] over every token: the gated residual of the adaLN-Zero blocks. */
 export const gated = (x: dt.Tensor, gate: dt.Tensor, y: dt.Tensor): dt.Tensor => dt.tidy(() => x.add(gate.unsqueeze(1).mul(y)));
 
@@ -52,7 +58,7 @@ export class AdaLayerNormZero extends AdaLayerNormChunks {
   /** [norm(x) · (1 + scaleMsa) + shiftMsa, gateMsa, shiftMlp, scaleMlp, gateMlp]. */
   forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor] {
     const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp] = this.chunks(emb) as [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor];
-    return [modulate(this.norm.forward(x), shiftMsa, scaleMsa), gateMsa, shiftMlp, scaleMlp, gateMlp];
+    return [modulatedNorm(this.norm, x, shiftMsa, scaleMsa), gateMsa, shiftMlp, scaleMlp, gateMlp];
   }
 }
 
@@ -65,7 +71,7 @@ export class AdaLayerNormZeroSingle extends AdaLayerNormChunks {
   /** [norm(x) · (1 + scale) + shift, gate]. */
   forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor] {
     const [shift, scale, gate] = this.chunks(emb) as [dt.Tensor, dt.Tensor, dt.Tensor];
-    return [modulate(this.norm.forward(x), shift, scale), gate];
+    return [modulatedNorm(this.norm, x, shift, scale), gate];
   }
 }
 
@@ -97,6 +103,6 @@ export class AdaLayerNormContinuous extends nn.Module {
   forward(x: dt.Tensor, conditioning: dt.Tensor): dt.Tensor {
     const emb = this.linear.forward(dt.F.silu(conditioning).to(x.dtype));
     const [scale, shift] = emb.chunk(2, 1) as [dt.Tensor, dt.Tensor];
-    return modulate(this.norm.forward(x), shift, scale);
+    return modulatedNorm(this.norm, x, shift, scale);
   }
 }

@@ -8,7 +8,7 @@ import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
-import { AdaLayerNormContinuous, AdaLayerNormZero, gated, modulate } from '../normalization/ada_layer_norm.js';
+import { AdaLayerNormContinuous, AdaLayerNormZero, gated, modulatedNorm } from '../normalization/ada_layer_norm.js';
 import { SD3Attention } from './joint_attention.js';
 import { SD35AdaLayerNormZeroX } from './sd35_ada_layer_norm_zero_x.js';
 
@@ -85,13 +85,13 @@ export class JointTransformerBlock extends nn.Module {
       dt.dispose([normed2, attn2Out, h]);
       h = h2;
     }
-    const ffIn = modulate(this.norm2.forward(h), shiftMlp, scaleMlp);
+    const ffIn = modulatedNorm(this.norm2, h, shiftMlp, scaleMlp);
     const out = gated(h, gateMlp, this.ff.call(ffIn));
     dt.dispose([ffIn, h]);
     if (!text) return [undefined, out];
     const [, cGateMsa, cShiftMlp, cScaleMlp, cGateMlp] = text;
     const c = gated(context, cGateMsa, contextAttnOut!);
-    const contextFfIn = modulate(this.norm2_context!.forward(c), cShiftMlp, cScaleMlp);
+    const contextFfIn = modulatedNorm(this.norm2_context!, c, cShiftMlp, cScaleMlp);
     const contextOut = gated(c, cGateMlp, this.ff_context!.call(contextFfIn));
     dt.dispose([contextAttnOut!, contextFfIn, c]);
     return [contextOut, out];
