@@ -7,7 +7,7 @@
 namespace dtorch::common {
 
 // Stable error codes; the TypeScript side names them in @dtorch/common errors.ts, and
-// tests/engine/error_codes.test.ts checks it has every one of kAll (exported by the binding).
+// tests/engine/native_tables.test.ts checks it has every one of kAll (exported by the binding).
 namespace code {
 inline constexpr const char* kInvalidArgument = "INVALID_ARGUMENT";
 inline constexpr const char* kShapeMismatch = "SHAPE_MISMATCH";

@@ -411,21 +411,14 @@ void runAddcmul(KernelContext& ctx) { ctx.outputs.push_back(addcmulOf(ctx, ctx.i
 // then addcmul as above: bit-identical to the ops it replaces on CPUs.
 void runLayerNormAddcmul(KernelContext& ctx) {
   const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &b = ctx.input(2);
-  const int64_t n = ctx.intAttr(0);
-  std::vector<int64_t> shape;
-  for (int64_t i = 0; i < n; ++i) shape.push_back(ctx.intAttr(1 + i));
-  const bool hasWeight = ctx.attr(1 + n) != 0, hasBias = ctx.attr(2 + n) != 0;
-  const double eps = ctx.attr(3 + n);
-  if (n == 1 && !hasWeight && !hasBias) {
-    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, eps)) {
+  const NormArgs a = normArgs(ctx, 3);
+  if (a.shape.size() == 1 && !a.weight && !a.bias) {
+    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, a.eps)) {
       ctx.outputs.push_back(*fused);
       return;
     }
   }
-  size_t next = 3;
-  const std::optional<at::Tensor> weight = hasWeight ? std::optional<at::Tensor>(ctx.input(next++)) : std::nullopt;
-  const std::optional<at::Tensor> bias = hasBias ? std::optional<at::Tensor>(ctx.input(next)) : std::nullopt;
-  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, shape, weight, bias, eps), b));
+  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, a.shape, a.weight, a.bias, a.eps), b));
 }
 
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {

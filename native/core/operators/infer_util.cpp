@@ -1,5 +1,6 @@
 #include "core/operators/infer_util.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <c10/util/overflows.h>
 
@@ -186,6 +187,17 @@ void checkPlacements(const InferContext& ctx, const Placements& placements, cons
 at::Tensor addToProduct(const KernelContext& ctx, at::Tensor product, const at::Tensor& c) {
   const bool intoProduct = product.scalar_type() == ctx.outputMeta().dtype && product.sizes() == at::IntArrayRef(ctx.outputPiece().shape);
   return intoProduct ? product.add_(c) : at::add(c, product);
+}
+
+NormArgs normArgs(const KernelContext& ctx, size_t firstOptional) {
+  NormArgs a;
+  const int64_t n = ctx.intAttr(0);
+  for (int64_t i = 0; i < n; ++i) a.shape.push_back(ctx.intAttr(1 + i));
+  size_t next = firstOptional;
+  if (ctx.attr(1 + n) != 0) a.weight = ctx.input(next++);
+  if (ctx.attr(2 + n) != 0) a.bias = ctx.input(next++);
+  a.eps = ctx.attr(3 + n);
+  return a;
 }
 
 void inferFormedByFusion(const InferContext& ctx, Outputs&) {

@@ -5,6 +5,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <optional>
+#include <vector>
 
 #include "core/operators/op.h"
 
@@ -51,6 +52,16 @@ void checkByteCount(const InferContext& ctx, const Shape& shape, DType dtype);
 // output's shape and dtype (as the unfused add would have reused it), else a new tensor. Addition
 // commutes, so the bits equal the unfused add whichever side c was on.
 at::Tensor addToProduct(const KernelContext& ctx, at::Tensor product, const at::Tensor& c);
+
+// A norm kernel's attributes (nNorm, normalizedShape..., hasWeight, hasBias, eps) and its
+// optional weight and bias, the tensor inputs from `firstOptional` on (1 for layer_norm and
+// rms_norm; after the other inputs of the ops a norm is fused into).
+struct NormArgs {
+  std::vector<int64_t> shape;
+  std::optional<at::Tensor> weight, bias;
+  double eps;
+};
+NormArgs normArgs(const KernelContext& ctx, size_t firstOptional);
 
 // The infer of ops that only the controller's fusion forms (runner/fusion.h): recording one fails.
 void inferFormedByFusion(const InferContext& ctx, Outputs& out);

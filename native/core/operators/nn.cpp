@@ -172,27 +172,12 @@ void normRows(const InferContext& ctx, SignatureRows& rows) {
     rows.push_back(row(in, S(i)));
   }
 }
-struct NormArgs {
-  std::vector<int64_t> shape;
-  std::optional<at::Tensor> weight, bias;
-  double eps;
-};
-NormArgs normArgs(const KernelContext& ctx) {
-  NormArgs a;
-  const int64_t n = ctx.intAttr(0);
-  for (int64_t i = 0; i < n; ++i) a.shape.push_back(ctx.intAttr(1 + i));
-  size_t next = 1;
-  if (ctx.attr(1 + n) != 0) a.weight = ctx.input(next++);
-  if (ctx.attr(2 + n) != 0) a.bias = ctx.input(next++);
-  a.eps = ctx.attr(3 + n);
-  return a;
-}
 void runLayerNorm(KernelContext& ctx) {
-  const NormArgs a = normArgs(ctx);
+  const NormArgs a = normArgs(ctx, 1);
   ctx.outputs.push_back(at::layer_norm(ctx.input(0), a.shape, a.weight, a.bias, a.eps));
 }
 void runRmsNorm(KernelContext& ctx) {
-  const NormArgs a = normArgs(ctx);
+  const NormArgs a = normArgs(ctx, 1);
   // on GPUs, short last-dim rows (per-head norms) go through DTorch's row kernel
   std::optional<at::Tensor> fast = a.shape.size() == 1 ? external::cuda::rmsNormLastDim(ctx.input(0), a.weight, a.eps) : std::nullopt;
   ctx.outputs.push_back(fast ? *fast : at::rms_norm(ctx.input(0), a.shape, a.weight, a.eps));

@@ -8,6 +8,7 @@
 
 #include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/addcmul_rows.h"
+#include "external/cuda/row_operand_of.h"
 #endif
 
 namespace dtorch::external::cuda {
@@ -27,18 +28,16 @@ std::optional<at::Tensor> addcmulRows(const at::Tensor& c, const at::Tensor& a, 
   if (shape.size() < 2 || shape.size() > 3) return std::nullopt;
   const bool batched = shape.size() == 3;
   const int64_t batch = batched ? shape[0] : 1, rows = shape[shape.size() - 2], d = shape.back();
-  const int64_t vec = 16 / static_cast<int64_t>(c.element_size()), bytes = static_cast<int64_t>(c.element_size());
+  const int64_t vec = 16 / static_cast<int64_t>(c.element_size());
   if (d % vec != 0 || batch * rows * d == 0) return std::nullopt;
   bool broadcast = false;
   k::RowOperand ops[3];
   const at::Tensor* inputs[3] = {&c, &a, &b};
   for (int i = 0; i < 3; ++i) {
-    const at::Tensor e = inputs[i]->expand(shape);  // a view: broadcast dims get stride 0
-    if (e.stride(-1) != 1 || reinterpret_cast<uintptr_t>(e.data_ptr()) % 16 != 0) return std::nullopt;
-    const int64_t rowStride = e.stride(-2), batchStride = batched ? e.stride(0) : 0;
-    if ((rowStride * bytes) % 16 != 0 || (batchStride * bytes) % 16 != 0) return std::nullopt;
-    broadcast = broadcast || (rowStride == 0 && rows > 1);
-    ops[i] = {e.data_ptr(), batchStride, rowStride};
+    const std::optional<k::RowOperand> op = rowOperandOf(*inputs[i], shape);
+    if (!op) return std::nullopt;
+    broadcast = broadcast || (op->rowStride == 0 && rows > 1);
+    ops[i] = *op;
   }
   if (!broadcast) return std::nullopt;  // whole operands: LibTorch's kernel is vectorized already
   at::Tensor y = at::empty(shape, c.options().memory_format(at::MemoryFormat::Contiguous));

@@ -8,6 +8,7 @@
 
 #include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/layer_norm_addcmul_rows.h"
+#include "external/cuda/row_operand_of.h"
 #endif
 
 namespace dtorch::external::cuda {
@@ -26,21 +27,14 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor
   if ((x.dim() != 2 && x.dim() != 3) || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
   const bool batched = x.dim() == 3;
   const int64_t batch = batched ? x.size(0) : 1, rows = x.size(-2), d = x.size(-1);
-  const int64_t vec = 16 / static_cast<int64_t>(x.element_size()), bytes = static_cast<int64_t>(x.element_size());
+  const int64_t vec = 16 / static_cast<int64_t>(x.element_size());
   if (d % vec != 0 || d > k::maxLayerNormRow(type) || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return std::nullopt;
   // c and b broadcast to x (the op checked they broadcast together); one larger than x is not ours
   if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
-  k::RowOperand ops[2];
-  const at::Tensor* inputs[2] = {&c, &b};
-  for (int i = 0; i < 2; ++i) {
-    const at::Tensor e = inputs[i]->expand(x.sizes());  // a view: broadcast dims get stride 0
-    if (e.stride(-1) != 1 || reinterpret_cast<uintptr_t>(e.data_ptr()) % 16 != 0) return std::nullopt;
-    const int64_t rowStride = e.stride(-2), batchStride = batched ? e.stride(0) : 0;
-    if ((rowStride * bytes) % 16 != 0 || (batchStride * bytes) % 16 != 0) return std::nullopt;
-    ops[i] = {e.data_ptr(), batchStride, rowStride};
-  }
+  const std::optional<k::RowOperand> shift = rowOperandOf(c, x.sizes()), scale = rowOperandOf(b, x.sizes());
+  if (!shift || !scale) return std::nullopt;
   at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-  const int error = k::layerNormAddcmulRows(type, x.data_ptr(), ops[0], ops[1], y.data_ptr(), batch, rows, d, static_cast<float>(eps),
+  const int error = k::layerNormAddcmulRows(type, x.data_ptr(), *shift, *scale, y.data_ptr(), batch, rows, d, static_cast<float>(eps),
                                             c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "layer_norm_addcmul: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
