@@ -10,22 +10,22 @@ import type * as nn from '@dtorch/nn';
 /** linear.forward(cat(parts, -1)), as Σ parts[i] · weight[:, block i]ᵀ, reduced, plus the bias. */
 export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt.Tensor {
   return dt.tidy(() => {
+    // unsplit, the bias rides on the first product (the matmul's epilogue on GPUs, not a
+    // broadcast add over every token after it); split by features (the parts come from colwise
+    // layers under 'tp'), the products are partial sums and the bias is added once, after they
+    // are reduced
+    const first = parts[0]!;
+    const splitByFeatures = first.placements.some((p) => p.isShard(first.shape.length - 1));
     let offset = 0;
     let sum: dt.Tensor | undefined;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
-      // unsplit, the bias rides on the first product (the matmul's epilogue on GPUs, not a
-      // broadcast add over every token after it); split by features, the products are partial
-      // sums and the bias is added once, after they are reduced
-      const bias = !sum && !splitByFeatures(part) ? linear.bias : undefined;
+      const bias = part === first && !splitByFeatures ? linear.bias : undefined;
       const product = dt.F.linear(part, linear.weight.narrow(1, offset, width), bias);
       sum = sum ? sum.add(product) : product;
       offset += width;
     }
     const whole = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
-    return linear.bias && splitByFeatures(parts[0]!) ? whole.add(linear.bias) : whole;
+    return linear.bias && splitByFeatures ? whole.add(linear.bias) : whole;
   });
 }
-
-// A part sharded along its features (its last dim, from a colwise layer under 'tp').
-const splitByFeatures = (part: dt.Tensor): boolean => part.placements.some((p) => p.isShard(part.shape.length - 1));
