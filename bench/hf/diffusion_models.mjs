@@ -35,6 +35,7 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
 import { childRuns, diffusersPython } from './child_runs.mjs';
+import { graphCounters } from './graph_counters.mjs';
 import { fillLikeTorchInit, noise } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -203,12 +204,6 @@ async function measure(name) {
     shape, shape_ok: shape.length === want.length && shape.every((s, i) => s === want[i]), finite: Number.isFinite(maxAbs), checksum: meanAbs,
     graphs: graphCounters(),
   };
-}
-
-// What ran from CUDA graphs over the whole run (dt.graph.stats)
-function graphCounters() {
-  const g = dt.graph.stats();
-  return { captured: g.captured, replays: g.replays, replayed_kernels: g.replayedKernels, fallbacks: g.fallbacks, live: g.liveGraphs, gib: +(g.graphBytes / GIB).toFixed(3), segments: g.segments, repeats: g.repeats };
 }
 
 // ---- the run: every side of every model in a process of its own ------------------------------

@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { graphCounters } from './graph_counters.mjs';
 import { fillLikeTransformersInit } from './random_init.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -32,7 +33,6 @@ const iters = Number(process.env.ITERS ?? 20);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const compile = process.env.COMPILE ?? '1';
 const anchors = (process.env.ANCHORS ?? '1') !== '0'; // 0: DTorch alone (an experiment; no summary without transformers)
-const GIB = 1024 ** 3;
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
@@ -101,12 +101,6 @@ async function measure(name) {
     bench: 'hf_text_encoders', side: 'dtorch', model: name, device, dtype, tokens: spec.tokens, iters, rounds,
     latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), checksum, held_after_rounds: heldAfterRounds, graphs: graphCounters(),
   };
-}
-
-// What ran from CUDA graphs so far (dt.graph.stats), over every model measured
-function graphCounters() {
-  const g = dt.graph.stats();
-  return { captured: g.captured, replays: g.replays, replayed_kernels: g.replayedKernels, fallbacks: g.fallbacks, live: g.liveGraphs, gib: +(g.graphBytes / GIB).toFixed(3), segments: g.segments, repeats: g.repeats };
 }
 
 // The GPU's busy time in one forward, from a kernel trace. Run after every timing: a profiler
