@@ -46,7 +46,7 @@ class Recorder {
   };
   Recorded record(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs,
                      at::Tensor hostData = {});
-  // Records `op` (from_data) on a copy of `bytes` (`byteLength` of them, elements of `source`),
+  // Records `op` (from_data, from_local_data) on a copy of `bytes` (`byteLength` of them, elements of `source`),
   // made now: the attributes' creation header (meshId, nPlacements, placements..., dtype, ndim,
   // shape...) gives the shape and the dtype it is converted to. Bytes that do not fill the shape
   // throw SHAPE_MISMATCH.
