@@ -36,6 +36,7 @@ import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
 import { childRuns, diffusersPython } from './child_runs.mjs';
 import { graphCounters } from './graph_counters.mjs';
+import { idleFields } from './gpu_idle.mjs';
 import { fillLikeTorchInit, noise } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -200,7 +201,7 @@ async function measure(name) {
     peak_above_held_gib: peak === null ? null : +((peak - held) / GIB).toFixed(3),
     warmup_s: +warmupS.toFixed(1), build_s: +buildS.toFixed(1),
     gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null,
-    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, kernel_ms: kernelMs, top_kernels: top,
+    gpu_idle_share: busy ? +(1 - busy.busyMs / latency).toFixed(3) : null, ...idleFields(busy), kernel_ms: kernelMs, top_kernels: top,
     shape, shape_ok: shape.length === want.length && shape.every((s, i) => s === want[i]), finite: Number.isFinite(maxAbs), checksum: meanAbs,
     graphs: graphCounters(),
   };

@@ -22,6 +22,7 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
 import { graphCounters } from './graph_counters.mjs';
+import { idleFields } from './gpu_idle.mjs';
 import { fillLikeTransformersInit } from './random_init.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -132,7 +133,7 @@ for (const name of models) ours.push(await measure(name));
 if (device === 'cuda') {
   for (const o of ours) {
     const { busy, top } = await trace(o.model);
-    Object.assign(o, { gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null, gpu_idle_share: busy ? +(1 - busy.busyMs / o.latency_ms).toFixed(3) : null, top_kernels: top });
+    Object.assign(o, { gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null, gpu_idle_share: busy ? +(1 - busy.busyMs / o.latency_ms).toFixed(3) : null, ...idleFields(busy), top_kernels: top });
   }
 }
 const after = transformers('0');

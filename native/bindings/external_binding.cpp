@@ -191,10 +191,11 @@ Napi::Object initExternal(Napi::Env env) {
       return info.Env().Undefined();
     });
   }));
-  // the GPU work since startKernelTrace: per device its events and busy time, the top kernels
+  // the GPU work since startKernelTrace (top, gaps): per device its events, busy time and idle
+  // gaps, the top kernels
   slice.Set("stopKernelTrace", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
     return guarded(info, [&] {
-      const auto trace = external::torch::stopKernelTrace(info[0].As<Napi::Number>().Int32Value());
+      const auto trace = external::torch::stopKernelTrace(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value());
       Napi::Env env = info.Env();
       Napi::Object out = Napi::Object::New(env);
       Napi::Array devices = Napi::Array::New(env);
@@ -205,6 +206,21 @@ Napi::Object initExternal(Napi::Env env) {
         entry.Set("events", static_cast<double>(d.events));
         entry.Set("busyMs", static_cast<double>(d.busyNs) / 1e6);
         entry.Set("spanMs", static_cast<double>(d.lastEndNs - d.firstStartNs) / 1e6);
+        entry.Set("leadMs", static_cast<double>(d.leadNs) / 1e6);
+        Napi::Object idle = Napi::Object::New(env);
+        idle.Set("shortMs", static_cast<double>(d.idleShortNs) / 1e6);
+        idle.Set("mediumMs", static_cast<double>(d.idleMediumNs) / 1e6);
+        idle.Set("longMs", static_cast<double>(d.idleLongNs) / 1e6);
+        entry.Set("idleByGap", idle);
+        Napi::Array gaps = Napi::Array::New(env);
+        for (size_t g = 0; g < d.longestGaps.size(); ++g) {
+          Napi::Object gap = Napi::Object::New(env);
+          gap.Set("ms", static_cast<double>(d.longestGaps[g].ns) / 1e6);
+          gap.Set("before", d.longestGaps[g].before);
+          gap.Set("after", d.longestGaps[g].after);
+          gaps.Set(static_cast<uint32_t>(g), gap);
+        }
+        entry.Set("longestGaps", gaps);
         devices.Set(static_cast<uint32_t>(i), entry);
       }
       Napi::Array top = Napi::Array::New(env);

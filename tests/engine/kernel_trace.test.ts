@@ -28,6 +28,26 @@ describe('dt.cuda.traceKernels', () => {
     expect(device.busyMs).toBeGreaterThan(0);
     expect(device.busyMs).toBeLessThanOrEqual(device.spanMs + 1e-6);
     expect(trace.top[0]!.calls).toBeGreaterThanOrEqual(20); // the matmul's kernel
+    // the idle time within the span, split by gap length, is the span less the busy time
+    const idle = device.idleByGap.shortMs + device.idleByGap.mediumMs + device.idleByGap.longMs;
+    expect(idle).toBeCloseTo(device.spanMs - device.busyMs, 6);
+    expect(device.leadMs).toBeGreaterThanOrEqual(0);
+    expect(device.longestGaps.length).toBeLessThanOrEqual(8);
+    for (let i = 1; i < device.longestGaps.length; i++) expect(device.longestGaps[i]!.ms).toBeLessThanOrEqual(device.longestGaps[i - 1]!.ms);
+    for (const gap of device.longestGaps) expect(gap.before.length * gap.after.length).toBeGreaterThan(0);
+    // a gap the program makes: the device waits 30 ms for the second matmul, and the trace says so
+    const waited = await dt.cuda.traceKernels(async () => {
+      const first = a.matmul(a);
+      await dt.sync();
+      await new Promise((r) => setTimeout(r, 30));
+      const second = a.matmul(a);
+      await dt.sync();
+      dt.dispose([first, second]);
+    }, { gaps: 1 });
+    const w = waited.devices.find((d) => d.device === 0)!;
+    expect(w.longestGaps).toHaveLength(1);
+    expect(w.longestGaps[0]!.ms).toBeGreaterThan(25);
+    expect(w.idleByGap.longMs).toBeGreaterThan(25);
     // a failed fn stops the trace: the next one starts
     await expect(dt.cuda.traceKernels(() => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     const again = await dt.cuda.traceKernels(() => dt.sync());

@@ -58,17 +58,18 @@ export function setSMCarveout(sms: number): void {
 /**
  * Traces what the GPUs run while `fn` runs and its promise settles (LibTorch's profiler, the
  * timeline torch.profiler records): per device the kernels, copies and fills, the time the
- * device was busy with any of them, and the longest kernels. For benchmarks: a forward's wall
- * time minus its busy time is the time the GPU sat idle between kernels. Await `dt.sync()`
+ * device was busy with any of them, where it sat idle (before the first, and in gaps by their
+ * length, the longest named by the work around them), and the longest kernels. For benchmarks:
+ * a forward's wall time minus its busy time is the time the GPU sat idle. Await `dt.sync()`
  * inside `fn` so that the work it queued is in the trace.
  */
-export async function traceKernels(fn: () => Promise<void> | void, options?: { top?: number }): Promise<KernelTrace> {
+export async function traceKernels(fn: () => Promise<void> | void, options?: { top?: number; gaps?: number }): Promise<KernelTrace> {
   startKernelTrace();
   try {
     await fn();
   } catch (err) {
-    stopKernelTrace(0);
+    stopKernelTrace(0, 0);
     throw err;
   }
-  return stopKernelTrace(options?.top ?? 10);
+  return stopKernelTrace(options?.top ?? 10, options?.gaps ?? 8);
 }

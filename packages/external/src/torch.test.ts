@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { describeRuntime, dtorchVersion, torchInfo } from './torch.js';
+import { describeRuntime, dtorchVersion, stopKernelTrace, torchInfo } from './torch.js';
 
 // What the addon reports is checked against facts gathered without it: the LibTorch the build
 // recorded (.dtorch/torch.json, written by setup or the device harness) and the NVIDIA GPUs of
@@ -51,5 +51,13 @@ describe('torch facts', () => {
     expect(info.libtorchVersion).toBe(record!.version.split('+')[0]);
     // CMakeLists.txt builds with CUDA exactly when this LibTorch has its CUDA half
     expect(info.builtWithCuda).toBe(existsSync(join(record!.cmakePrefixPath, 'lib', 'libtorch_cuda.so')));
+  });
+});
+
+describe('stopKernelTrace', () => {
+  it('refuses a count of kernels or gaps that is not a non-negative integer, before it stops anything', () => {
+    expect(() => stopKernelTrace(-1)).toThrow('expected a non-negative integer for top, got -1');
+    expect(() => stopKernelTrace(10, 1.5)).toThrow('expected a non-negative integer for gaps, got 1.5');
+    expect(() => stopKernelTrace(10, -1)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }) as Error);
   });
 });

@@ -11,7 +11,7 @@ interface ExternalSlice {
   resetCudaPeakMemoryStats(device: number): void;
   setCudaSMCarveout(sms: number): void;
   startKernelTrace(): void;
-  stopKernelTrace(top: number): KernelTrace;
+  stopKernelTrace(top: number, gaps: number): KernelTrace;
 }
 
 /** The LibTorch build the addon runs on and the devices it sees, as `dtorch info` prints them. */
@@ -54,6 +54,16 @@ export interface KernelTrace {
     busyMs: number;
     /** From the start of the first to the end of the last. */
     spanMs: number;
+    /** From the trace's start to the first one's start: the time it took to issue work at all. */
+    leadMs: number;
+    /**
+     * The idle time within the span, by the length of the gap it lies in: short (under 20 µs:
+     * kernels issued more slowly than they ran), medium (20 to 200 µs) and long (200 µs and
+     * more: the device waited for the program).
+     */
+    idleByGap: { shortMs: number; mediumMs: number; longMs: number };
+    /** The longest idle gaps, longest first, each with the work before it and after it. */
+    longestGaps: { ms: number; before: string; after: string }[];
   }[];
   /** The kernels that took longest (all devices), with their calls and total time. */
   top: {
@@ -128,10 +138,12 @@ export function startKernelTrace(): void {
   slice().startKernelTrace();
 }
 
-/** Stops the trace and sums it up, with the `top` longest kernels. */
-export function stopKernelTrace(top = 10): KernelTrace {
-  if (!Number.isInteger(top) || top < 0) throw new DTorchError(ErrorCode.InvalidArgument, `cuda.stopKernelTrace: expected a non-negative integer for top, got ${String(top)}`);
-  return slice().stopKernelTrace(top);
+/** Stops the trace and sums it up, with the `top` longest kernels and each device's `gaps` longest idle gaps. */
+export function stopKernelTrace(top = 10, gaps = 8): KernelTrace {
+  for (const [name, n] of [['top', top], ['gaps', gaps]] as const) {
+    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new DTorchError(ErrorCode.InvalidArgument, `cuda.stopKernelTrace: expected a non-negative integer for ${name}, got ${String(n)}`);
+  }
+  return slice().stopKernelTrace(top, gaps);
 }
 
 /** A short multi-line summary, as `dtorch info` prints it. */
