@@ -3,7 +3,8 @@
 // mark, come out as the same segments and are recognised after the first; a change of shape,
 // placement, mesh, attribute or input role is a new segment; the values are the ones the ops
 // give (recognition changes nothing); DTORCH_GRAPHS=0 turns it off; a model's call() marked as
-// a step and a tiny Flux pipeline's denoising steps are recognised.
+// a step and a tiny Flux pipeline's denoising steps are recognised; a step waited for starts
+// with a short segment, a step of a busy loop with a full one.
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
@@ -57,9 +58,10 @@ describe('repeated segments', () => {
       if (i === 2) results.push(dt.tidy(() => x.clone()));
     }
     const s = await statsSince(before);
-    // every step starts its segments afresh (at 32 nodes, doubling), so steps 2..12 repeat step 1's
-    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual((steps - 1) * 2);
-    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan((steps - 1.2) / steps);
+    // the first step, after the sync, is cut as a step waited for (short segments first); every
+    // later step starts full-sized segments afresh, so steps 3..12 repeat step 2's
+    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual((steps - 2) * 2);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan((steps - 2.2) / steps);
     // from step 3 on, the controller queues the kernels it lowered for step 2 again
     expect(dt.graph.stats().reusedLowerings - before.reusedLowerings).toBeGreaterThanOrEqual((steps - 2) * 2);
     expect(Array.from((await results[0]!.data()) as Float32Array)).toEqual(Array.from((await reference.data()) as Float32Array));
@@ -123,6 +125,31 @@ describe('repeated segments', () => {
     // the same call again: its encoders, steps and decode are all recognised
     expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.9);
     pipe.dispose();
+  });
+
+  it('starts a step waited for with a short segment: the idle worker runs its first ops while the program records', async () => {
+    await dt.sync();
+    const allocated = () => dt.memory().perDevice.reduce((sum, d) => sum + d.allocatedBytes, 0);
+    const start = allocated();
+    const made: dt.Tensor[] = [];
+    let ran = false;
+    dt.graph.step(() => {
+      // 40 ops, fewer than a full segment: the first 32 go to the worker at once
+      for (let i = 0; i < 40; i++) made.push(dt.full([1 << 18], i, { mesh }));
+      const deadline = Date.now() + 5000;
+      while (!ran && Date.now() < deadline) ran = allocated() >= start + 32 * (1 << 20); // no await: still recording
+    });
+    expect(ran).toBe(true);
+    // a step that follows it, busy, is cut full-sized: the same ops again are one segment
+    await dt.sync();
+    dt.graph.step(() => void made.push(dt.full([1 << 18], 0, { mesh })));
+    const before = dt.graph.stats();
+    dt.graph.step(() => {
+      for (let i = 0; i < 40; i++) made.push(dt.full([1 << 18], i, { mesh }));
+    });
+    const s = await statsSince(before);
+    expect(s.segments, JSON.stringify(s)).toBe(1);
+    dt.dispose(made);
   });
 
   it("recognises a model's call() marked as a step and made again on the same shapes, whole", async () => {
@@ -195,9 +222,10 @@ describe('repeated segments', () => {
     const outputs: dt.Tensor[] = [];
     for (let i = 0; i < 8; i++) outputs.push(model.call(ids)); // no read, no await, no dt.graph.step
     const s = await statsSince(before);
-    // all but the last call's tail (which the sync's segment holds) repeat the calls before them
-    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual(s.segments - 2);
-    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.85);
+    // the first call, after the sync, is cut as a call waited for; all later calls but the last
+    // one's tail (which the sync's segment holds) repeat the second
+    expect(s.repeats, JSON.stringify(s)).toBeGreaterThanOrEqual(s.segments - 3);
+    expect(s.repeatedNodes / s.nodes, JSON.stringify(s)).toBeGreaterThan(0.75);
     for (const out of outputs) expect(Array.from((await out.data()) as Float32Array)).toEqual(expected);
     dt.dispose([...outputs, ids]);
     model.dispose();

@@ -238,7 +238,7 @@ uint64_t Recorder::sync(std::shared_ptr<Completion> completion) {
 
 void Recorder::beginStep() {
   flush();
-  segmentLimit_ = flushThreshold_;
+  segmentLimit_ = std::exchange(waitedBeforeStep_, false) ? std::min(kFirstAfterWait, flushThreshold_) : flushThreshold_;
 }
 
 void Recorder::beginCall() {
@@ -255,6 +255,7 @@ void Recorder::flushWhenFull() {
 void Recorder::flushBeforeWait() {
   flush();
   segmentLimit_ = std::min(kFirstAfterWait, flushThreshold_);
+  waitedBeforeStep_ = true;
 }
 
 std::shared_ptr<Segment> Recorder::freshSegment() const {

@@ -71,9 +71,12 @@ class Recorder {
   // is dropped (dropSegment), and its failure reaches every read that depends on it.
   void flush();
   // The start (or end) of a step of a loop (dt.graph.step): flushes, and the next segments are
-  // full-sized (DTORCH_SEGMENT_NODES), so that every step is cut into the same segments whatever
-  // came before it. Not the small first segments of a wait: in a loop the devices are busy, and
-  // short batches would only hold a GPU worker back (its batches in flight are bounded).
+  // full-sized (DTORCH_SEGMENT_NODES), so that every step of a loop is cut into the same
+  // segments. The first step after a wait is cut as every step waited for alone is: its segments
+  // start short and double, as after any wait, so that the idle GPU starts after the first ops
+  // instead of a full segment (a forward waited for: its latency). In a loop without waits the
+  // devices are busy, and short batches would only hold a GPU worker back (its batches in flight
+  // are bounded).
   void beginStep();
   // The start of a top-level model call (Module.call). When the previous one, with what the
   // program recorded after it, took at least kCallStepNodes nodes, this is a step boundary
@@ -132,6 +135,7 @@ class Recorder {
   static constexpr size_t kFirstAfterWait = 32;
   static constexpr size_t kReservedNodes = 4096;
   size_t segmentLimit_ = kFirstAfterWait;
+  bool waitedBeforeStep_ = true;  // a wait came since the last beginStep (the engine starts idle)
 };
 
 }  // namespace dtorch::core
