@@ -1,5 +1,5 @@
 // Where a traced run's GPU sat idle (dt.cuda.traceKernels' per-device summary), as the bench/hf
-// rows report it beside gpu_busy_ms: before the first kernel, and in gaps by their length, the
+// rows report it beside gpu_busy_ms: in gaps by their length, the
 // longest named by the kernels around them (short gaps: kernels issued more slowly than they
 // run; long ones: the GPU waited for the program).
 const NAME_CHARS = 80;
@@ -8,7 +8,6 @@ export function idleFields(busy) {
   if (!busy) return {};
   const ms = (v) => +v.toFixed(3);
   return {
-    gpu_lead_ms: ms(busy.leadMs),
     gpu_idle_ms: { under_20us: ms(busy.idleByGap.shortMs), '20_200us': ms(busy.idleByGap.mediumMs), over_200us: ms(busy.idleByGap.longMs) },
     gpu_longest_gaps: busy.longestGaps.map((g) => ({ ms: ms(g.ms), before: g.before.slice(0, NAME_CHARS), after: g.after.slice(0, NAME_CHARS) })),
   };

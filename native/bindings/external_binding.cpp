@@ -206,7 +206,6 @@ Napi::Object initExternal(Napi::Env env) {
         entry.Set("events", static_cast<double>(d.events));
         entry.Set("busyMs", static_cast<double>(d.busyNs) / 1e6);
         entry.Set("spanMs", static_cast<double>(d.lastEndNs - d.firstStartNs) / 1e6);
-        entry.Set("leadMs", static_cast<double>(d.leadNs) / 1e6);
         Napi::Object idle = Napi::Object::New(env);
         idle.Set("shortMs", static_cast<double>(d.idleShortNs) / 1e6);
         idle.Set("mediumMs", static_cast<double>(d.idleMediumNs) / 1e6);

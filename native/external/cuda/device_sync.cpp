@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#include <sys/prctl.h>
 #endif
 
 namespace dtorch::external::cuda {
@@ -83,18 +84,24 @@ struct BatchEnd {
 thread_local std::deque<BatchEnd> batchEnds;
 thread_local uint64_t batchesEndedCount = 0;
 
-// Polls `done` until it holds or `timeout` passes: a short spin, then short sleeps.
+// Polls `done` until it holds or `timeout` passes: a spin of `spin`, then short sleeps (each
+// wakes within a few microseconds of its 20: the worker's timer slack is 1 us, bindWorkerThread).
 template <typename Done>
-bool pollUntil(Done&& done, std::chrono::milliseconds timeout) {
+bool pollUntil(Done&& done, std::chrono::milliseconds timeout, std::chrono::microseconds spin = std::chrono::microseconds(200)) {
   const auto start = std::chrono::steady_clock::now();
   while (!done()) {
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > timeout) return false;
-    if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (waited < spin) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
   return true;
 }
+
+// A sync or read the program waits for spins this long before it sleeps: the end of a forward
+// waited for (a text encoder's 1 ms, a diffusion step's last kernels) is then seen at once,
+// where a sleep would add tens of microseconds to every wait.
+constexpr std::chrono::microseconds kWaitSpin(2000);
 
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }
 
@@ -123,6 +130,7 @@ void bindWorkerThread(int index) {
   streams = WorkerStreams{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device),
                           c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)};
   c10::cuda::setCurrentCUDAStream(streams->compute);
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: its polls' short sleeps end on time (pollUntil)
 }
 
 std::shared_ptr<void> markReady(const at::Tensor& t) {
@@ -142,7 +150,7 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
   if (!streams) return true;
   // poll rather than block, so that a GPU that never finishes (a peer that never joined a
   // collective) turns into an error instead of a hung worker
-  if (!pollUntil([] { return streams->compute.query() && streams->communication.query(); }, timeout)) return false;
+  if (!pollUntil([] { return streams->compute.query() && streams->communication.query(); }, timeout, kWaitSpin)) return false;
   heldForCopies.clear();  // every copy of this worker is done
   batchEnds.clear();
   return true;

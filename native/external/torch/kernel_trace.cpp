@@ -96,13 +96,11 @@ KernelTraceResult stopKernelTrace(int top, int gaps) {
     k.totalNs += end - start;
     byDevice[e.deviceIndex()].push_back({start, end, &it->first});
   }
-  const auto traceStart = static_cast<int64_t>(result->trace_start_ns());
   KernelTraceResult out;
   for (auto& [device, intervals] : byDevice) {
     DeviceBusy busy;
     busy.device = device;
     sumUp(intervals, gaps, busy);
-    busy.leadNs = std::max<int64_t>(busy.firstStartNs - traceStart, 0);
     out.devices.push_back(std::move(busy));
   }
   for (auto& [name, k] : byName) {

@@ -22,7 +22,6 @@ struct DeviceBusy {
   int64_t busyNs = 0;       // union of their [start, end) intervals
   int64_t firstStartNs = 0; // trace clock, for the span of the work
   int64_t lastEndNs = 0;
-  int64_t leadNs = 0;       // from the trace's start to the first work: issuing it, before any ran
   // Idle time inside the span, by the length of the gap it lies in: where it comes from (short
   // gaps: kernels issued slower than they run; long ones: the device waited for the program).
   int64_t idleShortNs = 0;   // gaps under 20 us

@@ -58,8 +58,8 @@ export function setSMCarveout(sms: number): void {
 /**
  * Traces what the GPUs run while `fn` runs and its promise settles (LibTorch's profiler, the
  * timeline torch.profiler records): per device the kernels, copies and fills, the time the
- * device was busy with any of them, where it sat idle (before the first, and in gaps by their
- * length, the longest named by the work around them), and the longest kernels. For benchmarks:
+ * device was busy with any of them, where it sat idle between them (by the length of the gap, the
+ * longest named by the work around them), and the longest kernels. For benchmarks:
  * a forward's wall time minus its busy time is the time the GPU sat idle. Await `dt.sync()`
  * inside `fn` so that the work it queued is in the trace.
  */

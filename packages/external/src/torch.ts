@@ -54,8 +54,6 @@ export interface KernelTrace {
     busyMs: number;
     /** From the start of the first to the end of the last. */
     spanMs: number;
-    /** From the trace's start to the first one's start: the time it took to issue work at all. */
-    leadMs: number;
     /**
      * The idle time within the span, by the length of the gap it lies in: short (under 20 µs:
      * kernels issued more slowly than they ran), medium (20 to 200 µs) and long (200 µs and
