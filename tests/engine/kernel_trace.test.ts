@@ -33,7 +33,11 @@ describe('dt.cuda.traceKernels', () => {
     expect(idle).toBeCloseTo(device.spanMs - device.busyMs, 6);
     expect(device.longestGaps.length).toBeLessThanOrEqual(8);
     for (let i = 1; i < device.longestGaps.length; i++) expect(device.longestGaps[i]!.ms).toBeLessThanOrEqual(device.longestGaps[i - 1]!.ms);
-    for (const gap of device.longestGaps) expect(gap.before.length * gap.after.length).toBeGreaterThan(0);
+    for (const gap of device.longestGaps) {
+      expect(gap.before.length * gap.after.length).toBeGreaterThan(0);
+      expect(gap.atMs).toBeGreaterThan(0);
+      expect(gap.atMs + gap.ms).toBeLessThanOrEqual(device.spanMs + 1e-6);
+    }
     // a gap the program makes: the device waits 30 ms for the second matmul, and the trace says so
     const waited = await dt.cuda.traceKernels(async () => {
       const first = a.matmul(a);

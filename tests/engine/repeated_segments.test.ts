@@ -140,15 +140,16 @@ describe('repeated segments', () => {
       while (!ran && Date.now() < deadline) ran = allocated() >= start + 32 * (1 << 20); // no await: still recording
     });
     expect(ran).toBe(true);
-    // a step that follows it, busy, is cut full-sized: the same ops again are one segment
+    // a step that follows another, busy, is cut full-sized: the same ops again are one segment
     await dt.sync();
-    dt.graph.step(() => void made.push(dt.full([1 << 18], 0, { mesh })));
     const before = dt.graph.stats();
+    dt.graph.step(() => void made.push(dt.full([1 << 18], 0, { mesh }))); // after the wait: one short segment
     dt.graph.step(() => {
       for (let i = 0; i < 40; i++) made.push(dt.full([1 << 18], i, { mesh }));
     });
     const s = await statsSince(before);
-    expect(s.segments, JSON.stringify(s)).toBe(1);
+    expect(s.segments, JSON.stringify(s)).toBe(2);
+    expect(s.nodes, JSON.stringify(s)).toBe(41);
     dt.dispose(made);
   });
 
