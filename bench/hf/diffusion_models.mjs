@@ -178,7 +178,7 @@ async function measure(name) {
   let top = null;
   let kernelMs = null;
   if (cuda && traceOn) {
-    const t = await dt.cuda.traceKernels(once, { top: 100000 });
+    const t = await dt.cuda.traceKernels(once, { top: 100000, gaps: 40 });
     busy = t.devices.find((d) => d.device === 0) ?? null;
     kernelMs = kernelCategories(t.top);
     top = t.top.slice(0, 25).map((k) => ({ name: k.name.slice(0, kernelNameChars), calls: k.calls, ms: +k.totalMs.toFixed(3) }));

@@ -9,6 +9,6 @@ export function idleFields(busy) {
   const ms = (v) => +v.toFixed(3);
   return {
     gpu_idle_ms: { under_20us: ms(busy.idleByGap.shortMs), '20_200us': ms(busy.idleByGap.mediumMs), over_200us: ms(busy.idleByGap.longMs) },
-    gpu_longest_gaps: busy.longestGaps.map((g) => ({ ms: ms(g.ms), before: g.before.slice(0, NAME_CHARS), after: g.after.slice(0, NAME_CHARS) })),
+    gpu_longest_gaps: busy.longestGaps.map((g) => ({ ms: ms(g.ms), at_ms: ms(g.atMs), before: g.before.slice(0, NAME_CHARS), after: g.after.slice(0, NAME_CHARS) })),
   };
 }

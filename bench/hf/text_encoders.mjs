@@ -116,7 +116,7 @@ async function measure(name) {
 async function trace(name) {
   const { once, release } = build(specs[name]);
   for (let i = 0; i < 3; i++) await once();
-  const t = await dt.cuda.traceKernels(once, { top: 5 });
+  const t = await dt.cuda.traceKernels(once, { top: 5, gaps: 24 });
   await release();
   const busy = t.devices.find((d) => d.device === 0);
   return { busy, top: t.top.map((k) => ({ name: k.name.slice(0, 80), calls: k.calls, ms: +k.totalMs.toFixed(3) })) };

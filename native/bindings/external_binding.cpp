@@ -215,6 +215,7 @@ Napi::Object initExternal(Napi::Env env) {
         for (size_t g = 0; g < d.longestGaps.size(); ++g) {
           Napi::Object gap = Napi::Object::New(env);
           gap.Set("ms", static_cast<double>(d.longestGaps[g].ns) / 1e6);
+          gap.Set("atMs", static_cast<double>(d.longestGaps[g].atNs) / 1e6);
           gap.Set("before", d.longestGaps[g].before);
           gap.Set("after", d.longestGaps[g].after);
           gaps.Set(static_cast<uint32_t>(g), gap);

@@ -52,7 +52,7 @@ void sumUp(std::vector<Interval>& intervals, int gaps, DeviceBusy& busy) {
     if (i.start > end) {
       const int64_t gap = i.start - end;
       (gap < kShortGapNs ? busy.idleShortNs : gap < kLongGapNs ? busy.idleMediumNs : busy.idleLongNs) += gap;
-      all.push_back({gap, *ender, *i.name});
+      all.push_back({gap, end - busy.firstStartNs, *ender, *i.name});
     }
     if (i.end > end) {
       busy.busyNs += i.end - std::max(i.start, end);

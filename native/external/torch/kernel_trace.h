@@ -12,6 +12,7 @@ namespace dtorch::external::torch {
 // A stretch in which a device ran nothing, between the work that ended it and the work after it.
 struct IdleGap {
   int64_t ns = 0;
+  int64_t atNs = 0;    // where it starts, from the start of the device's first work
   std::string before;  // the kernel (copy, fill) whose end started the gap
   std::string after;   // the one whose start ended it
 };

@@ -60,8 +60,8 @@ export interface KernelTrace {
      * more: the device waited for the program).
      */
     idleByGap: { shortMs: number; mediumMs: number; longMs: number };
-    /** The longest idle gaps, longest first, each with the work before it and after it. */
-    longestGaps: { ms: number; before: string; after: string }[];
+    /** The longest idle gaps, longest first: how long, when (from the first one's start), and the work before and after it. */
+    longestGaps: { ms: number; atMs: number; before: string; after: string }[];
   }[];
   /** The kernels that took longest (all devices), with their calls and total time. */
   top: {
