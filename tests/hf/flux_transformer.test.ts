@@ -135,6 +135,49 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
   });
 });
 
+describe('FluxTransformer2DModel rotary tables', () => {
+  // a denoising loop passes the same ids every step: their tables are made on the first call only
+  it('makes the tables of the ids once for calls with the same ids, and anew for other ids', async () => {
+    const before = dt.memory().numTensors;
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const load = () => hf.FluxTransformer2DModel.fromPretrained(folder('flux-dev'), { mesh, subfolder: 'transformer' });
+    const model = await load();
+    const { hidden, options } = inputs('flux-dev', true, mesh);
+    const recorded = async (f: () => dt.Tensor): Promise<[dt.Tensor, number]> => {
+      await dt.sync();
+      const start = dt.graph.stats().nodes;
+      const out = f();
+      await dt.sync();
+      return [out, dt.graph.stats().nodes - start];
+    };
+    const [first, firstNodes] = await recorded(() => model.call(hidden, options));
+    const [second, secondNodes] = await recorded(() => model.call(hidden, options));
+    expect(firstNodes - secondNodes, 'the tables\' ops, recorded once').toBeGreaterThan(40);
+    const bytes = async (t: dt.Tensor) => Buffer.from(((await t.data()) as Float32Array).buffer);
+    expect((await bytes(second)).equals(await bytes(first))).toBe(true);
+    await expectClose(second, fixtureTensor(io, 'flux-dev.sample', { mesh }), 1e-4, 'the second call');
+    // other ids get their own tables: bit for bit those of a model that never saw the first ids
+    const shifted = { ...options, imgIds: options.imgIds!.add(3) };
+    const [third] = await recorded(() => model.call(hidden, shifted));
+    const fresh = await load();
+    const reference = fresh.call(hidden, shifted);
+    expect((await bytes(third)).equals(await bytes(first)), 'the ids change the sample').toBe(false);
+    expect((await bytes(third)).equals(await bytes(reference))).toBe(true);
+    // and the first ids again (as classifier-free guidance alternates two): still kept
+    const [fourth, fourthNodes] = await recorded(() => model.call(hidden, options));
+    expect(fourthNodes).toBe(secondNodes);
+    expect((await bytes(fourth)).equals(await bytes(first))).toBe(true);
+    model.releaseCallCache();
+    const [fifth, afterRelease] = await recorded(() => model.call(hidden, options));
+    expect(afterRelease, 'made again after releaseCallCache').toBe(firstNodes);
+    dt.dispose([first, second, third, fourth, fifth, reference, hidden, shifted.imgIds, ...Object.values(options)] as dt.Tensor[]);
+    model.dispose();
+    fresh.dispose();
+    await dt.sync();
+    expect(dt.memory().numTensors, 'the tables go with the model').toBe(before);
+  });
+});
+
 describe.each([meshes[0]!, meshes[1]!, ...cudaMeshes])('FluxTransformer2DModel in bfloat16 on $name', ({ make, skip }) => {
   // loaded as bfloat16 from the float32 checkpoint, inputs (but the ids) in bfloat16, as diffusers
   // run in bfloat16 (rotary tables float32, attention inputs rotated in float32 and cast back)

@@ -423,6 +423,7 @@ export class FluxPipeline extends DiffusionPipeline {
       return { images, timings: { encodeMs: encodedMs - startMs, denoiseMs: denoisedMs - encodedMs, decodeMs: performance.now() - denoisedMs } };
     } finally {
       dt.dispose(owned);
+      this.transformer.releaseCallCache(); // the tables of this call's ids
     }
   }
 

@@ -22,3 +22,36 @@ export function rotaryFromIds(ids: dt.Tensor, axesDim: readonly number[], theta 
     return [dt.cat(cos, -1), dt.cat(sin, -1)] as [dt.Tensor, dt.Tensor];
   });
 }
+
+/**
+ * The rotary tables of the ids a model was last called with. A denoising loop passes the same
+ * ids tensors every step (two sets, alternating, under classifier-free guidance without batching),
+ * and their tables (some 40 small kernels each, from float64 angles) come out the same each time:
+ * they are made once and kept for the last kEntries sets of ids, until dispose(). The ids are held
+ * weakly (a program that lets them go still frees them).
+ */
+export class RotaryTableCache {
+  static readonly kEntries = 2;
+  #entries: { ids: WeakRef<dt.Tensor>[]; tables: [dt.Tensor, dt.Tensor] }[] = [];
+
+  /** The tables of `ids` (the tensors they are computed from): those kept from a call with these very tensors, else `compute()`'s, kept. */
+  tables(ids: readonly dt.Tensor[], compute: () => [dt.Tensor, dt.Tensor]): [dt.Tensor, dt.Tensor] {
+    const same = (e: { ids: WeakRef<dt.Tensor>[] }) => e.ids.length === ids.length && ids.every((t, i) => e.ids[i]!.deref() === t && !t.isDisposed);
+    const found = this.#entries.findIndex(same);
+    if (found >= 0) {
+      const [entry] = this.#entries.splice(found, 1);
+      this.#entries.push(entry!); // the most recent last
+      return entry!.tables;
+    }
+    const tables = compute();
+    this.#entries.push({ ids: ids.map((t) => new WeakRef(t)), tables: [dt.keep(tables[0]), dt.keep(tables[1])] });
+    while (this.#entries.length > RotaryTableCache.kEntries) dt.dispose(this.#entries.shift()!.tables);
+    return tables;
+  }
+
+  /** Frees the tables kept. */
+  dispose(): void {
+    for (const e of this.#entries) dt.dispose(e.tables);
+    this.#entries = [];
+  }
+}

@@ -15,7 +15,7 @@ import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_mod
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
 import { gatherSequence, joinSequence, placeInputs, splitSequence, type SequenceParallelPlan } from '../../parallel/sequence_parallel.js';
 import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
-import { rotaryFromIds } from '../embeddings/rotary_pos_embed.js';
+import { RotaryTableCache, rotaryFromIds } from '../embeddings/rotary_pos_embed.js';
 import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { FluxSingleTransformerBlock } from './flux_single_transformer_block.js';
 import { FluxTransformerBlock } from './flux_transformer_block.js';
@@ -89,6 +89,8 @@ export class FluxTransformer2DModel extends PreTrainedModel {
   norm_out: AdaLayerNormContinuous;
   /** Image tokens out: innerDim to patch_size² x out_channels. */
   proj_out: nn.Linear;
+  // the rotary tables of the last calls' ids (a denoising loop passes the same ones each step)
+  readonly #rotary = new RotaryTableCache();
 
   constructor(config: FluxTransformer2DConfig, options: ModelOptions = {}) {
     super();
@@ -107,6 +109,20 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
     this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
     applyTpPlan(this, o.mesh, fluxTpPlan);
+  }
+
+  /**
+   * Frees what the model keeps from its last calls for the next ones (the rotary tables of their
+   * ids); a later call makes it again. A pipeline calls it when its denoising loop is done.
+   */
+  releaseCallCache(): void {
+    this.#rotary.dispose();
+  }
+
+  /** Frees the weights, and what the model keeps from its last calls. */
+  override dispose(): void {
+    this.#rotary.dispose();
+    super.dispose();
   }
 
   /** Reads the model's config.json. */
@@ -135,7 +151,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
         ? this.time_text_embed.forward(t, guidance!.to(hidden.dtype).mul(1000), pooledProjections)
         : this.time_text_embed.forward(t, pooledProjections);
     let context = this.context_embedder.forward(encoderHiddenStates);
-    const rotary = rotaryFromIds(joinSequence([txtIds, imgIds], 0), this.config.axesDimsRope);
+    const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => rotaryFromIds(joinSequence([txtIds, imgIds], 0), this.config.axesDimsRope));
 
     // a block's inputs are freed as soon as the next block has been recorded on them (else the
     // call's tidy would hold all 57 blocks' outputs, 1.6 GiB at 1024², until the end)
