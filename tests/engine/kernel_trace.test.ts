@@ -9,6 +9,13 @@ const onGpu = cudaSkip(1);
 const offGpu = gpus > 0 ? 'this process has CUDA devices' : machineGpus > 0 ? 'this machine has NVIDIA GPUs: the CUDA case runs instead' : false;
 
 describe('dt.cuda.traceKernels', () => {
+  it('refuses counts that are not non-negative integers before it starts a trace', async () => {
+    await expect(dt.cuda.traceKernels(() => {}, { gaps: -1 })).rejects.toThrow('dt.cuda.traceKernels: gaps must be a non-negative integer, got -1');
+    await expect(dt.cuda.traceKernels(() => {}, { top: 2.5 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    // none was left running: the next trace starts (it would throw 'already running')
+    if (gpus > 0) await expect(dt.cuda.traceKernels(() => dt.sync())).resolves.toHaveProperty('devices');
+  });
+
   it.skipIf(offGpu)(`refuses without CUDA devices, and no trace is left running${skipNote(offGpu)}`, async () => {
     await expect(dt.cuda.traceKernels(() => {})).rejects.toThrow('kernel traces need CUDA devices, and this process sees none');
     await expect(dt.cuda.traceKernels(() => {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });

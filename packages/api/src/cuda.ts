@@ -1,4 +1,5 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
+import { DTorchError, ErrorCode } from '@dtorch/common';
 import {
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
@@ -64,6 +65,11 @@ export function setSMCarveout(sms: number): void {
  * inside `fn` so that the work it queued is in the trace.
  */
 export async function traceKernels(fn: () => Promise<void> | void, options?: { top?: number; gaps?: number }): Promise<KernelTrace> {
+  const [top, gaps] = [options?.top ?? 10, options?.gaps ?? 8];
+  for (const [name, n] of [['top', top], ['gaps', gaps]] as const) {
+    // checked before the trace starts: a refused call leaves no trace running
+    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new DTorchError(ErrorCode.InvalidArgument, `dt.cuda.traceKernels: ${name} must be a non-negative integer, got ${String(n)}`);
+  }
   startKernelTrace();
   try {
     await fn();
@@ -71,5 +77,5 @@ export async function traceKernels(fn: () => Promise<void> | void, options?: { t
     stopKernelTrace(0, 0);
     throw err;
   }
-  return stopKernelTrace(options?.top ?? 10, options?.gaps ?? 8);
+  return stopKernelTrace(top, gaps);
 }
