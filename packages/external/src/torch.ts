@@ -59,9 +59,25 @@ export interface KernelTrace {
      * kernels issued more slowly than they ran), medium (20 to 200 µs) and long (200 µs and
      * more: the device waited for the program).
      */
-    idleByGap: { shortMs: number; mediumMs: number; longMs: number };
-    /** The longest idle gaps, longest first: how long, when (from the first one's start), and the work before and after it. */
-    longestGaps: { ms: number; atMs: number; before: string; after: string }[];
+    idleByGap: {
+      /** Milliseconds idle in gaps under 20 µs. */
+      shortMs: number;
+      /** Milliseconds idle in gaps of 20 to 200 µs. */
+      mediumMs: number;
+      /** Milliseconds idle in gaps of 200 µs and more. */
+      longMs: number;
+    };
+    /** The longest idle gaps, longest first. */
+    longestGaps: {
+      /** How long the gap lasted, in milliseconds. */
+      ms: number;
+      /** When it began, in milliseconds from the start of the device's first work. */
+      atMs: number;
+      /** The kernel (copy, fill) whose end began it. */
+      before: string;
+      /** The one whose start ended it. */
+      after: string;
+    }[];
   }[];
   /** The kernels that took longest (all devices), with their calls and total time. */
   top: {
