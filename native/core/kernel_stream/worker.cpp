@@ -24,12 +24,12 @@ Worker::Worker(Device device)
           DTORCH_LOG(common::LogLevel::kError, "worker " << device_.name() << " stopped by an unknown exception");
         }
         {
-          std::lock_guard<std::mutex> lock(mutex_);
+          std::lock_guard<std::mutex> lock(startedMutex_);
           started_ = true;  // a thread that failed before it started does not keep its constructor waiting
         }
         startedCv_.notify_all();
       }) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(startedMutex_);
   if (!startedCv_.wait_for(lock, std::chrono::seconds(60), [this] { return started_; })) {
     DTORCH_LOG(common::LogLevel::kWarn, "worker " << device_.name() << " took more than 60 s to start; going on without waiting");
   }
@@ -38,25 +38,13 @@ Worker::Worker(Device device)
 Worker::~Worker() { stop(); }
 
 void Worker::push(KernelBatch batch) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    batch.number = ++pushed_;
-    queue_.push_back(std::move(batch));
-  }
-  wake_.notify_one();
+  queue_.push(std::move(batch), [](KernelBatch& b, uint64_t number) { b.number = number; });
 }
 
-void Worker::abandon() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  abandonedUpTo_.store(pushed_, std::memory_order_relaxed);
-}
+void Worker::abandon() { abandonedUpTo_.store(queue_.pushed(), std::memory_order_relaxed); }
 
 void Worker::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
+  queue_.stop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -71,7 +59,7 @@ void Worker::loop() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(startedMutex_);
     started_ = true;
   }
   startedCv_.notify_all();
@@ -81,13 +69,7 @@ void Worker::loop() {
   std::vector<std::pair<size_t, size_t>> spans;
   int appliedThreads = 0;
   std::deque<KernelBatch> batches;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) break;  // stopping and drained
-      batches.swap(queue_);
-    }
+  while (queue_.takeAll(batches)) {  // until stopped and drained
     const int threads = intraOpThreads_.load();
     if (threads != appliedThreads) {
       at::set_num_threads(threads);  // per-thread under OpenMP: this worker's parallel regions

@@ -3,10 +3,10 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 
+#include "common/work_queue.h"
 #include "core/blob/blob_table.h"
 #include "core/kernel/kernel.h"
 #include "core/kernel_stream/graph_replays.h"
@@ -45,12 +45,10 @@ class Worker {
   void loop();
 
   Device device_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<KernelBatch> queue_;
-  bool stopping_ = false;
+  common::WorkQueue<KernelBatch> queue_;  // numbers each batch (KernelBatch::number)
   // set once the thread has taken its GPU streams: the constructor waits for it, so no worker
   // is still starting when the program ends (a CUDA runtime shutting down under it)
+  std::mutex startedMutex_;
   bool started_ = false;
   std::condition_variable startedCv_;
   std::atomic<int> intraOpThreads_{1};
@@ -59,7 +57,6 @@ class Worker {
   std::atomic<int64_t> peakBytes_{0};
   std::atomic<int64_t> kernelsRun_{0};
   GraphCounters graphs_;
-  uint64_t pushed_ = 0;                     // batches queued so far (under mutex_)
   std::atomic<uint64_t> abandonedUpTo_{0};  // batches up to this number are skipped
   std::thread thread_;
 };

@@ -19,40 +19,22 @@ Controller::Controller(const MeshTable& meshes, WorkerPool& workers)
 
 Controller::~Controller() { stop(); }
 
-void Controller::submit(std::shared_ptr<Segment> segment) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(segment));
-  }
-  wake_.notify_one();
-}
+void Controller::submit(std::shared_ptr<Segment> segment) { queue_.push(std::move(segment)); }
 
 void Controller::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
+  queue_.stop();
   if (thread_.joinable()) thread_.join();
 }
 
 void Controller::loop() {
   common::setThreadName("dt-controller");
   for (;;) {
-    std::shared_ptr<Segment> segment;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // while segments are still retiring, wake now and then to destroy the finished ones
-      const auto ready = [this] { return stopping_ || !queue_.empty(); };
-      if (retired_.empty()) wake_.wait(lock, ready);
-      else wake_.wait_for(lock, std::chrono::milliseconds(2), ready);
-      if (queue_.empty() && stopping_) break;
-      if (!queue_.empty()) {
-        segment = std::move(queue_.front());
-        queue_.pop_front();
-      }
-    }
-    if (segment) {
+    std::optional<std::shared_ptr<Segment>> taken;
+    // while segments are still retiring, wake now and then to destroy the finished ones
+    const auto timeout = retired_.empty() ? std::nullopt : std::optional<std::chrono::milliseconds>(2);
+    if (!queue_.takeOne(taken, timeout)) break;  // stopped and drained
+    if (taken) {
+      std::shared_ptr<Segment> segment = std::move(*taken);
       // signed as recorded, before any rewrite; an unsigned batch (nodes == 0) is never replayed
       const RepeatedSegments::Noted noted = graphs() ? repeats_.note(*segment) : RepeatedSegments::Noted{};
       fusion_.fuse(*segment);

@@ -4,7 +4,6 @@
 // ranks' workers, one batch per worker per segment.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/work_queue.h"
 #include "core/graph/segment.h"
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
@@ -64,14 +64,11 @@ class Controller {
   LoweringCache lowerings_;               // controller thread only
   std::atomic<int64_t> reusedLowerings_{0};
   std::atomic<int> graphsSwitched_{-1};  // -1: not switched; the settings are read lazily, once checked
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<Segment>> queue_;
+  common::WorkQueue<std::shared_ptr<Segment>> queue_;
   std::deque<std::shared_ptr<Segment>> retired_;  // controller thread only
   std::mutex spareMutex_;
   std::vector<std::shared_ptr<Segment>> spare_;  // under spareMutex_
   static constexpr size_t kMaxSpare = 4;
-  bool stopping_ = false;
   std::thread thread_;
 };
 
