@@ -10,7 +10,7 @@ const offGpu = gpus > 0 ? 'this process has CUDA devices' : machineGpus > 0 ? 't
 
 describe('dt.cuda.traceKernels', () => {
   it('refuses counts that are not non-negative integers before it starts a trace', async () => {
-    await expect(dt.cuda.traceKernels(() => {}, { gaps: -1 })).rejects.toThrow('dt.cuda.traceKernels: gaps must be a non-negative integer, got -1');
+    await expect(dt.cuda.traceKernels(() => {}, { gaps: -1 })).rejects.toThrow('dt.cuda.traceKernels: expected a non-negative integer for gaps, got -1');
     await expect(dt.cuda.traceKernels(() => {}, { top: 2.5 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     // none was left running: the next trace starts (it would throw 'already running')
     if (gpus > 0) await expect(dt.cuda.traceKernels(() => dt.sync())).resolves.toHaveProperty('devices');

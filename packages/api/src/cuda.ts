@@ -1,6 +1,6 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
-import { DTorchError, ErrorCode } from '@dtorch/common';
 import {
+  checkKernelTraceCounts,
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
   setCudaSMCarveout,
@@ -66,10 +66,7 @@ export function setSMCarveout(sms: number): void {
  */
 export async function traceKernels(fn: () => Promise<void> | void, options?: { top?: number; gaps?: number }): Promise<KernelTrace> {
   const [top, gaps] = [options?.top ?? 10, options?.gaps ?? 8];
-  for (const [name, n] of [['top', top], ['gaps', gaps]] as const) {
-    // checked before the trace starts: a refused call leaves no trace running
-    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new DTorchError(ErrorCode.InvalidArgument, `dt.cuda.traceKernels: ${name} must be a non-negative integer, got ${String(n)}`);
-  }
+  checkKernelTraceCounts('dt.cuda.traceKernels', top, gaps); // before the trace starts: a refused call leaves none running
   startKernelTrace();
   try {
     await fn();

@@ -8,6 +8,7 @@ export {
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
   setCudaSMCarveout,
+  checkKernelTraceCounts,
   startKernelTrace,
   stopKernelTrace,
   type KernelTrace,

@@ -152,11 +152,16 @@ export function startKernelTrace(): void {
   slice().startKernelTrace();
 }
 
+/** Throws INVALID_ARGUMENT, naming `caller`, unless `top` and `gaps` are counts stopKernelTrace takes. */
+export function checkKernelTraceCounts(caller: string, top: number, gaps: number): void {
+  for (const [name, n] of [['top', top], ['gaps', gaps]] as const) {
+    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new DTorchError(ErrorCode.InvalidArgument, `${caller}: expected a non-negative integer for ${name}, got ${String(n)}`);
+  }
+}
+
 /** Stops the trace and sums it up, with the `top` longest kernels and each device's `gaps` longest idle gaps. */
 export function stopKernelTrace(top = 10, gaps = 8): KernelTrace {
-  for (const [name, n] of [['top', top], ['gaps', gaps]] as const) {
-    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new DTorchError(ErrorCode.InvalidArgument, `cuda.stopKernelTrace: expected a non-negative integer for ${name}, got ${String(n)}`);
-  }
+  checkKernelTraceCounts('cuda.stopKernelTrace', top, gaps);
   return slice().stopKernelTrace(top, gaps);
 }
 
