@@ -44,6 +44,7 @@ export interface Case {
     eps?: number;
     groups?: number;
     causal?: boolean;
+    heads?: number;
     scale?: number;
     unbind?: -1 | -2;
     equation?: string;
@@ -115,8 +116,8 @@ const calls: Record<string, (args: Arg[], attrs: Case['attrs']) => dt.Tensor> = 
   rmsNorm: ([x, w], { shape, eps }) => dt.F.rmsNorm(x as dt.Tensor, shape!, { weight: w as dt.Tensor | undefined, eps }),
   groupNorm: ([x, w, b], { groups, eps }) => dt.F.groupNorm(x as dt.Tensor, groups!, { weight: w as dt.Tensor, bias: b as dt.Tensor, eps }),
   embedding: ([ids, w]) => dt.F.embedding(ids as dt.Tensor, w as dt.Tensor),
-  sdpa: ([q, k, v, m], { causal, scale }) =>
-    dt.F.scaledDotProductAttention(q as dt.Tensor, k as dt.Tensor, v as dt.Tensor, { attnMask: m as dt.Tensor | undefined, isCausal: causal, scale }),
+  sdpa: ([q, k, v, m], { causal, scale, heads }) =>
+    dt.F.scaledDotProductAttention(q as dt.Tensor, k as dt.Tensor, v as dt.Tensor, { attnMask: m as dt.Tensor | undefined, isCausal: causal, scale, heads }),
   rotary: ([x, c, s], { unbind }) => dt.F.applyRotaryEmb(x as dt.Tensor, [c as dt.Tensor, s as dt.Tensor], { useRealUnbindDim: unbind }),
   outer: ([a, b]) => dt.outer(a as dt.Tensor, b as dt.Tensor),
   einsum: ([a], { equation }) => dt.einsum(equation!, a as dt.Tensor),

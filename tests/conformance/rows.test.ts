@@ -63,6 +63,7 @@ const cases: RowCase[] = [
   { name: 'groupNorm', inputs: [f(5, 4, 2, 2)], run: ([x]) => dt.F.groupNorm(x!, 2) },
   { name: 'embedding', inputs: [{ shape: [5, 3], kind: 'ids', max: 7 }, f(7, 4)], run: ([i, w]) => dt.F.embedding(i!, w!) },
   { name: 'sdpa', inputs: [f(5, 2, 6, 4), f(5, 2, 6, 4), f(5, 2, 6, 4)], run: ([q, k, v]) => dt.F.scaledDotProductAttention(q!.div(10), k!.div(10), v!) },
+  { name: 'sdpa heads', inputs: [f(5, 6, 8), f(5, 6, 8), f(5, 6, 8)], run: ([q, k, v]) => dt.F.scaledDotProductAttention(q!.div(10), k!.div(10), v!, { heads: 2 }) },
   { name: 'conv2d', inputs: [f(5, 2, 4, 4), f(3, 2, 3, 3)], run: ([x, w]) => dt.F.conv2d(x!, w!, undefined, { padding: 1 }) },
   { name: 'interpolate', inputs: [f(5, 3, 2, 2)], run: ([x]) => dt.F.interpolate(x!, { scaleFactor: 2, mode: 'bilinear' }) },
   { name: 'maxPool2d', inputs: [f(5, 3, 4, 4)], run: ([x]) => dt.F.maxPool2d(x!, 2) },

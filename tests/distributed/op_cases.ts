@@ -148,7 +148,7 @@ export function randomOp(g: Gen): OpCase {
     }
     case 'nn': {
       const [n, din, dout] = [g.int(1, 5), g.int(1, 6), g.int(1, 6)];
-      const which = g.pick(['linear', 'linear-bias', 'layerNorm', 'rmsNorm', 'embedding', 'sdpa', 'sdpa-causal'] as const);
+      const which = g.pick(['linear', 'linear-bias', 'layerNorm', 'rmsNorm', 'embedding', 'sdpa', 'sdpa-causal', 'sdpa-heads'] as const);
       switch (which) {
         case 'linear':
           return { name: which, shapes: [[n, din], [dout, din]], tolerance: 1e-5, run: ([x, w]) => dt.F.linear(x!, w!), host: linearHost };
@@ -167,6 +167,13 @@ export function randomOp(g: Gen): OpCase {
             ints: [vocab],
             run: ([ids, w]) => dt.F.embedding(ids!, w!),
           };
+        }
+        case 'sdpa-heads': {
+          // heads packed in the last dim: [B, L, heads·E]; split on that dim or by the sequence
+          // over a named mesh dim, it is sdpa over views (a refusal names those)
+          const heads = g.int(1, 3);
+          const shape = [g.int(1, 3), g.int(1, 6), heads * g.int(1, 3)];
+          return { name: which, shapes: [shape, shape, shape], tolerance: 1e-5, composite: true, run: ([q, k, v]) => dt.F.scaledDotProductAttention(q!, k!, v!, { heads }) };
         }
         default: {
           const shape = [g.int(1, 3), g.int(1, 4), g.int(1, 6), g.int(1, 4)];

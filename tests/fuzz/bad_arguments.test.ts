@@ -344,6 +344,7 @@ const cases: Case[] = [
     bad: () => [[P.q, P.q, P.q, { attnMask: dt.ones([2, 2], { dtype: 'bool' }) }], [P.q.to('int64'), P.q.to('int64'), P.q.to('int64')]],
   },
   { name: 'sdpa mask', call: F['scaledDotProductAttention']!, args: () => [P.q, P.q, P.q, { attnMask: P.mask }], options: 3 },
+  { name: 'sdpa heads', call: F['scaledDotProductAttention']!, args: () => [P.x, P.x, P.x, { heads: 2, isCausal: true }], options: 3, bad: () => [[P.x, P.x, P.x, { heads: 3 }]] },
   { name: 'applyRotaryEmb', call: F['applyRotaryEmb']!, args: () => [P.q, [dt.ones([3, 4]), dt.zeros([3, 4])], { useRealUnbindDim: -2 }], options: 2 },
   { name: 'outer', call: fn('outer'), args: () => [P.v, P.v], bad: () => [[P.m, P.v]] },
   { name: 'einsum', call: fn('einsum'), args: () => ['abc->cab', P.x] },

@@ -73,6 +73,28 @@ def nn_cases(g):
         case("outer", "outer", [gamma, b], torch.outer(gamma, b)),
         case("einsum permute", "einsum", [q], torch.einsum("bhsd->bshd", q), equation="bhsd->bshd"),
         *image_cases(g),
+        *packed_heads_cases(),
+    ]
+
+
+def packed_heads_cases():
+    """sdpa with heads packed in the last dim ([B, L, heads*E]), against torch's sdpa over the
+    [B, heads, L, E] views; its own generator, so the cases before keep their values."""
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(11)
+    heads = 3
+    q, k = torch.randn(2, 5, heads * 4, generator=g), torch.randn(2, 6, heads * 4, generator=g)
+    v = torch.randn(2, 6, heads * 2, generator=g)
+    bool_mask = torch.rand(2, 1, 5, 6, generator=g) > 0.3
+    float_mask = torch.randn(heads, 5, 6, generator=g)
+    split = lambda t: t.unflatten(-1, (heads, -1)).transpose(-3, -2)
+    join = lambda t: t.transpose(-3, -2).flatten(-2)
+    sdpa = lambda q, k, v, **kw: join(F.scaled_dot_product_attention(split(q), split(k), split(v), **kw))
+    return [
+        case("sdpa heads", "sdpa", [q, k, v], sdpa(q, k, v), heads=heads),
+        case("sdpa heads causal", "sdpa", [q, k[:, :5], v[:, :5]], sdpa(q, k[:, :5], v[:, :5], is_causal=True), heads=heads, causal=True),
+        case("sdpa heads bool mask scale", "sdpa", [q, k, v, bool_mask], sdpa(q, k, v, attn_mask=bool_mask, scale=0.3), heads=heads, scale=0.3),
+        case("sdpa heads float mask per head", "sdpa", [q, k, v, float_mask], sdpa(q, k, v, attn_mask=float_mask), heads=heads),
     ]
 
 

@@ -1,6 +1,7 @@
 // Neural-network ops: linear, layer_norm, rms_norm, group_norm, embedding, rotary_emb and
-// scaled_dot_product_attention. Optional tensor inputs (weight, bias, mask) are announced by
-// flags in the attributes, so the kernel knows which input is which.
+// scaled_dot_product_attention (sdpa, and sdpa_heads over heads packed in the last dim).
+// Optional tensor inputs (weight, bias, mask) are announced by flags in the attributes, so the
+// kernel knows which input is which.
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -255,17 +256,40 @@ void runEmbedding(KernelContext& ctx) {
 }
 
 // ---- scaled_dot_product_attention(q, k, v, mask?): attrs hasMask, isCausal, hasScale, scale ----
+// sdpa_heads takes the heads packed side by side in the last dim, as the projections make them:
+// q [..., L, H*E], k [..., S, H*E], v [..., S, H*Ev] and out [..., L, H*Ev] (attrs heads first),
+// the same as viewing them as [..., H, L, E] around sdpa, without recording the views; on GPUs
+// the views are strided, and flash attention's token-major output joins its heads back in place.
 
-void inferSdpa(const InferContext& ctx, Outputs& out) {
+// Attention attributes at `first` (after sdpa_heads' heads), and the head count (0: unpacked).
+struct AttentionAttrs {
+  int64_t heads;
+  size_t first;
+  template <typename Ctx>
+  AttentionAttrs(const Ctx& ctx, bool packed) : heads(packed ? ctx.intAttr(0) : 0), first(packed ? 1 : 0) {}
+  template <typename Ctx>
+  bool hasMask(const Ctx& ctx) const { return ctx.attr(first) != 0; }
+  template <typename Ctx>
+  bool causal(const Ctx& ctx) const { return ctx.attr(first + 1) != 0; }
+  template <typename Ctx>
+  std::optional<double> scale(const Ctx& ctx) const { return ctx.attr(first + 2) != 0 ? std::optional<double>(ctx.attr(first + 3)) : std::nullopt; }
+};
+
+template <bool Packed>
+void inferAttention(const InferContext& ctx, Outputs& out) {
+  const AttentionAttrs a(ctx, Packed);
+  if (Packed && a.heads < 1) ctx.fail(kInvalidArgument, "heads must be a positive integer, got " + std::to_string(a.heads));
+  if (a.hasMask(ctx) && a.causal(ctx)) ctx.fail(kInvalidArgument, "give either attnMask or isCausal, not both");
+  if (ctx.inputs.size() != (a.hasMask(ctx) ? 4u : 3u)) ctx.fail(kInvalidArgument, "takes q, k, v and the mask announced by hasMask");
   const TensorMeta &q = *ctx.inputs[0], &k = *ctx.inputs[1], &v = *ctx.inputs[2];
+  const std::string form = Packed ? "[..., L, heads*E], [..., S, heads*E], [..., S, heads*Ev] with heads = " + std::to_string(a.heads)
+                                  : "[..., L, E], [..., S, E], [..., S, Ev]";
   if (q.ndim() < 2 || k.ndim() != q.ndim() || v.ndim() != q.ndim() || q.shape.back() != k.shape.back() ||
-      k.shape[k.ndim() - 2] != v.shape[v.ndim() - 2]) {
-    ctx.fail(kShapeMismatch, "q " + formatShape(q.shape) + ", k " + formatShape(k.shape) + " and v " + formatShape(v.shape) +
-                                 " do not fit [..., L, E], [..., S, E], [..., S, Ev]");
+      k.shape[k.ndim() - 2] != v.shape[v.ndim() - 2] ||
+      (Packed && (q.shape.back() % a.heads != 0 || v.shape.back() % a.heads != 0))) {
+    ctx.fail(kShapeMismatch, "q " + formatShape(q.shape) + ", k " + formatShape(k.shape) + " and v " + formatShape(v.shape) + " do not fit " + form);
   }
-  if (ctx.attr(0) != 0 && ctx.attr(1) != 0) ctx.fail(kInvalidArgument, "give either attnMask or isCausal, not both");
-  if (ctx.inputs.size() != (ctx.attr(0) != 0 ? 4u : 3u)) ctx.fail(kInvalidArgument, "takes q, k, v and the mask announced by hasMask");
-  if (ctx.attr(0) != 0 && ctx.inputs[3]->dtype != DType::Bool && ctx.inputs[3]->dtype != q.dtype) {
+  if (a.hasMask(ctx) && ctx.inputs[3]->dtype != DType::Bool && ctx.inputs[3]->dtype != q.dtype) {
     ctx.fail(kDtypeMismatch, "attnMask must be bool or " + std::string(dtypeName(q.dtype)));
   }
   for (size_t i = 1; i < 3; ++i) {
@@ -278,45 +302,58 @@ void inferSdpa(const InferContext& ctx, Outputs& out) {
       ctx.fail(kShapeMismatch, "the batch dims of k " + formatShape(k.shape) + " and v " + formatShape(v.shape) + " must broadcast to q's " + formatShape(q.shape));
     }
   }
-  if (ctx.attr(0) != 0) {
-    // the mask broadcasts to the attention weights [..., L, S]
-    Shape weights(q.shape.begin(), q.shape.end() - 1);
+  if (a.hasMask(ctx)) {
+    // the mask broadcasts to the attention weights [..., L, S] ([..., heads, L, S] when packed)
+    Shape weights = batch;
+    if (Packed) weights.push_back(a.heads);
+    weights.push_back(q.shape[q.ndim() - 2]);
     weights.push_back(k.shape[k.ndim() - 2]);
     const Shape& mask = ctx.inputs[3]->shape;
     if (broadcastShapes(ctx, weights, mask) != weights) {
-      ctx.fail(kShapeMismatch, "attnMask of shape " + formatShape(mask) + " does not broadcast to the attention weights " + formatShape(weights) + " ([..., L, S])");
+      ctx.fail(kShapeMismatch, "attnMask of shape " + formatShape(mask) + " does not broadcast to the attention weights " + formatShape(weights) +
+                                   (Packed ? " ([..., heads, L, S])" : " ([..., L, S])"));
     }
   }
   Shape shape = q.shape;
   shape.back() = v.shape.back();
   out.push_back(outputLike(ctx, std::move(shape), q.dtype));
 }
-// Batch and head dims (all but the last two) shard when q, k and v (and a mask that has them)
-// shard alike; the query sequence shards against whole k and v when not causal (the mask then
-// shards on its query dim).
-void sdpaRows(const InferContext& ctx, SignatureRows& rows) {
+// Batch dims (all but the last two: the heads too, unpacked) shard when q, k and v (and a mask
+// that has them) shard alike; the query sequence shards against whole k and v when not causal
+// (the mask then shards on its query dim). Packed heads have no row: a split of the last dim
+// need not fall between heads (the API unpacks such inputs).
+template <bool Packed>
+void attentionRows(const InferContext& ctx, SignatureRows& rows) {
+  const AttentionAttrs a(ctx, Packed);
   const int64_t n = ctx.inputs[0]->ndim();
-  const bool hasMask = ctx.attr(0) != 0;
-  const Shape* mask = hasMask ? &ctx.inputs[3]->shape : nullptr;
-  auto maskDim = [&](int64_t d) -> Placement {  // the mask's placement for output dim d
-    const int64_t m = d - (n - static_cast<int64_t>(mask->size()));
+  const int64_t weightsDims = Packed ? n + 1 : n;  // [..., (heads,) L, S]
+  const Shape* mask = a.hasMask(ctx) ? &ctx.inputs[3]->shape : nullptr;
+  auto maskDim = [&](int64_t w) -> Placement {  // the mask's placement for weights dim w
+    const int64_t m = w - (weightsDims - static_cast<int64_t>(mask->size()));
     return m >= 0 && (*mask)[m] != 1 ? S(m) : R;
   };
   for (int64_t d = 0; d < n - 2; ++d) {
     c10::SmallVector<Placement, 4> in{S(d), S(d), S(d)};
-    if (hasMask) in.push_back(maskDim(d));
+    if (mask) in.push_back(maskDim(d));
     rows.push_back(row(in, S(d)));
   }
-  if (ctx.attr(1) == 0) {
+  if (!a.causal(ctx)) {
     c10::SmallVector<Placement, 4> in{S(n - 2), R, R};
-    if (hasMask) in.push_back(maskDim(n - 2));
+    if (mask) in.push_back(maskDim(weightsDims - 2));
     rows.push_back(row(in, S(n - 2)));
   }
 }
-void runSdpa(KernelContext& ctx) {
-  const std::optional<at::Tensor> mask = ctx.attr(0) != 0 ? std::optional<at::Tensor>(ctx.input(3)) : std::nullopt;
-  const std::optional<double> scale = ctx.attr(2) != 0 ? std::optional<double>(ctx.attr(3)) : std::nullopt;
-  ctx.outputs.push_back(at::scaled_dot_product_attention(ctx.input(0), ctx.input(1), ctx.input(2), mask, 0.0, ctx.attr(1) != 0, scale));
+template <bool Packed>
+void runAttention(KernelContext& ctx) {
+  const AttentionAttrs a(ctx, Packed);
+  const std::optional<at::Tensor> mask = a.hasMask(ctx) ? std::optional<at::Tensor>(ctx.input(3)) : std::nullopt;
+  if (!Packed) {
+    ctx.outputs.push_back(at::scaled_dot_product_attention(ctx.input(0), ctx.input(1), ctx.input(2), mask, 0.0, a.causal(ctx), a.scale(ctx)));
+    return;
+  }
+  auto heads = [&](const at::Tensor& t) { return t.unflatten(-1, {a.heads, -1}).transpose(-3, -2); };  // a view
+  const at::Tensor out = at::scaled_dot_product_attention(heads(ctx.input(0)), heads(ctx.input(1)), heads(ctx.input(2)), mask, 0.0, a.causal(ctx), a.scale(ctx));
+  ctx.outputs.push_back(out.transpose(-3, -2).flatten(-2));
 }
 
 // ---- rotary_emb(x[..., S, D], cos[S, D], sin[S, D]): attrs halves ---------------------------
@@ -376,7 +413,8 @@ void registerNnOps(OpRegistry& registry) {
   OpDef embedding{"embedding", 2, "", inferEmbedding, runEmbedding, embeddingRows};
   embedding.keepsInputMetas = true;
   registry.add(embedding);
-  registry.add({"sdpa", -1, "hasMask, isCausal, hasScale, scale", inferSdpa, runSdpa, sdpaRows});
+  registry.add({"sdpa", -1, "hasMask, isCausal, hasScale, scale", inferAttention<false>, runAttention<false>, attentionRows<false>});
+  registry.add({"sdpa_heads", -1, "heads, hasMask, isCausal, hasScale, scale", inferAttention<true>, runAttention<true>, attentionRows<true>});
   registry.add({"rotary_emb", 3, "halves", inferRotaryEmb, runRotaryEmb, rotaryEmbRows});
 }
 

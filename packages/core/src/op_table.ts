@@ -199,6 +199,8 @@ export const opTable = Object.freeze({
   rsqrt: op(1, ''),
   /** Any number of tensor inputs; attributes: hasMask, isCausal, hasScale, scale. */
   sdpa: op(-1, 'hasMask, isCausal, hasScale, scale'),
+  /** Any number of tensor inputs; attributes: heads, hasMask, isCausal, hasScale, scale. */
+  sdpa_heads: op(-1, 'heads, hasMask, isCausal, hasScale, scale'),
   /** 1 tensor input; attributes: none. */
   sigmoid: op(1, ''),
   /** 1 tensor input; attributes: none. */
@@ -328,6 +330,7 @@ export type OpName =
   | 'round'
   | 'rsqrt'
   | 'sdpa'
+  | 'sdpa_heads'
   | 'sigmoid'
   | 'silu'
   | 'sin'

@@ -2,7 +2,7 @@
 // embeddings (as diffusers applies them), and outer / einsum for permutations.
 import { DTorchError, ErrorCode, checkBoolean, checkFinite, checkInteger, checkKnownOptions, checkShape, invalidParameter } from '@dtorch/common';
 import { checkTensor, recordOp } from '../record.js';
-import { Shard, formatPlacements, type Placement } from '../placement.js';
+import { Replicate, Shard, formatPlacements, type Placement } from '../placement.js';
 import { atomic } from '../scope.js';
 import { Tensor } from '../tensor.js';
 import type { DType } from '../dtype.js';
@@ -87,6 +87,13 @@ export interface AttentionOptions {
   isCausal?: boolean;
   /** Default 1 / sqrt(E). */
   scale?: number;
+  /**
+   * Heads packed side by side in the last dim, as a projection makes them: q [..., L, heads·E],
+   * k [..., S, heads·E], v [..., S, heads·Ev] and the result [..., L, heads·Ev]; a mask then
+   * broadcasts to [..., heads, L, S]. The same as unflattening to [..., heads, L, E] around the
+   * call and flattening back, recorded as one op (no views; on GPUs no copies either).
+   */
+  heads?: number;
 }
 
 /**
@@ -98,11 +105,12 @@ export interface AttentionOptions {
  * sequence block.
  */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttentionOptions): Tensor {
-  const options = checkKnownOptions<AttentionOptions>('sdpa options', opts, ['attnMask', 'isCausal', 'scale']);
+  const options = checkKnownOptions<AttentionOptions>('sdpa options', opts, ['attnMask', 'isCausal', 'scale', 'heads']);
   checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (options.isCausal !== undefined) checkBoolean('sdpa isCausal', options.isCausal);
   if (options.scale !== undefined) checkFinite('sdpa scale', options.scale);
   checkTensor('sdpa q', q);
+  if (options.heads !== undefined) return packedHeadsAttention(q, checkTensor('sdpa k', k), checkTensor('sdpa v', v), options, checkInteger('sdpa heads', options.heads, 1));
   const parallel = contextParallelDims(q);
   if (parallel) return atomic(() => contextParallelAttention(q, checkTensor('sdpa k', k), checkTensor('sdpa v', v), options, parallel));
   return attention(q, k, v, options);
@@ -113,6 +121,44 @@ function attention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions): 
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
   return recordOp('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+}
+
+// Attention over heads packed in the last dim: the engine's sdpa_heads, unless an input is split
+// on that dim (a split need not fall between heads) or sequence-parallel, where the heads are
+// unpacked around sdpa, whose rows and Ulysses/ring paths take [..., heads, L, E].
+function packedHeadsAttention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions, heads: number): Tensor {
+  for (const [name, t] of [['q', q], ['k', k], ['v', v]] as const) {
+    if (t.ndim < 2 || t.shape.at(-1)! % heads !== 0) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `sdpa: with heads ${heads}, ${name} ${t.describe()} must be [..., L, heads·E]; its last dim is not a multiple of ${heads}`);
+    }
+  }
+  const { heads: _, ...unpacked } = options;
+  const splitLast = [q, k, v].some((t) => t.placements.some((p) => p.isShard(t.ndim - 1)));
+  if (splitLast || contextParallelDims(q)) {
+    return atomic(() => {
+      const whole = [q, k, v].map((t) => betweenHeads(t, heads));
+      const views = whole.map((t, i) => t.unflatten(-1, [-1, [q, k, v][i]!.shape.at(-1)! / heads])); // -1: the heads here
+      const split = views.map((t) => t.transpose(-3, -2));
+      const out = scaledDotProductAttention(split[0]!, split[1]!, split[2]!, unpacked);
+      const tokens = out.transpose(-3, -2);
+      const joined = tokens.flatten(-2);
+      for (const t of [...whole.filter((t, i) => t !== [q, k, v][i]), ...views, ...split, out, tokens]) t.dispose();
+      return joined;
+    });
+  }
+  const inputs = [q, k, v];
+  const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
+  if (mask) inputs.push(mask);
+  return recordOp('sdpa_heads', inputs, [heads, mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+}
+
+// `t` split on its last dim only where the splits fall between heads: mesh dims whose split
+// would cut through a head (the heads not divisible by the devices splitting them) are gathered.
+function betweenHeads(t: Tensor, heads: number): Tensor {
+  const last = t.ndim - 1;
+  const devices = t.placements.reduce((n, p, d) => (p.isShard(last) ? n * t.mesh.shape[d]! : n), 1);
+  if (heads % devices === 0) return t;
+  return t.redistribute(t.placements.map((p) => (p.isShard(last) ? Replicate() : p)));
 }
 
 interface ParallelDims {

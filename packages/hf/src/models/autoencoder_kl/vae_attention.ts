@@ -36,9 +36,8 @@ export class VAEAttention extends nn.Module {
     const [batch, channels, height, width] = x.shape as [number, number, number, number];
     // pixels as a sequence [batch, height * width, channels]
     const tokens = this.group_norm.forward(x).reshape([batch, channels, height * width]).transpose(1, 2);
-    const heads = (t: dt.Tensor) => t.reshape([batch, -1, this.heads, channels / this.heads]).transpose(1, 2);
-    const out = dt.F.scaledDotProductAttention(heads(this.to_q.forward(tokens)), heads(this.to_k.forward(tokens)), heads(this.to_v.forward(tokens)));
-    const projected = this.to_out.at(0).forward(out.transpose(1, 2).reshape([batch, -1, channels]));
+    const out = dt.F.scaledDotProductAttention(this.to_q.forward(tokens), this.to_k.forward(tokens), this.to_v.forward(tokens), { heads: this.heads });
+    const projected = this.to_out.at(0).forward(out);
     return projected.transpose(1, 2).reshape([batch, channels, height, width]).add(x);
   }
 }

@@ -32,10 +32,9 @@ export class CLIPAttention extends nn.Module {
 
   /** `mask`: a bool [batch or 1, 1, length, length] (true = attend), or undefined for causal attention alone. */
   forward(x: dt.Tensor, mask: dt.Tensor | undefined): dt.Tensor {
-    const [batch, length] = x.shape as [number, number];
-    const heads = (t: dt.Tensor) => t.reshape([batch, length, this.numHeads, this.headDim]).transpose(1, 2);
-    const attention = mask ? { attnMask: mask } : { isCausal: true };
-    const out = dt.F.scaledDotProductAttention(heads(this.q_proj.forward(x)), heads(this.k_proj.forward(x)), heads(this.v_proj.forward(x)), attention);
-    return this.out_proj.forward(out.transpose(1, 2).reshape([batch, length, -1]));
+    // heads packed in the projections' last dim: one attention op, no views around it
+    const attention = mask ? { attnMask: mask, heads: this.numHeads } : { isCausal: true, heads: this.numHeads };
+    const out = dt.F.scaledDotProductAttention(this.q_proj.forward(x), this.k_proj.forward(x), this.v_proj.forward(x), attention);
+    return this.out_proj.forward(out);
   }
 }

@@ -65,9 +65,8 @@ export class T5Attention extends nn.Module {
 
   /** Self-attention of `x` [batch, length, dModel] with `positionBias` (from positionBias) added to the scores. */
   forward(x: dt.Tensor, positionBias: dt.Tensor): dt.Tensor {
-    const [batch, length] = x.shape as [number, number];
-    const heads = (t: dt.Tensor) => t.reshape([batch, length, this.nHeads, this.keyValueProjDim]).transpose(1, 2);
-    const out = dt.F.scaledDotProductAttention(heads(this.q.forward(x)), heads(this.k.forward(x)), heads(this.v.forward(x)), { attnMask: positionBias, scale: 1 });
-    return this.o.forward(out.transpose(1, 2).reshape([batch, length, -1]));
+    // heads packed in the projections' last dim: one attention op, no views around it
+    const out = dt.F.scaledDotProductAttention(this.q.forward(x), this.k.forward(x), this.v.forward(x), { attnMask: positionBias, scale: 1, heads: this.nHeads });
+    return this.o.forward(out);
   }
 }
