@@ -57,6 +57,25 @@ export async function waitForOutput(child: Child, pattern: RegExp, timeoutMs = 1
   }
 }
 
+/**
+ * `promise`, or a rejection naming `step` (and what `children` printed) once `ms` pass first: a
+ * test of several waits then says which one hung, where its own timeout would not.
+ */
+export async function within<T>(step: string, ms: number, promise: Promise<T>, children: readonly Child[] = []): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const printed = children.map((c, i) => `child ${i} (pid ${c.process.pid}) printed:\n${c.output()}`).join('\n');
+      reject(new Error(`${step}: not done within ${ms} ms${printed ? `\n${printed}` : ''}`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Kills every child still running (the tests' afterEach). */
 export function stopAll(): void {
   for (const child of children) child.kill('SIGKILL');

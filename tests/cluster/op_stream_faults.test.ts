@@ -4,7 +4,7 @@
 // still runs its own meshes, and the cluster shuts down cleanly and starts again with new workers.
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
-import { startWorker, stopAll, type Child } from './cluster_processes.js';
+import { startWorker, stopAll, within, type Child } from './cluster_processes.js';
 
 afterEach(async () => {
   await dt.cluster.shutdown();
@@ -13,7 +13,7 @@ afterEach(async () => {
 
 async function clusterOf(count: number): Promise<Child[]> {
   const workers: Child[] = [];
-  await dt.cluster.start({
+  const started = dt.cluster.start({
     workers: count,
     devices: [{ kind: 'cpu', index: 0 }],
     joinTimeoutMs: 30_000,
@@ -21,6 +21,7 @@ async function clusterOf(count: number): Promise<Child[]> {
       for (let i = 0; i < count; i++) workers.push(startWorker(address, { devices: 'cpu:0-1' }));
     },
   });
+  await within(`starting a cluster of ${count}`, 40_000, started, workers);
   return workers;
 }
 
@@ -54,7 +55,7 @@ describe('a worker killed while reads wait on it', () => {
     await new Promise((r) => setTimeout(r, 200)); // the work is streamed and running
     const killedAt = Date.now();
     second!.process.kill('SIGKILL');
-    const errors = await Promise.all(pending);
+    const errors = await within('the pending reads', 10_000, Promise.all(pending), workers);
     expect(Date.now() - killedAt).toBeLessThan(5000);
     for (const err of errors) {
       expect((err as dt.DTorchError).code, String(err)).toBe('NODE_LOST');
@@ -64,15 +65,16 @@ describe('a worker killed while reads wait on it', () => {
     expect(() => dt.ones([4], { mesh: onSecond })).toThrow(expect.objectContaining({ code: 'NODE_LOST', message: expect.stringMatching(/has a rank on a node of the cluster that was lost/) }));
     // the live node runs its own meshes
     const u = dt.arange(6, { mesh: onFirst }).mul(2);
-    expect(Array.from(await u.data(), Number)).toEqual([0, 2, 4, 6, 8, 10]);
-    await dt.sync();
+    expect(Array.from(await within("a read on the live node's mesh", 10_000, u.data(), workers), Number)).toEqual([0, 2, 4, 6, 8, 10]);
+    await within('a sync after the loss', 10_000, dt.sync(), workers);
 
-    await dt.cluster.shutdown('test done');
-    expect((await first!.exited).code, first!.output()).toBe(0);
+    await within('the shutdown', 10_000, dt.cluster.shutdown('test done'), workers);
+    expect((await within("the live worker's exit", 10_000, first!.exited, workers)).code, first!.output()).toBe(0);
     const again = await clusterOf(1);
     const fresh = new dt.DeviceMesh('cpu', dt.cluster.devices('cpu').filter((d) => d.node === 1).map((d) => d.index));
-    expect(Array.from(await dt.arange(4, { mesh: fresh, placements: [dt.Shard(0)] }).add(1).data(), Number)).toEqual([1, 2, 3, 4]);
-    await dt.cluster.shutdown('done again');
-    expect((await again[0]!.exited).code, again[0]!.output()).toBe(0);
+    const read = dt.arange(4, { mesh: fresh, placements: [dt.Shard(0)] }).add(1).data();
+    expect(Array.from(await within('a read on the new cluster', 10_000, read, again), Number)).toEqual([1, 2, 3, 4]);
+    await within('the second shutdown', 10_000, dt.cluster.shutdown('done again'), again);
+    expect((await within("the new worker's exit", 10_000, again[0]!.exited, again)).code, again[0]!.output()).toBe(0);
   }, 60_000);
 });
