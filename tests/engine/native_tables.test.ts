@@ -5,7 +5,7 @@
 // (native/common/error.h's kAll).
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, native } from '@dtorch/common';
-import { opTable, type CoreSlice } from '@dtorch/core';
+import { opTable, type CoreSlice, type OpAttrs, type OpsWithAttrs } from '@dtorch/core';
 
 const slice = () => native()['core'] as CoreSlice;
 
@@ -14,6 +14,29 @@ describe('native tables', () => {
     const registry = Object.fromEntries(Object.entries(slice().ops()).map(([name, op]) => [name, { numInputs: op.numInputs, attrs: op.attrs }]));
     expect(Object.keys(opTable).sort()).toEqual(Object.keys(registry).sort());
     expect({ ...opTable }).toEqual(registry);
+  });
+
+  // OpAttrs is checked by the compiler (npm run typecheck compiles this file): each expected
+  // error marked below is itself an error once the line it marks compiles, so attribute tuples
+  // that lost their shape (any number[]) fail the typecheck
+  it("types each op's attributes from its layout", () => {
+    const sdpa: OpAttrs['sdpa'] = [0, 1, 0, 0];
+    // @ts-expect-error sdpa takes four attributes (hasMask, isCausal, hasScale, scale)
+    const sdpaShort: OpAttrs['sdpa'] = [0, 1, 0];
+    const reshape: OpAttrs['reshape'] = [2, 3, 4];
+    // @ts-expect-error reshape's count comes before its sizes
+    const reshapeNone: OpAttrs['reshape'] = [];
+    const layerNorm: OpAttrs['layer_norm'] = [1, 8, 1, 1, 1e-5];
+    // @ts-expect-error layer_norm's weight and bias flags and eps follow its shape
+    const layerNormShort: OpAttrs['layer_norm'] = [1];
+    const conv: OpAttrs['conv2d'] = [1, 1, 0, 0, 1, 1, 1];
+    // @ts-expect-error conv2d's stride, padding and dilation are pairs, then groups
+    const convShort: OpAttrs['conv2d'] = [1, 1, 0, 0, 1, 1];
+    const noAttrs: OpsWithAttrs<readonly []> = 'neg';
+    // @ts-expect-error softmax takes a dim
+    const softmax: OpsWithAttrs<readonly []> = 'softmax';
+    expect([sdpa, sdpaShort, reshape, reshapeNone, layerNorm, layerNormShort, conv, convShort].map((a) => a.length)).toEqual([4, 3, 3, 0, 5, 1, 7, 6]);
+    expect([noAttrs, softmax]).toEqual(['neg', 'softmax']);
   });
 
   it('ErrorCode has every code the engine throws', () => {

@@ -278,14 +278,14 @@ void registerCreationOps(OpRegistry& registry) {
     def.hostSide = true;
     return def;
   };
-  registry.add({"full", 0, "meshId, placements, dtype, shape, value", inferFull, runFull});
-  registry.add({"empty", 0, "meshId, placements, dtype, shape", inferEmpty, runEmpty});
-  registry.add({"arange", 0, "meshId, placements, dtype, start, end, step", inferArange, runArange});
-  registry.add(onHost({"rand", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRand}));
-  registry.add(onHost({"randn", 0, "meshId, placements, dtype, shape, seed", inferRandom, runRandn}));
-  registry.add(onHost({"randint", 0, "meshId, placements, dtype, shape, low, high, seed", inferRandint, runRandint}));
-  registry.add(onHost({"from_data", 0, "meshId, placements, dtype, shape", inferFromData, runFromData}));
-  registry.add(onHost({"from_local_data", 0, "meshId, placements, dtype, 1, hostElements, shape, offset per rank",
+  registry.add({"full", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., value", inferFull, runFull});
+  registry.add({"empty", 0, "meshId, nPlacements, placements..., dtype, ndim, shape...", inferEmpty, runEmpty});
+  registry.add({"arange", 0, "meshId, nPlacements, placements..., dtype, start, end, step", inferArange, runArange});
+  registry.add(onHost({"rand", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., seed", inferRandom, runRand}));
+  registry.add(onHost({"randn", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., seed", inferRandom, runRandn}));
+  registry.add(onHost({"randint", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed", inferRandint, runRandint}));
+  registry.add(onHost({"from_data", 0, "meshId, nPlacements, placements..., dtype, ndim, shape...", inferFromData, runFromData}));
+  registry.add(onHost({"from_local_data", 0, "meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank",
                        inferFromLocalData, runFromLocalData}));
 }
 

@@ -1,7 +1,7 @@
 // Turning what the engine recorded (its `out` buffer) into Tensors, and writing the common
 // attribute layouts into its `args` buffer.
 import { invalidParameter } from '@dtorch/common';
-import { engine, type OpName } from '@dtorch/core';
+import { engine, type OpAttrs, type OpName } from '@dtorch/core';
 import type { DeviceMesh } from './device_mesh.js';
 import type { DType } from './dtype.js';
 import { placementFromCode, type Placement } from './placement.js';
@@ -73,14 +73,17 @@ function recordInputs(name: OpName, inputs: readonly Tensor[], attrs: readonly n
   e.record(e.opCode(name), inputs.length, attrs.length);
 }
 
-/** Records op `name` on `inputs` with `attrs`; its output, on `mesh` (default: the first input's). */
-export function recordOp(name: OpName, inputs: readonly Tensor[], attrs: readonly number[], mesh = inputs[0]!.mesh): Tensor {
+/**
+ * Records op `name` on `inputs` with `attrs` (the op's layout, OpAttrs: a wrong count or order of
+ * fixed attributes is a compile error); its output, on `mesh` (default: the first input's).
+ */
+export function recordOp<N extends OpName>(name: N, inputs: readonly Tensor[], attrs: OpAttrs[N], mesh = inputs[0]!.mesh): Tensor {
   recordInputs(name, inputs, attrs);
   return output(mesh);
 }
 
 /** Like recordOp, for ops with several outputs. */
-export function recordOpOutputs(name: OpName, inputs: readonly Tensor[], attrs: readonly number[]): Tensor[] {
+export function recordOpOutputs<N extends OpName>(name: N, inputs: readonly Tensor[], attrs: OpAttrs[N]): Tensor[] {
   recordInputs(name, inputs, attrs);
   return outputs(inputs[0]!.mesh);
 }

@@ -27,8 +27,8 @@ export const opTable = Object.freeze({
   all_gather_linear: op(-1, 'meshDim, nWeights, hasBias per weight'),
   /** 1 tensor input; attributes: keepdim, ndims, dims... */
   any: op(1, 'keepdim, ndims, dims...'),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, start, end, step. */
-  arange: op(0, 'meshId, placements, dtype, start, end, step'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, start, end, step. */
+  arange: op(0, 'meshId, nPlacements, placements..., dtype, start, end, step'),
   /** 1 tensor input; attributes: hasDim, dim, keepdim. */
   argmax: op(1, 'hasDim, dim, keepdim'),
   /** 1 tensor input; attributes: kernel h w, stride h w, padding h w. */
@@ -51,8 +51,8 @@ export const opTable = Object.freeze({
   div_scalar: op(1, 'value, kind, alpha'),
   /** 2 tensor inputs; attributes: none. */
   embedding: op(2, ''),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape. */
-  empty: op(0, 'meshId, placements, dtype, shape'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape... */
+  empty: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape...'),
   /** 2 tensor inputs; attributes: alpha. */
   eq: op(2, 'alpha'),
   /** 1 tensor input; attributes: value, kind, alpha. */
@@ -63,12 +63,12 @@ export const opTable = Object.freeze({
   expand: op(1, 'ndim, sizes... (-1 keeps)'),
   /** 1 tensor input; attributes: none. */
   floor: op(1, ''),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape. */
-  from_data: op(0, 'meshId, placements, dtype, shape'),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, 1, hostElements, shape, offset per rank. */
-  from_local_data: op(0, 'meshId, placements, dtype, 1, hostElements, shape, offset per rank'),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape, value. */
-  full: op(0, 'meshId, placements, dtype, shape, value'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape... */
+  from_data: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape...'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank. */
+  from_local_data: op(0, 'meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., value. */
+  full: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., value'),
   /** 1 tensor input; attributes: targetMeshId. */
   gather: op(1, 'targetMeshId'),
   /** 2 tensor inputs; attributes: alpha. */
@@ -171,12 +171,12 @@ export const opTable = Object.freeze({
   pow_scalar: op(1, 'value, kind, alpha'),
   /** 1 tensor input; attributes: none. */
   quick_gelu: op(1, ''),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape, seed. */
-  rand: op(0, 'meshId, placements, dtype, shape, seed'),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape, low, high, seed. */
-  randint: op(0, 'meshId, placements, dtype, shape, low, high, seed'),
-  /** 0 tensor inputs; attributes: meshId, placements, dtype, shape, seed. */
-  randn: op(0, 'meshId, placements, dtype, shape, seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
+  rand: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed. */
+  randint: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
+  randn: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., seed'),
   /** 1 tensor input; attributes: none. */
   reciprocal: op(1, ''),
   /** 1 tensor input; attributes: nPlacements, placements... */
@@ -349,3 +349,122 @@ export type OpName =
   | 'to_local'
   | 'transfer'
   | 'where';
+
+/**
+ * Each recordable op's attributes as its layout gives them (opTable's attrs): recordOp checks
+ * their count and order at compile time. Ops recorded through a creation header (a mesh, its
+ * placements, a dtype and a shape) take any numbers.
+ */
+export interface OpAttrs {
+  abs: readonly [];
+  add: readonly [alpha: number];
+  add_scalar: readonly [value: number, kind: number, alpha: number];
+  all: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  all_gather_linear: readonly [meshDim: number, nWeights: number, ...hasBias: number[]];
+  any: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  arange: readonly [meshId: number, nPlacements: number, ...placements: number[], dtype: number, start: number, end: number, step: number];
+  argmax: readonly [hasDim: number, dim: number, keepdim: number];
+  avg_pool2d: readonly [kernelH: number, kernelW: number, strideH: number, strideW: number, paddingH: number, paddingW: number];
+  cat: readonly [dim: number];
+  clamp: readonly [hasMin: number, min: number, hasMax: number, max: number];
+  clone: readonly [];
+  contiguous: readonly [];
+  conv2d: readonly [strideH: number, strideW: number, paddingH: number, paddingW: number, dilationH: number, dilationW: number, groups: number];
+  cos: readonly [];
+  div: readonly [alpha: number];
+  div_scalar: readonly [value: number, kind: number, alpha: number];
+  embedding: readonly [];
+  empty: readonly number[];
+  eq: readonly [alpha: number];
+  eq_scalar: readonly [value: number, kind: number, alpha: number];
+  exp: readonly [];
+  expand: readonly [ndim: number, ...sizes: number[]];
+  floor: readonly [];
+  from_data: readonly number[];
+  from_local_data: readonly number[];
+  full: readonly number[];
+  gather: readonly [targetMeshId: number];
+  ge: readonly [alpha: number];
+  ge_scalar: readonly [value: number, kind: number, alpha: number];
+  gelu: readonly [approximate: number];
+  group_norm: readonly [groups: number, hasWeight: number, hasBias: number, eps: number];
+  gt: readonly [alpha: number];
+  gt_scalar: readonly [value: number, kind: number, alpha: number];
+  index_copy: readonly [dim: number];
+  index_select: readonly [dim: number];
+  interpolate: readonly [mode: number, outH: number, outW: number, scaleH: number, scaleW: number, alignCorners: number];
+  isinf: readonly [];
+  isnan: readonly [];
+  join_shards: readonly [dim: number];
+  layer_norm: readonly [nNorm: number, ...shape: number[], hasWeight: number, hasBias: number, eps: number];
+  le: readonly [alpha: number];
+  le_scalar: readonly [value: number, kind: number, alpha: number];
+  linear: readonly [];
+  linear_reduce_scatter: readonly [meshDim: number, scatterDim: number, nPairs: number, hasBias: number];
+  log: readonly [];
+  log2: readonly [];
+  log_softmax: readonly [dim: number];
+  logical_and: readonly [alpha: number];
+  logical_and_scalar: readonly [value: number, kind: number, alpha: number];
+  logical_not: readonly [];
+  logical_or: readonly [alpha: number];
+  logical_or_scalar: readonly [value: number, kind: number, alpha: number];
+  lt: readonly [alpha: number];
+  lt_scalar: readonly [value: number, kind: number, alpha: number];
+  masked_fill: readonly [value: number, kind: number];
+  matmul: readonly [];
+  max: readonly [hasDim: number, dim: number, keepdim: number];
+  max_pool2d: readonly [kernelH: number, kernelW: number, strideH: number, strideW: number, paddingH: number, paddingW: number];
+  maximum: readonly [alpha: number];
+  maximum_scalar: readonly [value: number, kind: number, alpha: number];
+  mean: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  min: readonly [hasDim: number, dim: number, keepdim: number];
+  minimum: readonly [alpha: number];
+  minimum_scalar: readonly [value: number, kind: number, alpha: number];
+  mul: readonly [alpha: number];
+  mul_scalar: readonly [value: number, kind: number, alpha: number];
+  ne: readonly [alpha: number];
+  ne_scalar: readonly [value: number, kind: number, alpha: number];
+  neg: readonly [];
+  pad: readonly [nPads: number, ...pads: number[], value: number];
+  permute: readonly [ndim: number, ...dims: number[]];
+  pow: readonly [alpha: number];
+  pow_scalar: readonly [value: number, kind: number, alpha: number];
+  quick_gelu: readonly [];
+  rand: readonly number[];
+  randint: readonly number[];
+  randn: readonly number[];
+  reciprocal: readonly [];
+  redistribute: readonly [nPlacements: number, ...placements: number[]];
+  relu: readonly [];
+  repeat: readonly [ndim: number, ...repeats: number[]];
+  reshape: readonly [ndim: number, ...shape: number[]];
+  ring_attention: readonly [ringMeshDim: number, isCausal: number, hasScale: number, scale: number];
+  rms_norm: readonly [nNorm: number, ...shape: number[], hasWeight: number, hasBias: number, eps: number];
+  rotary_emb: readonly [halves: number];
+  round: readonly [];
+  rsqrt: readonly [];
+  sdpa: readonly [hasMask: number, isCausal: number, hasScale: number, scale: number];
+  sdpa_heads: readonly [heads: number, hasMask: number, isCausal: number, hasScale: number, scale: number];
+  sigmoid: readonly [];
+  silu: readonly [];
+  sin: readonly [];
+  slice: readonly [dim: number, start: number, end: number, step: number];
+  slice_scatter: readonly [dim: number, start: number, end: number, step: number];
+  softmax: readonly [dim: number];
+  split: readonly [dim: number, nSizes: number, ...sizes: number[]];
+  split_shards: readonly [dim: number, nSizes: number, ...sizes: number[]];
+  sqrt: readonly [];
+  square: readonly [];
+  sub: readonly [alpha: number];
+  sub_scalar: readonly [value: number, kind: number, alpha: number];
+  sum: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  tanh: readonly [];
+  to: readonly [dtype: number];
+  to_local: readonly [rank: number, targetMeshId: number];
+  transfer: readonly [targetMeshId: number];
+  where: readonly [];
+}
+
+/** The ops whose attributes are `T` (ops of one family recorded by one helper). */
+export type OpsWithAttrs<T extends readonly number[]> = { [N in OpName]: OpAttrs[N] extends T ? (T extends OpAttrs[N] ? N : never) : never }[OpName];

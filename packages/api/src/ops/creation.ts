@@ -4,7 +4,7 @@
 // manualSeed's sequence); each rank draws the full tensor from that seed on a CPU generator,
 // so the same seed gives the same full tensor on one device and on any mesh.
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
-import { dtypeOfHostArray, engine, type HostArray, type OpName } from '@dtorch/core';
+import { dtypeOfHostArray, engine, type HostArray, type OpsWithAttrs } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
 import { bytesPerElement, checkDtype, isFloatingDtype, type DType } from '../dtype.js';
 import { ScalarKind, bigIntFitsInt64, checkBigIntFits, checkFits, isIntegerDtype, scalarKindOf } from '../scalar.js';
@@ -58,7 +58,7 @@ function resolve(options: CreationOptions | undefined, defaultDtype: DType, fn: 
   return { mesh, placements, dtype };
 }
 
-function fromShape(op: OpName, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
+function fromShape(op: OpsWithAttrs<readonly number[]>, fn: string, shape: readonly number[], r: Resolved, extra: readonly number[]): Tensor {
   const e = engine();
   let i = writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), shape);
   for (const v of extra) e.args[i++] = v;

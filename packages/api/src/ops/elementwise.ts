@@ -2,7 +2,7 @@
 // maskedFill. A JS number acts as a Python scalar: an integral number (inside int64) as an int,
 // any other as a float, a boolean as a bool (scalar.ts).
 import { DTorchError, ErrorCode, checkKnownOptions, checkNumber, invalidParameter } from '@dtorch/common';
-import { engine, type OpName } from '@dtorch/core';
+import { engine, type OpAttrs, type OpName } from '@dtorch/core';
 import { isFloatingDtype, type DType } from '../dtype.js';
 import { Replicate } from '../placement.js';
 import { checkTensor as checkInput, output, recordOp } from '../record.js';
@@ -13,8 +13,8 @@ import { Tensor, type Scalar } from '../tensor.js';
 
 const checkTensor = (fn: string, x: unknown): Tensor => checkInput(`${fn} input`, x);
 
-function unary(name: OpName, x: Tensor, attrs: readonly number[] = []): Tensor {
-  return recordOp(name, [checkTensor(name, x)], attrs);
+function unary<N extends OpName>(name: N, x: Tensor, ...attrs: OpAttrs[N] extends readonly [] ? [] : [OpAttrs[N]]): Tensor {
+  return recordOp(name, [checkTensor(name, x)], (attrs[0] ?? []) as OpAttrs[N]);
 }
 
 /** -x, as torch.neg; same dtype (bool refused). Partial(sum/avg) stays partial. */

@@ -1,6 +1,6 @@
 // Image ops of dt.functional on [N, C, H, W]: conv2d, interpolate, avgPool2d, maxPool2d.
 import { DTorchError, ErrorCode, checkBoolean, checkInteger, checkKnownOptions, invalidParameter, isInteger } from '@dtorch/common';
-import type { OpName } from '@dtorch/core';
+import type { OpAttrs, OpName } from '@dtorch/core';
 import { checkTensor, recordOp } from '../record.js';
 import { Tensor } from '../tensor.js';
 
@@ -15,7 +15,7 @@ function pair(name: string, v: Pair, min: number): [number, number] {
   return [p[0]!, p[1]!];
 }
 
-function record(name: OpName, inputs: readonly Tensor[], attrs: readonly number[]): Tensor {
+function record<N extends OpName>(name: N, inputs: readonly Tensor[], attrs: OpAttrs[N]): Tensor {
   inputs.forEach((t, i) => checkTensor(`${name} input #${i}`, t));
   return recordOp(name, inputs, attrs);
 }

@@ -132,7 +132,7 @@ function packedHeadsAttention(q: Tensor, k: Tensor, v: Tensor, options: Attentio
       throw new DTorchError(ErrorCode.ShapeMismatch, `sdpa: with heads ${heads}, ${name} ${t.describe()} must be [..., L, heads·E]; its last dim is not a multiple of ${heads}`);
     }
   }
-  const { heads: _, ...unpacked } = options;
+  const unpacked: AttentionOptions = { ...options, heads: undefined };
   const splitLast = [q, k, v].some((t) => t.placements.some((p) => p.isShard(t.ndim - 1)));
   if (splitLast || contextParallelDims(q)) {
     return atomic(() => {
@@ -203,8 +203,7 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
     if (options.attnMask) {
       throw new DTorchError(ErrorCode.InvalidArgument, 'sdpa: ring attention takes isCausal but not attnMask; use Ulysses alone for masks');
     }
-    const attrs = [dims.ring, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0];
-    out = recordOp('ring_attention', [qq, kk, vv], attrs);
+    out = recordOp('ring_attention', [qq, kk, vv], [dims.ring, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
   } else {
     out = attention(qq, kk, vv, options);
   }

@@ -1,6 +1,6 @@
 // Reductions: sum and mean over all dims or the given ones, with keepdim.
 import { checkBoolean, checkInteger, invalidParameter } from '@dtorch/common';
-import type { OpName } from '@dtorch/core';
+import type { OpsWithAttrs } from '@dtorch/core';
 import { recordOp, recordOpOutputs } from '../record.js';
 import { Tensor } from '../tensor.js';
 
@@ -40,7 +40,7 @@ export const any = (x: Tensor, dim?: number | readonly number[], keepdim = false
 /** Whether every element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.all). */
 export const all = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('all', x, dim, keepdim);
 
-function dimCall(op: OpName, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor[] {
+function dimCall(op: OpsWithAttrs<readonly [hasDim: number, dim: number, keepdim: number]>, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor[] {
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   if (dim !== undefined) checkInteger(`${op} dim`, dim);
   checkBoolean(`${op} keepdim`, keepdim);
@@ -76,7 +76,7 @@ export function argmax(x: Tensor, dim?: number, keepdim = false): Tensor {
   return dimCall('argmax', x, dim, keepdim)[0]!;
 }
 
-function alongDim(op: OpName, x: Tensor, dim: number): Tensor {
+function alongDim(op: OpsWithAttrs<readonly [dim: number]>, x: Tensor, dim: number): Tensor {
   if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
   checkInteger(`${op} dim`, dim);
   return recordOp(op, [x], [dim]);

@@ -213,8 +213,7 @@ function sliceInteger(name: string, value: unknown, min = -Infinity): number {
 export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_SAFE_INTEGER, step = 1): Tensor {
   checkTensor('slice', x);
   checkInteger('slice dim', dim);
-  const bounds = [sliceInteger('slice start', start), sliceInteger('slice end', end), sliceInteger('slice step', step, 1)];
-  return recordOp('slice', [x], [dim, ...bounds]);
+  return recordOp('slice', [x], [dim, sliceInteger('slice start', start), sliceInteger('slice end', end), sliceInteger('slice step', step, 1)]);
 }
 
 /**
