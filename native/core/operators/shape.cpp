@@ -8,6 +8,7 @@
 #include "core/operand/mesh_table.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/cat_rows.h"
 
 namespace dtorch::core {
 namespace {
@@ -219,7 +220,11 @@ void catRows(const InferContext& ctx, SignatureRows& rows) {
 void runCat(KernelContext& ctx) {
   std::vector<at::Tensor> parts;
   for (const at::Tensor* t : ctx.inputs) parts.push_back(*t);
-  ctx.outputs.push_back(at::cat(parts, ctx.intAttr(0)).to(ctx.outputMeta().dtype));
+  const int64_t dim = ctx.intAttr(0) < 0 ? ctx.intAttr(0) + parts[0].dim() : ctx.intAttr(0);
+  // strided parts on a GPU (head-major views of token-major keys): a row copy, not LibTorch's
+  // element-by-element path
+  std::optional<at::Tensor> copied = external::cuda::catRows(parts, dim);
+  ctx.outputs.push_back((copied ? *copied : at::cat(parts, dim)).to(ctx.outputMeta().dtype));
 }
 
 // ---- split: attrs dim, nSizes, sizes... (one output per size) ---------------------------------

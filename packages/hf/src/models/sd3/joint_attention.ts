@@ -104,10 +104,17 @@ export class SD3Attention extends nn.Module {
     // attention; elsewhere joinShards is cat (parallel/ulysses_heads.ts)
     const like = q;
     const joined = (image: dt.Tensor, text: dt.Tensor) => dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor), tokensToHeads(text, tokenMajor)], 1));
+    // keys and values joined head-major, [B, heads, N + M, headDim] with each head's rows
+    // together, as attention streams them once per query block (the join copies them either
+    // way, through cat's row copy): on an H200 the step's cuDNN attention went from 15.50 to
+    // 15.08 ms and its copies from 1.23 to 1.46 ms. Queries stay token-major, so that the
+    // output does too and flattens back to tokens without a copy
+    const joinedByHeads = (image: dt.Tensor, text: dt.Tensor) =>
+      dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor).transpose(1, 2), tokensToHeads(text, tokenMajor).transpose(1, 2)], 2));
     q = joined(q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q));
-    k = joined(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
-    v = joined(v, this.heads_(this.add_v_proj!.forward(context), undefined));
-    const attended = attend(q, k, v);
+    k = joinedByHeads(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
+    v = joinedByHeads(v, this.heads_(this.add_v_proj!.forward(context), undefined));
+    const attended = dt.F.scaledDotProductAttention(q.transpose(1, 2), k, v).transpose(1, 2);
     const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 1).map((t) => tokens(headsToTokens(t, like, tokenMajor))) as [dt.Tensor, dt.Tensor];
     return [toOut.forward(imageOut), this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
   }
