@@ -4,7 +4,10 @@
 // reads of what was returned resolve, or reject only where the failure depends on the data (an
 // index out of range): bad input fails at the call, not at the read; afterwards the engine
 // still computes correctly. (tests/fuzz/bad_arguments.test.ts spoils valid calls one argument at
-// a time.)
+// a time.) The ops are every function exported, less the exclusions listed below; the last test
+// holds them to the operator table of docs/operators.md.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { Gen, numel, propertyMeshes, propertySeed } from '../distributed/random.js';
@@ -12,27 +15,100 @@ import { Gen, numel, propertyMeshes, propertySeed } from '../distributed/random.
 const meshes = propertyMeshes();
 const dtypes: dt.DType[] = ['float32', 'float32', 'float16', 'bfloat16', 'float64', 'int64', 'int32', 'bool', 'uint8'];
 
-// Every op of the surface, called with the arguments given (possibly nonsense).
+// The surface: every function that `@dtorch/api` and `dt.F` export, less the exports below, so a
+// new op is fuzzed (and must be documented, see the last test) as soon as it is exported.
 type AnyFn = (...args: unknown[]) => unknown;
-const F = dt.F as unknown as Record<string, AnyFn>;
-const api = dt as unknown as Record<string, AnyFn>;
-const surface: Record<string, AnyFn> = {
-  ...Object.fromEntries(
-    [
-      'add', 'sub', 'mul', 'div', 'pow', 'minimum', 'maximum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logicalAnd', 'logicalOr',
-      'logicalNot', 'where', 'maskedFill', 'clamp', 'neg', 'abs', 'relu', 'square', 'floor', 'round', 'exp', 'log', 'log2',
-      'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'silu', 'quickGelu', 'gelu', 'isnan', 'isinf', 'matmul', 'sum', 'mean',
-      'any', 'all', 'max', 'min', 'argmax', 'softmax', 'logSoftmax', 'to', 'reshape', 'flatten', 'unflatten', 'squeeze',
-      'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'clone', 'cat', 'stack', 'split', 'chunk', 'unbind', 'joinShards', 'splitShards',
-      'narrow', 'indexSelect', 'repeat', 'repeatInterleave', 'get', 'outer', 'einsum', 'redistribute', 'toLocal',
-      'zeros', 'ones', 'full', 'arange', 'rand', 'randn', 'randint', 'tensor',
-    ].map((name) => [name, api[name]!]),
-  ),
-  ...Object.fromEntries(
-    ['linear', 'layerNorm', 'rmsNorm', 'groupNorm', 'embedding', 'scaledDotProductAttention', 'applyRotaryEmb', 'conv2d',
-      'interpolate', 'avgPool2d', 'maxPool2d', 'pad'].map((name) => [`F.${name}`, F[name]!]),
-  ),
+const F = dt.F as unknown as Record<string, unknown>;
+const api = dt as unknown as Record<string, unknown>;
+// Namespaces (dt.F, dt.functional, dt.cuda, dt.cluster, dt.graph, dt.ErrorCode, dt.dtypeNames) and
+// values (dt.dtorchVersion) are not functions; classes are skipped too, those with methods on their
+// prototype or written as classes (today Tensor, DeviceMesh, Placement and its three kinds, Slice,
+// DTorchError): called without `new` they throw a TypeError, which is not a refused op.
+const isClass = (f: AnyFn): boolean =>
+  /^class\b/.test(Function.prototype.toString.call(f)) || Object.getOwnPropertyNames(f.prototype ?? {}).some((n) => n !== 'constructor');
+const functionsOf = (ns: Record<string, unknown>, prefix: string): [string, AnyFn][] =>
+  Object.entries(ns)
+    .filter((e): e is [string, AnyFn] => typeof e[1] === 'function' && !isClass(e[1] as AnyFn))
+    .map(([name, fn]) => [prefix + name, fn]);
+const exported = new Map([...functionsOf(api, ''), ...functionsOf(F, 'F.')]);
+// Exported functions that are not ops: a fuzz call of one of these with random arguments must never happen.
+const notOps: Record<string, string> = {
+  tidy: 'runs a callback in a scope and frees what it made',
+  keep: 'marks a tensor to outlive tidy(), changes no value',
+  dispose: 'frees tensors (the pool\'s among them)',
+  memory: 'reads the engine\'s counters, which the test itself uses',
+  resetPeakMemory: 'changes a global setting (peak tracking)',
+  sync: 'waits for the devices',
+  workers: 'describes the worker threads',
+  nativeSettings: 'reads the engine\'s settings',
+  setCaptureStacks: 'changes a global setting',
+  manualSeed: 'changes a global setting (the seed of unseeded random ops), though the docs list it with creation',
+  defaultMesh: 'returns the default mesh, not a tensor',
+  initDeviceMesh: 'builds a DeviceMesh',
+  Shard: 'placement constructor',
+  Replicate: 'placement constructor',
+  Partial: 'placement constructor',
+  placementFromCode: 'placement helper (wire code to Placement)',
+  formatPlacements: 'placement helper (text)',
+  normalizePlacements: 'placement helper (argument check)',
+  checkDtype: 'argument check of a dtype name',
+  isTensor: 'type guard',
+  isDTorchError: 'type guard',
+  torchInfo: 'describes LibTorch and the GPUs',
+  describeRuntime: 'describes the runtime (text)',
+  slice: 'builds a Slice index for get and set, not a tensor',
+  explainRedistribute: 'describes the steps of a redistribute, runs nothing',
+  localShape: 'layout query, no tensor',
+  localShapes: 'layout query, no tensor',
+  localPieceOf: 'layout arithmetic, no tensor',
+  visualizeSharding: 'layout as text, no tensor',
 };
+// Ops that random arguments cannot call as the test's oracles require, each with why.
+const notFuzzable: Record<string, string> = {
+  eye: 'n x m elements from two random ints: eye(1e9) (10^18) takes 20 s and 16 GB on the CPU even when disposed at once',
+};
+const surface: Record<string, AnyFn> = Object.fromEntries(
+  [...exported].filter(([name]) => !(name in notOps) && !(name in notFuzzable)),
+);
+
+// The operator table of docs/operators.md (the first table after '# Operators'): one row per
+// family, the ops in backticks, either a list of names (`neg abs relu`, `tensor`, `F.linear`) or
+// one of the notations below. The `dt.F` row names functions of dt.F.
+const notations: Record<string, string[]> = {
+  'x.get(...)': ['get'],
+  'x.set(..., value)': ['set'],
+  'dt.slice(start, end, step)': ['slice'],
+  null: [], // an index of get and set
+  "'...'": [], // an index of get and set
+  'x.max(dim)': ['max'],
+  '{ values, indices }': [], // what x.max(dim) returns
+  'scaledDotProductAttention(q, k, v, { heads })': ['F.scaledDotProductAttention'],
+  '[..., L, heads·E]': [], // a shape
+  'F.allGatherLinear(x, weights, biases)': ['F.allGatherLinear'],
+  'F.linearReduceScatter(inputs, weights, { dim, bias })': ['F.linearReduceScatter'],
+};
+// The `dt.F` row ends "and the activations": dt.F's activations (torch.nn.functional's, softmax
+// among them), each the same function as a dt export of the unary or reductions rows.
+const fActivations = ['F.relu', 'F.silu', 'F.gelu', 'F.quickGelu', 'F.sigmoid', 'F.tanh', 'F.softmax', 'F.logSoftmax'];
+function operatorTable(): { names: Set<string>; unparsed: string[] } {
+  const lines = readFileSync(fileURLToPath(new URL('../../docs/operators.md', import.meta.url)), 'utf8').split('\n');
+  const first = lines.findIndex((line, i) => i > lines.indexOf('# Operators') && line.startsWith('|'));
+  const after = lines.findIndex((line, i) => i > first && !line.startsWith('|'));
+  const names = new Set<string>();
+  const unparsed: string[] = [];
+  for (const row of lines.slice(first + 2, after)) {
+    // past the header and its --- line
+    const [family, ops] = row.split('|').slice(1, -1).map((cell) => cell.trim());
+    const prefix = family === '`dt.F`' ? 'F.' : '';
+    for (const [, span] of ops!.matchAll(/`([^`]+)`/g)) {
+      if (span! in notations) for (const name of notations[span!]!) names.add(name);
+      else if (/^(F\.)?[A-Za-z]\w*( (F\.)?[A-Za-z]\w*)*$/.test(span!)) for (const name of span!.split(' ')) names.add(name.startsWith('F.') ? name : prefix + name);
+      else unparsed.push(span!);
+    }
+    if (prefix && ops!.includes('and the activations')) for (const name of fActivations) names.add(name);
+  }
+  return { names, unparsed };
+}
 
 describe('op surface (fuzz)', () => {
   it('returns or throws DTorchError on 10,000 random calls, and still computes afterwards', async () => {
@@ -125,4 +201,16 @@ describe('op surface (fuzz)', () => {
     expect(await x.matmul(dt.ones([4, 2], { mesh })).sum(0).array()).toEqual([66, 66]);
     dt.dispose(pool);
   }, 120_000);
+
+  it('excludes only exports', () => {
+    expect([...Object.keys(notOps), ...Object.keys(notFuzzable)].filter((name) => !exported.has(name))).toEqual([]);
+  });
+
+  it('fuzzes what the operator table of docs/operators.md lists, and the table names only exports', () => {
+    const table = operatorTable();
+    expect(table.unparsed, 'spans of the table that are neither names nor in `notations`').toEqual([]);
+    const ops = [...exported.keys()].filter((name) => !(name in notOps));
+    expect(ops.filter((name) => !table.names.has(name)), 'ops the table lacks').toEqual([]);
+    expect([...table.names].filter((name) => !exported.has(name)), 'names of the table that are not exported functions').toEqual([]);
+  });
 });

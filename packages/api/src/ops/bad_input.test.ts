@@ -146,6 +146,23 @@ describe('errors come at the call', () => {
     expect(await x.array()).toEqual([0, 9, 2, 9]);
   });
 
+  it('set() of a 0-d tensor casts the value to its dtype and refuses another mesh, leaving nothing behind', async () => {
+    const x = dt.tensor(1.5);
+    x.set(dt.tensor(2, { dtype: 'int64' }));
+    expect([x.dtype, await x.array()]).toEqual(['float32', 2]);
+    x.set('...', dt.tensor(true));
+    expect(await x.array()).toEqual(1);
+    const four = new dt.DeviceMesh('cpu', [0, 1, 2, 3]);
+    refused(() => dt.tensor(3, { mesh: four }), (v) => x.set(v), 'MESH_MISMATCH', /set: the value lives on DeviceMesh\('cpu', \[0, 1, 2, 3\]\)/);
+    expect(await x.array()).toEqual(1);
+  });
+
+  it('*Like ops refuse a missing tensor with a DTorchError, not a TypeError', () => {
+    for (const like of [() => dt.zerosLike(undefined as never), () => dt.onesLike(null as never), () => dt.fullLike(undefined as never, 1), () => dt.randnLike(7 as never)]) {
+      refused(none, like, 'INVALID_ARGUMENT', /Expected Tensor for (zeros|ones|full|randn)Like input/);
+    }
+  });
+
   it('composite ops leave nothing behind when a late step refuses', () => {
     refused(() => [dt.zeros([2]), dt.zeros([3])], (ts) => dt.stack(ts), 'SHAPE_MISMATCH');
     refused(() => dt.zeros([2], { dtype: 'int64' }), (c) => dt.where(c, 1, 2), 'DTYPE_MISMATCH');

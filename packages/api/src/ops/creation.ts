@@ -416,12 +416,24 @@ function likeOptions(fn: string, t: Tensor, options: unknown, known: readonly st
   const like = checkTensor(`${fn} input`, t);
   return { dtype: like.dtype, mesh: like.mesh, placements: like.placements, ...optionsOf<RandomOptions>(fn, options, known) };
 }
+// the options first: they check that t is a Tensor before its shape is read
 /** Zeros of `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.zeros_like. */
-export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => zeros(t.shape, likeOptions('zerosLike', t, options));
+export const zerosLike = (t: Tensor, options?: CreationOptions): Tensor => {
+  const like = likeOptions('zerosLike', t, options);
+  return zeros(t.shape, like);
+};
 /** Ones of `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.ones_like. */
-export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => ones(t.shape, likeOptions('onesLike', t, options));
+export const onesLike = (t: Tensor, options?: CreationOptions): Tensor => {
+  const like = likeOptions('onesLike', t, options);
+  return ones(t.shape, like);
+};
 /** `value` in `t`'s shape, dtype, mesh and placements (each overridable in `options`), as torch.full_like. */
-export const fullLike = (t: Tensor, value: number | boolean, options?: CreationOptions): Tensor =>
-  full(t.shape, value, likeOptions('fullLike', t, options));
+export const fullLike = (t: Tensor, value: number | boolean, options?: CreationOptions): Tensor => {
+  const like = likeOptions('fullLike', t, options);
+  return full(t.shape, value, like);
+};
 /** Standard normal values in `t`'s shape, dtype, mesh and placements (each overridable in `options`, with a seed), as torch.randn_like. */
-export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => randn(t.shape, likeOptions('randnLike', t, options, RANDOM_OPTIONS));
+export const randnLike = (t: Tensor, options?: RandomOptions): Tensor => {
+  const like = likeOptions('randnLike', t, options, RANDOM_OPTIONS);
+  return randn(t.shape, like);
+};

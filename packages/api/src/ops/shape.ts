@@ -455,12 +455,27 @@ export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number 
       if (updated !== inner) keep(updated);
       return recordOp('slice_scatter', [t, updated], [d, start, end, step]);
     };
-    const written = write(x, 0, src);
+    let written = write(x, 0, src);
+    // a 0-d x is the value itself: made x's dtype and placements here, as slice_scatter makes
+    // them for any other x (and refused on another mesh, as slice_scatter refuses it)
+    if (written === src) written = asWholeOf(x, src);
     for (const t of temporaries) if (t !== written && t !== value) t.dispose();
     return written;
   });
   x.adopt(result);
   return x;
+}
+
+// `value` (x's shape) as what x becomes when assigned it whole: x's dtype and placements, on x's mesh.
+function asWholeOf(x: Tensor, value: Tensor): Tensor {
+  if (!value.mesh.equals(x.mesh)) {
+    throw new DTorchError(ErrorCode.MeshMismatch, `set: the value lives on ${value.mesh} but ${x.describe()} on ${x.mesh}; move it with redistribute(mesh, placements) first`);
+  }
+  const cast = value.dtype === x.dtype ? value : value.to(x.dtype);
+  if (cast.placements.every((p, d) => p.equals(x.placements[d]!))) return cast;
+  const placed = cast.redistribute(x.placements);
+  if (cast !== value) cast.dispose();
+  return placed;
 }
 
 // x[:, ..., index] = value along `dim` (index_copy), value broadcast to the indexed region.
