@@ -258,8 +258,8 @@ void runEmbedding(KernelContext& ctx) {
 // ---- scaled_dot_product_attention(q, k, v, mask?): attrs hasMask, isCausal, hasScale, scale ----
 // sdpa_heads takes the heads packed side by side in the last dim, as the projections make them:
 // q [..., L, H*E], k [..., S, H*E], v [..., S, H*Ev] and out [..., L, H*Ev] (attrs heads first),
-// the same as viewing them as [..., H, L, E] around sdpa, without recording the views; on GPUs
-// the views are strided, and flash attention's token-major output joins its heads back in place.
+// the same as viewing them as [..., H, L, E] around sdpa (the kernel takes those views), without
+// recording the six view ops.
 
 // Attention attributes at `first` (after sdpa_heads' heads), and the head count (0: unpacked).
 struct AttentionAttrs {

@@ -91,7 +91,7 @@ export interface AttentionOptions {
    * Heads packed side by side in the last dim, as a projection makes them: q [..., L, heads·E],
    * k [..., S, heads·E], v [..., S, heads·Ev] and the result [..., L, heads·Ev]; a mask then
    * broadcasts to [..., heads, L, S]. The same as unflattening to [..., heads, L, E] around the
-   * call and flattening back, recorded as one op (no views; on GPUs no copies either).
+   * call and flattening back, recorded as one op instead of seven.
    */
   heads?: number;
 }
@@ -120,8 +120,11 @@ function attention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions): 
   const inputs = [checkTensor('sdpa q', q), checkTensor('sdpa k', k), checkTensor('sdpa v', v)];
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
-  return recordOp('sdpa', inputs, [mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+  return recordOp('sdpa', inputs, [mask ? 1 : 0, ...causalAndScale(options)]);
 }
+
+// isCausal, hasScale, scale: the attributes every attention op ends with
+const causalAndScale = (o: AttentionOptions) => [o.isCausal ? 1 : 0, o.scale === undefined ? 0 : 1, o.scale ?? 0] as const;
 
 // Attention over heads packed in the last dim: the engine's sdpa_heads, unless an input is split
 // on that dim (a split need not fall between heads) or sequence-parallel, where the heads are
@@ -149,7 +152,7 @@ function packedHeadsAttention(q: Tensor, k: Tensor, v: Tensor, options: Attentio
   const inputs = [q, k, v];
   const mask = checkOptionalTensor('sdpa attnMask', options.attnMask);
   if (mask) inputs.push(mask);
-  return recordOp('sdpa_heads', inputs, [heads, mask ? 1 : 0, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+  return recordOp('sdpa_heads', inputs, [heads, mask ? 1 : 0, ...causalAndScale(options)]);
 }
 
 // `t` split on its last dim only where the splits fall between heads: mesh dims whose split
@@ -203,7 +206,7 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
     if (options.attnMask) {
       throw new DTorchError(ErrorCode.InvalidArgument, 'sdpa: ring attention takes isCausal but not attnMask; use Ulysses alone for masks');
     }
-    out = recordOp('ring_attention', [qq, kk, vv], [dims.ring, options.isCausal ? 1 : 0, options.scale === undefined ? 0 : 1, options.scale ?? 0]);
+    out = recordOp('ring_attention', [qq, kk, vv], [dims.ring, ...causalAndScale(options)]);
   } else {
     out = attention(qq, kk, vv, options);
   }
