@@ -18,7 +18,7 @@ std::optional<at::Tensor> catRows(const std::vector<at::Tensor>& parts, int64_t 
   if (parts.empty()) return std::nullopt;
   const at::Tensor& first = parts[0];
   const int64_t n = first.dim();
-  if (!first.is_cuda() || n < 2 || n - 1 > k::kMaxCopyDims || dim < 0 || dim >= n - 1) return std::nullopt;
+  if (!first.is_cuda() || n < 2 || n - 1 > k::kMaxLeadDims || dim < 0 || dim >= n - 1) return std::nullopt;
   const int64_t element = static_cast<int64_t>(first.element_size());
   const int64_t rowBytes = first.size(-1) * element;
   if (rowBytes == 0 || rowBytes % 16 != 0) return std::nullopt;
@@ -45,11 +45,11 @@ std::optional<at::Tensor> catRows(const std::vector<at::Tensor>& parts, int64_t 
   for (const at::Tensor& t : parts) {
     if (t.numel() > 0) {
       k::RowCopyLayout layout;
-      layout.dims = static_cast<int>(n - 1);
+      layout.from.dims = static_cast<int>(n - 1);
       for (int64_t d = 0; d < n - 1; ++d) {
-        layout.size[d] = t.size(d);
-        layout.srcStride[d] = t.stride(d) * element;
-        layout.dstStride[d] = out.stride(d) * element;
+        layout.from.size[d] = t.size(d);
+        layout.from.stride[d] = t.stride(d) * element;
+        layout.toStride[d] = out.stride(d) * element;
       }
       const int error = k::copyRows(t.data_ptr(), base + offset * out.stride(dim) * element, t.numel() / t.size(-1), rowBytes, layout, stream);
       TORCH_CHECK(error == 0, "cat: DTorch's row copy failed to launch (CUDA error ", error, ")");

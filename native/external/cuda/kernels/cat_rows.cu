@@ -21,12 +21,12 @@ __global__ void __launch_bounds__(kThreads) copyRowsKernel(const char* __restric
   Index rest = static_cast<Index>(row);
   int64_t from = col, to = col;
 #pragma unroll
-  for (int i = kMaxCopyDims - 1; i >= 0; --i) {
-    if (i < layout.dims) {
-      const Index size = static_cast<Index>(layout.size[i]);
+  for (int i = kMaxLeadDims - 1; i >= 0; --i) {
+    if (i < layout.from.dims) {
+      const Index size = static_cast<Index>(layout.from.size[i]);
       const auto index = static_cast<int64_t>(rest % size);
-      from += index * layout.srcStride[i];
-      to += index * layout.dstStride[i];
+      from += index * layout.from.stride[i];
+      to += index * layout.toStride[i];
       rest /= size;
     }
   }

@@ -6,17 +6,15 @@
 #pragma once
 #include <cstdint>
 
+#include "external/cuda/kernels/row_layout.h"
+
 namespace dtorch::external::cuda::kernels {
 
-constexpr int kMaxCopyDims = 6;
-
-// The leading (row-indexing) dims of a part, outermost first, with their strides in bytes in the
-// part and in the result.
+// The leading (row-indexing) dims of a part, outermost first: their sizes and strides in the part
+// (in bytes here), and their strides in the result.
 struct RowCopyLayout {
-  int dims = 0;
-  int64_t size[kMaxCopyDims] = {};
-  int64_t srcStride[kMaxCopyDims] = {};
-  int64_t dstStride[kMaxCopyDims] = {};
+  RowLayout from;
+  int64_t toStride[kMaxLeadDims] = {};
 };
 
 // Copies `rows` rows of `rowBytes` bytes (a multiple of 16) from `src` to `dst`, row r (row-major
