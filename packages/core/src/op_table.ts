@@ -356,113 +356,221 @@ export type OpName =
  * placements, a dtype and a shape) take any numbers.
  */
 export interface OpAttrs {
+  /** abs: no attributes. */
   abs: readonly [];
+  /** add: alpha. */
   add: readonly [alpha: number];
+  /** add_scalar: value, kind, alpha. */
   add_scalar: readonly [value: number, kind: number, alpha: number];
+  /** all: keepdim, ndims, dims.... */
   all: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  /** all_gather_linear: meshDim, nWeights, hasBias per weight. */
   all_gather_linear: readonly [meshDim: number, nWeights: number, ...hasBias: number[]];
+  /** any: keepdim, ndims, dims.... */
   any: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  /** arange: meshId, nPlacements, placements..., dtype, start, end, step. */
   arange: readonly [meshId: number, nPlacements: number, ...placements: number[], dtype: number, start: number, end: number, step: number];
+  /** argmax: hasDim, dim, keepdim. */
   argmax: readonly [hasDim: number, dim: number, keepdim: number];
+  /** avg_pool2d: kernel h w, stride h w, padding h w. */
   avg_pool2d: readonly [kernelH: number, kernelW: number, strideH: number, strideW: number, paddingH: number, paddingW: number];
+  /** cat: dim. */
   cat: readonly [dim: number];
+  /** clamp: hasMin, min, hasMax, max. */
   clamp: readonly [hasMin: number, min: number, hasMax: number, max: number];
+  /** clone: no attributes. */
   clone: readonly [];
+  /** contiguous: no attributes. */
   contiguous: readonly [];
+  /** conv2d: stride h w, padding h w, dilation h w, groups. */
   conv2d: readonly [strideH: number, strideW: number, paddingH: number, paddingW: number, dilationH: number, dilationW: number, groups: number];
+  /** cos: no attributes. */
   cos: readonly [];
+  /** div: alpha. */
   div: readonly [alpha: number];
+  /** div_scalar: value, kind, alpha. */
   div_scalar: readonly [value: number, kind: number, alpha: number];
+  /** embedding: no attributes. */
   embedding: readonly [];
+  /** empty: meshId, nPlacements, placements..., dtype, ndim, shape.... */
   empty: readonly number[];
+  /** eq: alpha. */
   eq: readonly [alpha: number];
+  /** eq_scalar: value, kind, alpha. */
   eq_scalar: readonly [value: number, kind: number, alpha: number];
+  /** exp: no attributes. */
   exp: readonly [];
+  /** expand: ndim, sizes... (-1 keeps). */
   expand: readonly [ndim: number, ...sizes: number[]];
+  /** floor: no attributes. */
   floor: readonly [];
+  /** from_data: meshId, nPlacements, placements..., dtype, ndim, shape.... */
   from_data: readonly number[];
+  /** from_local_data: meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank. */
   from_local_data: readonly number[];
+  /** full: meshId, nPlacements, placements..., dtype, ndim, shape..., value. */
   full: readonly number[];
+  /** gather: targetMeshId. */
   gather: readonly [targetMeshId: number];
+  /** ge: alpha. */
   ge: readonly [alpha: number];
+  /** ge_scalar: value, kind, alpha. */
   ge_scalar: readonly [value: number, kind: number, alpha: number];
+  /** gelu: approximate (0 none, 1 tanh). */
   gelu: readonly [approximate: number];
+  /** group_norm: groups, hasWeight, hasBias, eps. */
   group_norm: readonly [groups: number, hasWeight: number, hasBias: number, eps: number];
+  /** gt: alpha. */
   gt: readonly [alpha: number];
+  /** gt_scalar: value, kind, alpha. */
   gt_scalar: readonly [value: number, kind: number, alpha: number];
+  /** index_copy: dim. */
   index_copy: readonly [dim: number];
+  /** index_select: dim. */
   index_select: readonly [dim: number];
+  /** interpolate: mode, outH, outW, scaleH, scaleW, alignCorners. */
   interpolate: readonly [mode: number, outH: number, outW: number, scaleH: number, scaleW: number, alignCorners: number];
+  /** isinf: no attributes. */
   isinf: readonly [];
+  /** isnan: no attributes. */
   isnan: readonly [];
+  /** join_shards: dim. */
   join_shards: readonly [dim: number];
+  /** layer_norm: nNorm, shape..., hasWeight, hasBias, eps. */
   layer_norm: readonly [nNorm: number, ...shape: number[], hasWeight: number, hasBias: number, eps: number];
+  /** le: alpha. */
   le: readonly [alpha: number];
+  /** le_scalar: value, kind, alpha. */
   le_scalar: readonly [value: number, kind: number, alpha: number];
+  /** linear: (x, weight, bias?). */
   linear: readonly [];
+  /** linear_reduce_scatter: meshDim, scatterDim, nPairs, hasBias. */
   linear_reduce_scatter: readonly [meshDim: number, scatterDim: number, nPairs: number, hasBias: number];
+  /** log: no attributes. */
   log: readonly [];
+  /** log2: no attributes. */
   log2: readonly [];
+  /** log_softmax: dim. */
   log_softmax: readonly [dim: number];
+  /** logical_and: alpha. */
   logical_and: readonly [alpha: number];
+  /** logical_and_scalar: value, kind, alpha. */
   logical_and_scalar: readonly [value: number, kind: number, alpha: number];
+  /** logical_not: no attributes. */
   logical_not: readonly [];
+  /** logical_or: alpha. */
   logical_or: readonly [alpha: number];
+  /** logical_or_scalar: value, kind, alpha. */
   logical_or_scalar: readonly [value: number, kind: number, alpha: number];
+  /** lt: alpha. */
   lt: readonly [alpha: number];
+  /** lt_scalar: value, kind, alpha. */
   lt_scalar: readonly [value: number, kind: number, alpha: number];
+  /** masked_fill: value, kind. */
   masked_fill: readonly [value: number, kind: number];
+  /** matmul: no attributes. */
   matmul: readonly [];
+  /** max: hasDim, dim, keepdim. */
   max: readonly [hasDim: number, dim: number, keepdim: number];
+  /** max_pool2d: kernel h w, stride h w, padding h w. */
   max_pool2d: readonly [kernelH: number, kernelW: number, strideH: number, strideW: number, paddingH: number, paddingW: number];
+  /** maximum: alpha. */
   maximum: readonly [alpha: number];
+  /** maximum_scalar: value, kind, alpha. */
   maximum_scalar: readonly [value: number, kind: number, alpha: number];
+  /** mean: keepdim, ndims, dims... (+ reduced count). */
   mean: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  /** min: hasDim, dim, keepdim. */
   min: readonly [hasDim: number, dim: number, keepdim: number];
+  /** minimum: alpha. */
   minimum: readonly [alpha: number];
+  /** minimum_scalar: value, kind, alpha. */
   minimum_scalar: readonly [value: number, kind: number, alpha: number];
+  /** mul: alpha. */
   mul: readonly [alpha: number];
+  /** mul_scalar: value, kind, alpha. */
   mul_scalar: readonly [value: number, kind: number, alpha: number];
+  /** ne: alpha. */
   ne: readonly [alpha: number];
+  /** ne_scalar: value, kind, alpha. */
   ne_scalar: readonly [value: number, kind: number, alpha: number];
+  /** neg: no attributes. */
   neg: readonly [];
+  /** pad: nPads, pads..., value. */
   pad: readonly [nPads: number, ...pads: number[], value: number];
+  /** permute: ndim, dims.... */
   permute: readonly [ndim: number, ...dims: number[]];
+  /** pow: alpha. */
   pow: readonly [alpha: number];
+  /** pow_scalar: value, kind, alpha. */
   pow_scalar: readonly [value: number, kind: number, alpha: number];
+  /** quick_gelu: no attributes. */
   quick_gelu: readonly [];
+  /** rand: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
   rand: readonly number[];
+  /** randint: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed. */
   randint: readonly number[];
+  /** randn: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
   randn: readonly number[];
+  /** reciprocal: no attributes. */
   reciprocal: readonly [];
+  /** redistribute: nPlacements, placements.... */
   redistribute: readonly [nPlacements: number, ...placements: number[]];
+  /** relu: no attributes. */
   relu: readonly [];
+  /** repeat: ndim, repeats.... */
   repeat: readonly [ndim: number, ...repeats: number[]];
+  /** reshape: ndim, shape... (one -1). */
   reshape: readonly [ndim: number, ...shape: number[]];
+  /** ring_attention: ringMeshDim, isCausal, hasScale, scale. */
   ring_attention: readonly [ringMeshDim: number, isCausal: number, hasScale: number, scale: number];
+  /** rms_norm: nNorm, shape..., hasWeight, hasBias(0), eps. */
   rms_norm: readonly [nNorm: number, ...shape: number[], hasWeight: number, hasBias: number, eps: number];
+  /** rotary_emb: halves. */
   rotary_emb: readonly [halves: number];
+  /** round: no attributes. */
   round: readonly [];
+  /** rsqrt: no attributes. */
   rsqrt: readonly [];
+  /** sdpa: hasMask, isCausal, hasScale, scale. */
   sdpa: readonly [hasMask: number, isCausal: number, hasScale: number, scale: number];
+  /** sdpa_heads: heads, hasMask, isCausal, hasScale, scale. */
   sdpa_heads: readonly [heads: number, hasMask: number, isCausal: number, hasScale: number, scale: number];
+  /** sigmoid: no attributes. */
   sigmoid: readonly [];
+  /** silu: no attributes. */
   silu: readonly [];
+  /** sin: no attributes. */
   sin: readonly [];
+  /** slice: dim, start, end, step. */
   slice: readonly [dim: number, start: number, end: number, step: number];
+  /** slice_scatter: dim, start, end, step. */
   slice_scatter: readonly [dim: number, start: number, end: number, step: number];
+  /** softmax: dim. */
   softmax: readonly [dim: number];
+  /** split: dim, nSizes, sizes.... */
   split: readonly [dim: number, nSizes: number, ...sizes: number[]];
+  /** split_shards: dim, nSizes, sizes.... */
   split_shards: readonly [dim: number, nSizes: number, ...sizes: number[]];
+  /** sqrt: no attributes. */
   sqrt: readonly [];
+  /** square: no attributes. */
   square: readonly [];
+  /** sub: alpha. */
   sub: readonly [alpha: number];
+  /** sub_scalar: value, kind, alpha. */
   sub_scalar: readonly [value: number, kind: number, alpha: number];
+  /** sum: keepdim, ndims, dims.... */
   sum: readonly [keepdim: number, ndims: number, ...dims: number[]];
+  /** tanh: no attributes. */
   tanh: readonly [];
+  /** to: dtype. */
   to: readonly [dtype: number];
+  /** to_local: rank, targetMeshId. */
   to_local: readonly [rank: number, targetMeshId: number];
+  /** transfer: targetMeshId. */
   transfer: readonly [targetMeshId: number];
+  /** where: no attributes. */
   where: readonly [];
 }
 
