@@ -166,13 +166,12 @@ describe.each([
   });
 });
 
-// The placement rows of matmul (native/core/operators/matmul.cpp) and linear (nn.cpp) as the
-// einsum equations mk,kn->mn and ...k,nk,n->...n give them, pinned in the order the engine lists
-// them (its error messages show that order, and a row with slices can shadow a later one):
-// a dim of every operand and the output splits all of them alike; a dim of some operands and the
-// output splits those, the others whole; a contracted dim splits the operands and leaves partial
-// sums; a partial operand beside whole ones stays partial. Broadcast batch dims (size 1 against
-// n) split only the operand that has them whole. The test above runs each of these rows.
+// The placement rows of matmul and linear, derived from their einsum equations
+// (native/core/operators/contraction_rows.cpp), pinned in the order the engine lists them (its
+// error messages show that order, and a row with slices can shadow a later one): a letter of the
+// output splits the operands that have it whole, a contracted letter splits its operands into
+// partial sums, a partial operand beside whole ones stays partial, and a bias follows the output.
+// The test above runs each of these rows.
 
 // The rows the engine lists for the last op `run` records, as text: "(S(0), R) -> S(0)", with
 // " |R0b10" where inputs may also be Replicate, sliced locally.
@@ -192,29 +191,29 @@ const matmul = ([a, b]: dt.Tensor[]) => a!.matmul(b!);
 const linear = ([x, w, b]: dt.Tensor[]) => dt.F.linear(x!, w!, b);
 
 describe('contraction rows', () => {
-  it('matmul: mk,kn->mn and its batched, broadcast and 1-d forms', () => {
-    const partials = ['(P(sum), R) -> P(sum)', '(R, P(sum)) -> P(sum)', '(P(avg), R) -> P(avg)', '(R, P(avg)) -> P(avg)'];
-    const contracted = (a: number, b: number) => [`(S(${a}), S(${b})) -> P(sum)`, `(S(${a}), S(${b})) -> P(sum) |R0b10`, `(S(${a}), S(${b})) -> P(sum) |R0b1`];
-    expect(rowsOf([[4, 3], [3, 5]], matmul)).toEqual(['(S(0), R) -> S(0)', '(R, S(1)) -> S(1)', ...contracted(1, 0), ...partials]);
-    expect(rowsOf([[3], [3, 5]], matmul)).toEqual(['(R, S(1)) -> S(0)', ...contracted(0, 0), ...partials]);
-    expect(rowsOf([[4, 3], [3]], matmul)).toEqual(['(S(0), R) -> S(0)', ...contracted(1, 0), ...partials]);
-    expect(rowsOf([[3], [3]], matmul)).toEqual([...contracted(0, 0), ...partials]);
-    const batch = ['(S(0), S(0)) -> S(0)', '(S(0), S(0)) -> S(0) |R0b10', '(S(0), S(0)) -> S(0) |R0b1'];
-    expect(rowsOf([[2, 4, 3], [2, 3, 5]], matmul)).toEqual(['(S(1), R) -> S(1)', '(R, S(2)) -> S(2)', ...contracted(2, 1), ...partials, ...batch]);
-    expect(rowsOf([[2, 4, 3], [3, 5]], matmul)).toEqual(['(S(1), R) -> S(1)', '(R, S(1)) -> S(2)', ...contracted(2, 0), ...partials, '(S(0), R) -> S(0)']);
-    expect(rowsOf([[4, 3], [2, 3, 5]], matmul)).toEqual(['(S(0), R) -> S(1)', '(R, S(2)) -> S(2)', ...contracted(1, 1), ...partials, '(R, S(0)) -> S(0)']);
-    expect(rowsOf([[1, 4, 3], [2, 3, 5]], matmul)).toEqual(['(S(1), R) -> S(1)', '(R, S(2)) -> S(2)', ...contracted(2, 1), ...partials, '(R, S(0)) -> S(0)']);
+  const twoPartials = ['(P(sum), R) -> P(sum)', '(R, P(sum)) -> P(sum)', '(P(avg), R) -> P(avg)', '(R, P(avg)) -> P(avg)'];
+
+  it('matmul: ...mk,...kn->...mn with 1-d operands and broadcast batch dims', () => {
+    const k = (a: number, b: number) => `(S(${a}), S(${b})) -> P(sum) |R0b11`;
+    expect(rowsOf([[4, 3], [3, 5]], matmul)).toEqual(['(S(0), R) -> S(0)', '(R, S(1)) -> S(1)', k(1, 0), ...twoPartials]);
+    expect(rowsOf([[3], [3, 5]], matmul)).toEqual(['(R, S(1)) -> S(0)', k(0, 0), ...twoPartials]);
+    expect(rowsOf([[4, 3], [3]], matmul)).toEqual(['(S(0), R) -> S(0)', k(1, 0), ...twoPartials]);
+    expect(rowsOf([[3], [3]], matmul)).toEqual([k(0, 0), ...twoPartials]);
+    expect(rowsOf([[2, 4, 3], [2, 3, 5]], matmul)).toEqual(['(S(0), S(0)) -> S(0) |R0b11', '(S(1), R) -> S(1)', '(R, S(2)) -> S(2)', k(2, 1), ...twoPartials]);
+    expect(rowsOf([[2, 4, 3], [3, 5]], matmul)).toEqual(['(S(0), R) -> S(0)', '(S(1), R) -> S(1)', '(R, S(1)) -> S(2)', k(2, 0), ...twoPartials]);
+    expect(rowsOf([[4, 3], [2, 3, 5]], matmul)).toEqual(['(R, S(0)) -> S(0)', '(S(0), R) -> S(1)', '(R, S(2)) -> S(2)', k(1, 1), ...twoPartials]);
+    // a batch dim of 1 against 2 splits only the operand that has it whole
+    expect(rowsOf([[1, 4, 3], [2, 3, 5]], matmul)).toEqual(['(R, S(0)) -> S(0)', '(S(1), R) -> S(1)', '(R, S(2)) -> S(2)', k(2, 1), ...twoPartials]);
     expect(rowsOf([[2, 1, 4, 3], [3, 3, 5]], matmul)).toEqual([
-      '(S(2), R) -> S(2)', '(R, S(2)) -> S(3)', ...contracted(3, 1), ...partials, '(S(0), R) -> S(0)', '(R, S(0)) -> S(1)',
+      '(S(0), R) -> S(0)', '(R, S(0)) -> S(1)', '(S(2), R) -> S(2)', '(R, S(2)) -> S(3)', k(3, 1), ...twoPartials,
     ]);
   });
 
-  it('linear: ...k,nk(,n)->...n', () => {
+  it('linear: ...k,nk->...n, the bias [n] added', () => {
     expect(rowsOf([[4, 3], [5, 3], [5]], linear)).toEqual([
-      '(S(0), R, R) -> S(0)', '(R, S(0), S(0)) -> S(1) |R0b110', '(S(1), S(1), P(sum)) -> P(sum) |R0b11', '(P(sum), R, P(sum)) -> P(sum)', '(R, P(sum), P(sum)) -> P(sum)',
+      '(S(0), R, R) -> S(0)', '(R, S(0), S(0)) -> S(1) |R0b110', '(S(1), S(1), P(sum)) -> P(sum) |R0b11',
+      '(P(sum), R, P(sum)) -> P(sum)', '(R, P(sum), P(sum)) -> P(sum)', '(P(avg), R, P(avg)) -> P(avg)', '(R, P(avg), P(avg)) -> P(avg)',
     ]);
-    expect(rowsOf([[2, 4, 3], [5, 3]], linear)).toEqual([
-      '(S(0), R) -> S(0)', '(S(1), R) -> S(1)', '(R, S(0)) -> S(2) |R0b10', '(S(2), S(1)) -> P(sum) |R0b11', '(P(sum), R) -> P(sum)', '(R, P(sum)) -> P(sum)',
-    ]);
+    expect(rowsOf([[2, 4, 3], [5, 3]], linear)).toEqual(['(S(0), R) -> S(0)', '(S(1), R) -> S(1)', '(R, S(0)) -> S(2)', '(S(2), S(1)) -> P(sum) |R0b11', ...twoPartials]);
   });
 });

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 
 #include "common/error.h"
+#include "core/operators/contraction_rows.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
 
@@ -49,42 +50,29 @@ void inferMatmul(const InferContext& ctx, Outputs& out) {
   out.push_back(outputLike(ctx, std::move(shape), a.dtype));
 }
 
-// Rows derived for A[..., M, K] · B[..., K, N] (a 1-D A has no M, a 1-D B no N):
-//   S(M)·R -> S(M); R·S(N) -> S(N); S(K)·S(K) -> P; S(K)·R and R·S(K) -> P with the Replicate
-//   side sliced locally on K (the original's S(K)·R row is only right with that slice);
-//   P·R -> P; R·P -> P; batch dims shard like broadcasting elementwise ops.
-// Not rows: S(M)·S(K) and S(K)·S(N) (each rank would hold a partial sum of only some rows).
+// The rows of the einsum ...mk,...kn->...mn (contraction_rows.h): a 1-D A has no m, a 1-D B no
+// n, and batch dims broadcast (a dim broadcast from 1 splits only the other operand). Not rows:
+// S(m)·S(k) and S(k)·S(n) (each rank would hold a partial sum of only some rows).
 void matmulRows(const InferContext& ctx, SignatureRows& rows) {
-  const TensorMeta &a = *ctx.inputs[0], &b = *ctx.inputs[1];
   const MatmulDims d = matmulDims(ctx);
-  const Placement r = Placement::replicate();
-  const int32_t nb = static_cast<int32_t>(d.batch.size());
-  auto s = [](int64_t dim) { return Placement::shard(static_cast<int32_t>(dim)); };
-  if (d.hasM) rows.push_back(row({s(a.ndim() - 2), r}, s(nb)));
-  if (d.hasN) rows.push_back(row({r, s(b.ndim() - 1)}, s(nb + (d.hasM ? 1 : 0))));
-  const Placement sum = Placement::partial(ReduceOp::kSum);
-  const Placement aK = s(a.ndim() - 1), bK = s(b.ndim() == 1 ? 0 : b.ndim() - 2);
-  rows.push_back(row({aK, bK}, sum));
-  rows.push_back(row({aK, bK}, sum, 0b10));
-  rows.push_back(row({aK, bK}, sum, 0b01));
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
-    rows.push_back(row({Placement::partial(op), r}, Placement::partial(op)));
-    rows.push_back(row({r, Placement::partial(op)}, Placement::partial(op)));
-  }
-  for (int32_t o = 0; o < nb; ++o) {
-    const int64_t ai = o - (nb - static_cast<int64_t>(d.batchA.size()));
-    const int64_t bi = o - (nb - static_cast<int64_t>(d.batchB.size()));
-    const bool aFull = ai >= 0 && d.batchA[ai] == d.batch[o], bFull = bi >= 0 && d.batchB[bi] == d.batch[o];
-    if (aFull && bFull) {
-      rows.push_back(row({s(ai), s(bi)}, s(o)));
-      rows.push_back(row({s(ai), s(bi)}, s(o), 0b10));
-      rows.push_back(row({s(ai), s(bi)}, s(o), 0b01));
-    } else if (aFull) {
-      rows.push_back(row({s(ai), r}, s(o)));
-    } else if (bFull) {
-      rows.push_back(row({r, s(bi)}, s(o)));
+  const size_t nb = d.batch.size();
+  auto operand = [&](const Shape& batch, std::initializer_list<char> last) {
+    ContractionOperand o;
+    const size_t offset = nb - batch.size();  // batch dims align from the right
+    for (size_t i = 0; i < batch.size(); ++i) {
+      o.letters.push_back(static_cast<char>('A' + offset + i));
+      o.whole.push_back(batch[i] == d.batch[offset + i]);
     }
-  }
+    for (char l : last) o.letters.push_back(l), o.whole.push_back(true);
+    return o;
+  };
+  std::vector<char> output;
+  for (size_t o = 0; o < nb; ++o) output.push_back(static_cast<char>('A' + o));
+  if (d.hasM) output.push_back('m');
+  if (d.hasN) output.push_back('n');
+  const ContractionOperand a = d.hasM ? operand(d.batchA, {'m', 'k'}) : operand(d.batchA, {'k'});
+  const ContractionOperand b = d.hasN ? operand(d.batchB, {'k', 'n'}) : operand(d.batchB, {'k'});
+  contractionRows({a, b}, output, rows);
 }
 
 void runMatmul(KernelContext& ctx) { ctx.outputs.push_back(at::matmul(ctx.input(0), ctx.input(1))); }

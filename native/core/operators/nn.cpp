@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "core/operand/mesh_table.h"
+#include "core/operators/contraction_rows.h"
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
 #include "external/cuda/group_norm.h"
@@ -56,20 +57,19 @@ void inferLinear(const InferContext& ctx, Outputs& out) {
 // out) shards the last dim; row parallel (x on in, W on in) gives partial sums, and then the bias
 // must be partial too (added once); a partial x times a replicated W stays partial only
 // without a bias or with a partial one.
+// The rows of the einsum ...k,nk->...n with the bias [n] added (contraction_rows.h): x split
+// by its leading dims, W and the bias by the output features, the contracted dim split in x and
+// W with the bias partial, and partial x or W with the bias partial alike.
 void linearRows(const InferContext& ctx, SignatureRows& rows) {
   const int64_t last = ctx.inputs[0]->ndim() - 1;
-  const bool bias = ctx.inputs.size() == 3;
-  auto add = [&](std::initializer_list<Placement> x_w, Placement b, Placement out, unsigned mask = 0) {
-    c10::SmallVector<Placement, 3> in(x_w.begin(), x_w.end());
-    if (bias) in.push_back(b);
-    rows.push_back(row(in, out, mask));
-  };
-  for (int64_t i = 0; i < last; ++i) add({S(i), R}, R, S(i));
-  add({R, S(0)}, S(0), S(last), bias ? 0b110 : 0b010);
-  // contracted dim split: x and W may each be sliced from Replicate (matmul's S(K)·S(K) row)
-  add({S(last), S(1)}, P, P, 0b011);
-  add({P, R}, P, P);
-  add({R, P}, P, P);  // x · W_rᵀ (+ b_r) sums to x · Wᵀ (+ b): matmul's R·P row
+  ContractionOperand x, w{{'n', 'k'}, {true, true}};
+  for (int64_t i = 0; i < last; ++i) x.letters.push_back(static_cast<char>('A' + i)), x.whole.push_back(true);
+  x.letters.push_back('k'), x.whole.push_back(true);
+  std::vector<char> output(x.letters.begin(), x.letters.end() - 1);
+  output.push_back('n');
+  std::vector<ContractionOperand> operands{x, w};
+  if (ctx.inputs.size() == 3) operands.push_back({{'n'}, {true}, /*added=*/true});
+  contractionRows(operands, output, rows);
 }
 // GPUs: x [B, N, K] whose batches are whole [N, K] matrices spaced further apart than N·K (the
 // image or text part of a joint attention's output, split by tokens, with B > 1). at::linear
