@@ -53,13 +53,10 @@ void inferLinear(const InferContext& ctx, Outputs& out) {
   shape.back() = w.shape[0];
   out.push_back(outputLike(ctx, std::move(shape), x.dtype));
 }
-// DESIGN §10, derived: leading dims of x shard through; column parallel (W and b sharded on
-// out) shards the last dim; row parallel (x on in, W on in) gives partial sums, and then the bias
-// must be partial too (added once); a partial x times a replicated W stays partial only
-// without a bias or with a partial one.
-// The rows of the einsum ...k,nk->...n with the bias [n] added (contraction_rows.h): x split
-// by its leading dims, W and the bias by the output features, the contracted dim split in x and
-// W with the bias partial, and partial x or W with the bias partial alike.
+// DESIGN §10, as the einsum ...k,nk->...n with the bias [n] added (contraction_rows.h): leading
+// dims of x shard through; column parallel (W and b sharded on out) shards the last dim; row
+// parallel (x on in, W on in) gives partial sums, and then the bias must be partial too (added
+// once); a partial x or W beside a replicated other stays partial, with a partial bias.
 void linearRows(const InferContext& ctx, SignatureRows& rows) {
   const int64_t last = ctx.inputs[0]->ndim() - 1;
   ContractionOperand x, w{{'n', 'k'}, {true, true}};

@@ -220,7 +220,8 @@ void catRows(const InferContext& ctx, SignatureRows& rows) {
 void runCat(KernelContext& ctx) {
   std::vector<at::Tensor> parts;
   for (const at::Tensor* t : ctx.inputs) parts.push_back(*t);
-  const int64_t dim = ctx.intAttr(0) < 0 ? ctx.intAttr(0) + parts[0].dim() : ctx.intAttr(0);
+  int64_t dim = ctx.intAttr(0);
+  if (dim < 0) dim += parts[0].dim();
   // strided parts on a GPU (head-major views of token-major keys): a row copy, not LibTorch's
   // element-by-element path
   std::optional<at::Tensor> copied = external::cuda::catRows(parts, dim);

@@ -139,13 +139,14 @@ function packedHeadsAttention(q: Tensor, k: Tensor, v: Tensor, options: Attentio
   const splitLast = [q, k, v].some((t) => t.placements.some((p) => p.isShard(t.ndim - 1)));
   if (splitLast || contextParallelDims(q)) {
     return atomic(() => {
-      const whole = [q, k, v].map((t) => betweenHeads(t, heads));
-      const views = whole.map((t, i) => t.unflatten(-1, [-1, [q, k, v][i]!.shape.at(-1)! / heads])); // -1: the heads here
+      const qkv = [q, k, v];
+      const whole = qkv.map((t) => betweenHeads(t, heads));
+      const views = whole.map((t) => t.unflatten(-1, [-1, t.shape.at(-1)! / heads])); // -1: the heads here
       const split = views.map((t) => t.transpose(-3, -2));
       const out = scaledDotProductAttention(split[0]!, split[1]!, split[2]!, unpacked);
       const tokens = out.transpose(-3, -2);
       const joined = tokens.flatten(-2);
-      for (const t of [...whole.filter((t, i) => t !== [q, k, v][i]), ...views, ...split, out, tokens]) t.dispose();
+      for (const t of [...whole.filter((t, i) => t !== qkv[i]), ...views, ...split, out, tokens]) t.dispose();
       return joined;
     });
   }
