@@ -13,9 +13,12 @@
 //                 taken after every timing (a profiler that has run slows later launches): the
 //                 union of the GPU's kernel intervals; gpu_idle_share = 1 - busy / latency, the
 //                 time the GPU waits for work to be issued (what graph replay removes)
+// DTorch runs each model as it is (side dtorch) and compiled (side dtorch_compiled:
+// model.compile(), whose later calls copy the first call's recording without running forward;
+// the counterpart of torch.compile on the other side).
 // transformers runs before DTorch and again after (eager), and its better eager figure counts.
 //   DEVICE=cuda node bench/hf/text_encoders.mjs      (MODELS, ITERS, ROUNDS, COMPILE=0 skips torch.compile,
-//   ANCHORS=0 skips transformers: DTorch's lines alone, no summary)
+//   ANCHORS=0 skips transformers: DTorch's lines alone, no summary; DTORCH_COMPILED=0 skips dtorch_compiled)
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -36,6 +39,7 @@ const iters = Number(process.env.ITERS ?? 20);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const compile = process.env.COMPILE ?? '1';
 const anchors = (process.env.ANCHORS ?? '1') !== '0'; // 0: DTorch alone (an experiment; no summary without transformers)
+const compiledToo = (process.env.DTORCH_COMPILED ?? '1') !== '0';
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
@@ -53,12 +57,13 @@ function inputIds(spec, mesh) {
 
 const mean = (out) => out.lastHiddenState.to('float32').abs().mean();
 
-// A model of `spec` on one device with random weights, and its input.
-function build(spec) {
+// A model of `spec` on one device with random weights (compiled: model.compile()), and its input.
+function build(spec, compiled) {
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(spec.config), { mesh, dtype }));
   fillLikeTransformersInit(model);
+  if (compiled) model.compile();
   const ids = inputIds(spec, mesh);
   const recorded = { ms: 0, calls: 0 }; // the time model.call takes to return: recording, on the host
   const once = async () => {
@@ -77,9 +82,9 @@ function build(spec) {
   return { model, ids, once, release, recorded };
 }
 
-async function measure(name) {
+async function measure(name, compiled) {
   const spec = specs[name];
-  const { model, ids, once, release, recorded } = build(spec);
+  const { model, ids, once, release, recorded } = build(spec, compiled);
   for (let i = 0; i < 3; i++) await once(); // warm up: kernels, allocator
   Object.assign(recorded, { ms: 0, calls: 0 });
   let [latency, pipelined] = [Infinity, Infinity];
@@ -104,17 +109,18 @@ async function measure(name) {
   const out = model.call(ids);
   const checksum = await dt.tidy(() => mean(out)).item();
   dt.dispose(out);
+  const compileStats = model.compileStats ? { ...model.compileStats } : undefined;
   await release();
   return {
-    bench: 'hf_text_encoders', side: 'dtorch', model: name, device, dtype, tokens: spec.tokens, iters, rounds,
+    bench: 'hf_text_encoders', side: compiled ? 'dtorch_compiled' : 'dtorch', model: name, ...(compileStats ? { compile_stats: compileStats } : {}), device, dtype, tokens: spec.tokens, iters, rounds,
     latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), record_ms: +(recorded.ms / recorded.calls).toFixed(3), checksum, held_after_rounds: heldAfterRounds, graphs: graphCounters(),
   };
 }
 
 // The GPU's busy time in one forward, from a kernel trace. Run after every timing: a profiler
 // that has run leaves the process slower to launch kernels.
-async function trace(name) {
-  const { once, release } = build(specs[name]);
+async function trace(name, compiled) {
+  const { once, release } = build(specs[name], compiled);
   for (let i = 0; i < 3; i++) await once();
   const t = await dt.cuda.traceKernels(once, { top: 5, gaps: 24 });
   await release();
@@ -136,16 +142,20 @@ function transformers(compileToo) {
 // is free again before ours is taken); its better eager figure counts
 const before = transformers(compile);
 const ours = [];
-for (const name of models) ours.push(await measure(name));
+for (const name of models) {
+  ours.push(await measure(name, false));
+  if (compiledToo) ours.push(await measure(name, true));
+}
 if (device === 'cuda') {
   for (const o of ours) {
-    const { busy, top } = await trace(o.model);
+    const { busy, top } = await trace(o.model, o.side === 'dtorch_compiled');
     Object.assign(o, { gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null, gpu_idle_share: busy ? +(1 - busy.busyMs / o.latency_ms).toFixed(3) : null, ...idleFields(busy), top_kernels: top });
   }
 }
 const after = transformers('0');
 for (const line of [...before, ...after, ...ours]) console.log(JSON.stringify(line));
-for (const o of ours) {
+for (const o of ours.filter((line) => line.side === 'dtorch')) {
+  const c = ours.find((line) => line.model === o.model && line.side === 'dtorch_compiled');
   const eagers = [...before, ...after].filter((t) => t.model === o.model && t.side === 'transformers_eager');
   const eager = eagers.sort((a, b) => a.latency_ms - b.latency_ms)[0];
   const compiled = before.find((t) => t.model === o.model && t.side === 'transformers_compiled');
@@ -156,6 +166,8 @@ for (const o of ours) {
     transformers_compiled_ms: compiled?.latency_ms ?? null,
     ratio_vs_eager: +(o.latency_ms / eager.latency_ms).toFixed(3), target: 0.7, met: o.latency_ms / eager.latency_ms <= 0.7,
     ratio_vs_compiled: compiled ? +(o.latency_ms / compiled.latency_ms).toFixed(3) : null,
+    dtorch_compiled_ms: c?.latency_ms ?? null, dtorch_compiled_record_ms: c?.record_ms ?? null, dtorch_compiled_gpu_busy_ms: c?.gpu_busy_ms ?? null,
+    compiled_ratio_vs_compiled: c && compiled ? +(c.latency_ms / compiled.latency_ms).toFixed(3) : null,
     pipelined_ratio_vs_eager: +(o.pipelined_ms / Math.min(...eagers.map((e) => e.pipelined_ms))).toFixed(3),
     dtorch_gpu_busy_ms: o.gpu_busy_ms ?? null, dtorch_gpu_idle_share: o.gpu_idle_share ?? null,
     transformers_eager_gpu_idle_share: eager.gpu_idle_share, transformers_compiled_gpu_idle_share: compiled?.gpu_idle_share ?? null,

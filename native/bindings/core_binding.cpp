@@ -536,6 +536,80 @@ Napi::Value beginStep(const Napi::CallbackInfo& info) {
   });
 }
 
+// ---- compiled calls (dt.graph.compile; core/graph/call_trace.h) ------------------------------
+
+// Ids written to `args` from `at`, `n` of them.
+c10::SmallVector<int64_t, 8> idsFromArgs(CoreState& s, size_t at, size_t n) {
+  checkArgCounts(s, at + n, 0);
+  c10::SmallVector<int64_t, 8> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<int64_t>(s.args.data()[at + i]));
+  return ids;
+}
+
+// beginTrace(): keeps what is recorded from now on, for endTrace
+Napi::Value beginTrace(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().beginTrace();
+    return info.Env().Undefined();
+  });
+}
+
+// endTrace(nArguments, nOutputs): the call's argument ids then its output ids are in `args`;
+// returns the trace's id, or a string saying why the call cannot be replayed by copying
+Napi::Value endTrace(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    CoreState& s = state(info.Env());
+    const size_t nArguments = info[0].As<Napi::Number>().Uint32Value();
+    const size_t nOutputs = info[1].As<Napi::Number>().Uint32Value();
+    const auto arguments = idsFromArgs(s, 0, nArguments);
+    const auto outputs = idsFromArgs(s, nArguments, nOutputs);
+    std::string why;
+    const int64_t id = s.engine->recorder().endTrace(arguments, outputs, why);
+    if (id == 0) return Napi::String::New(info.Env(), why);
+    return Napi::Number::New(info.Env(), static_cast<double>(id));
+  });
+}
+
+// abortTrace(): drops the open trace (the call threw)
+Napi::Value abortTrace(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    engine(info.Env()).recorder().abortTrace();
+    return info.Env().Undefined();
+  });
+}
+
+// replayTrace(traceId, nArguments): records the trace again on the argument ids in `args`;
+// false when it does not fit them (nothing recorded), else true with args = [first seq, n,
+// output ids...] (the JS side made room for them)
+Napi::Value replayTrace(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    CoreState& s = state(info.Env());
+    const int64_t traceId = info[0].As<Napi::Number>().Int64Value();
+    const auto arguments = idsFromArgs(s, 0, info[1].As<Napi::Number>().Uint32Value());
+    core::Recorder::Recorded recorded;
+    core::Recorder& recorder = s.engine->recorder();
+    if (!recorder.replayTrace(traceId, arguments, recorded)) return Napi::Boolean::New(info.Env(), false);
+    if (2 + recorded.outputs.size() > s.args.capacity()) {
+      for (int64_t id : recorded.outputs) recorder.release(id);
+      checkArgCounts(s, 2 + recorded.outputs.size(), 0);
+    }
+    double* out = s.args.data();
+    out[0] = static_cast<double>(recorded.seq);
+    out[1] = static_cast<double>(recorded.outputs.size());
+    for (size_t k = 0; k < recorded.outputs.size(); ++k) out[2 + k] = static_cast<double>(recorded.outputs[k]);
+    return Napi::Boolean::New(info.Env(), true);
+  });
+}
+
+// dropTrace(traceId): forgets a trace (its compiled function was collected)
+Napi::Value dropTrace(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    CoreState& s = state(info.Env());
+    if (!s.closed) s.engine->recorder().dropTrace(info[0].As<Napi::Number>().Int64Value());
+    return info.Env().Undefined();
+  });
+}
+
 Napi::Value resetPeakMemory(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     engine(info.Env()).resetPeakMemory();
@@ -674,6 +748,11 @@ Napi::Object initCore(Napi::Env env) {
   slice.Set("setGraphs", Napi::Function::New(env, setGraphs));
   slice.Set("beginStep", Napi::Function::New(env, beginStep));
   slice.Set("beginCall", Napi::Function::New(env, beginCall));
+  slice.Set("beginTrace", Napi::Function::New(env, beginTrace));
+  slice.Set("endTrace", Napi::Function::New(env, endTrace));
+  slice.Set("abortTrace", Napi::Function::New(env, abortTrace));
+  slice.Set("replayTrace", Napi::Function::New(env, replayTrace));
+  slice.Set("dropTrace", Napi::Function::New(env, dropTrace));
   slice.Set("setFlushThreshold", Napi::Function::New(env, setFlushThreshold));
   slice.Set("settings", Napi::Function::New(env, settings));
   slice.Set("settingsFrom", Napi::Function::New(env, settingsFrom));

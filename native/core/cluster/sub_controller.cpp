@@ -15,10 +15,6 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& what) { common::fail(common::code::kProtocol, "refused op stream payload: " + what); }
 
-bool sameMeta(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && a.meshId == b.meshId && a.placements == b.placements;
-}
-
 }  // namespace
 
 void SubController::apply(std::string_view payload) {

@@ -267,6 +267,7 @@ std::shared_ptr<Segment> Recorder::freshSegment() const {
 
 void Recorder::flush() {
   if (open_->nodes.empty()) return;
+  if (trace_) keepTraced(*open_);
   std::shared_ptr<Segment> segment = std::move(open_);
   std::string why;
   try {
@@ -295,6 +296,7 @@ void Recorder::flush() {
 }
 
 void Recorder::dropSegment(Segment& segment, const std::string& why) {
+  if (trace_) trace_->broken = "its work could not be handed to the controller (" + why + ")";
   DTORCH_LOG(common::LogLevel::kError, "a segment of " << segment.nodes.size() << " nodes could not be handed to the controller: " << why);
   auto lostWhy = std::make_shared<const std::string>("its work could not be handed to the controller (" + why + ")");
   for (Node& node : segment.nodes) {
@@ -314,6 +316,131 @@ void Recorder::dropSegment(Segment& segment, const std::string& why) {
   // keep only the releases (in place: no memory is needed for that)
   auto& nodes = segment.nodes;
   nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.kind != NodeKind::kRelease; }), nodes.end());
+}
+
+void Recorder::beginTrace() {
+  if (trace_) common::fail(common::code::kInternal, "a compiled call is being traced already; compiled calls inside it run as they are");
+  trace_ = std::make_unique<OpenTrace>();
+  trace_->from = open_->nodes.size();
+}
+
+void Recorder::keepTraced(const Segment& segment) {
+  for (size_t i = trace_->from; i < segment.nodes.size(); ++i) trace_->nodes.push_back(segment.nodes[i]);
+  trace_->from = 0;  // the next segment is all the trace's
+}
+
+int64_t Recorder::endTrace(c10::ArrayRef<int64_t> arguments, c10::ArrayRef<int64_t> outputs, std::string& why) {
+  if (!trace_) common::fail(common::code::kInternal, "endTrace: no trace is open");
+  std::unique_ptr<OpenTrace> open = std::move(trace_);
+  if (!open->broken.empty()) {
+    why = open->broken;
+    return 0;
+  }
+  for (size_t i = open->from; i < open_->nodes.size(); ++i) open->nodes.push_back(open_->nodes[i]);
+  std::vector<TensorMeta> metas;
+  for (int64_t id : arguments) {
+    const TensorMeta* m = live_.find(id);
+    if (!m) {
+      why = "it disposes its argument " + std::to_string(id);
+      return 0;
+    }
+    metas.push_back(*m);
+  }
+  std::unique_ptr<CallTrace> trace = traceCall(open->nodes, arguments, metas, outputs, why);
+  if (!trace) return 0;
+  const int64_t id = nextTraceId_++;
+  traces_.emplace(id, std::move(trace));
+  return id;
+}
+
+bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Recorded& recorded) {
+  const auto found = traces_.find(traceId);
+  if (found == traces_.end()) common::fail(common::code::kInvalidArgument, "replayTrace: no trace " + std::to_string(traceId));
+  const std::shared_ptr<const CallTrace> trace = found->second;  // held: a replay may not drop it
+  if (arguments.size() != trace->arguments.size()) return false;
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    const TensorMeta* m = live_.find(arguments[k]);
+    if (!m || !sameMeta(*m, trace->arguments[k])) return false;
+    size_t first = 0;
+    while (arguments[first] != arguments[k]) ++first;
+    if (static_cast<int>(first) != trace->argumentAlias[k]) return false;
+  }
+  for (int64_t id : trace->outside) {
+    if (!live_.contains(id)) return false;
+  }
+  std::vector<int64_t> made;
+  made.reserve(static_cast<size_t>(trace->made));
+  // The copy is handed over in segments of its own, large ones: it is recorded at once, so
+  // short first segments would not start the devices sooner, and the same cuts each call let
+  // the controller recognise every segment (and a GPU worker replay it as one graph).
+  flush();
+  segmentLimit_ = std::max(flushThreshold_, kReplaySegmentNodes);
+  recorded.seq = nextSeq_;
+  try {
+    c10::SmallVector<int64_t, 4> inputs;
+    for (const TracedNode& traced : trace->nodes) {
+      if (traced.node.kind == NodeKind::kRelease) {
+        release(made[static_cast<size_t>(traced.inputs[0].index)]);
+        continue;
+      }
+      inputs.clear();
+      for (const TraceRef& ref : traced.inputs) {
+        inputs.push_back(ref.role == TraceRef::Role::kArgument ? arguments[static_cast<size_t>(ref.index)]
+                         : ref.role == TraceRef::Role::kMade   ? made[static_cast<size_t>(ref.index)]
+                                                               : ref.index);
+      }
+      replayCompute(traced, inputs, made);
+    }
+  } catch (...) {  // what was copied is freed again: the call records nothing that stays
+    for (int64_t id : made) release(id);
+    segmentLimit_ = flushThreshold_;
+    throw;
+  }
+  flush();
+  segmentLimit_ = flushThreshold_;  // what follows is recorded while the devices are busy
+  recorded.outputs.clear();
+  for (int64_t at : trace->outputs) recorded.outputs.push_back(made[static_cast<size_t>(at)]);
+  return true;
+}
+
+void Recorder::replayCompute(const TracedNode& traced, c10::SmallVector<int64_t, 4>& inputs, std::vector<int64_t>& made) {
+  const Node& from = traced.node;
+  std::shared_ptr<const OpState> state = from.state;
+  if (state) {  // state is per node (a redistribute's rendezvous points): infer makes a fresh one
+    c10::SmallVector<const TensorMeta*, 4> metas;
+    for (int64_t id : inputs) metas.push_back(&meta(id));
+    c10::SmallVector<double, 4> derived;
+    Outputs outputs;
+    InferContext ctx{*from.op, metas, c10::ArrayRef<double>(from.attrs.data(), from.userAttrs), meshes_, derived, state};
+    from.op->infer(ctx, outputs);
+  }
+  Node& node = append(NodeKind::kCompute);
+  node.op = from.op;
+  node.meshId = from.meshId;
+  node.inputMeshId = from.inputMeshId;
+  node.inputs = inputs;
+  node.attrs = from.attrs;
+  node.userAttrs = from.userAttrs;
+  node.inputMetas = from.inputMetas;
+  node.outputMetas = from.outputMetas;
+  node.state = std::move(state);
+  for (const TensorMeta& out : node.outputMetas) {
+    const int64_t id = nextId_++;
+    node.outputs.push_back(id);
+    track(out, +1);
+    live_.put(id, out);
+    made.push_back(id);
+  }
+  if (!lost_.empty()) {  // as record: computed from a lost tensor, lost too
+    for (int64_t id : node.inputs) {
+      const auto* found = lost_.find(id);
+      if (!found) continue;
+      const std::shared_ptr<const std::string> why = *found;
+      for (int64_t out : node.outputs) lost_.put(out, why);
+      break;
+    }
+  }
+  flushWhenFull();
 }
 
 bool Recorder::failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/id_map.h"
+#include "core/graph/call_trace.h"
 #include "core/graph/segment.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/op.h"
@@ -85,6 +86,23 @@ class Recorder {
   // cost more than they do (4x, for a Linear of 4 features).
   void beginCall();
   static constexpr uint64_t kCallStepNodes = 64;
+  // Compiled calls (dt.graph.compile): a call's recording is traced once, then copied.
+  // Starts keeping what is recorded from now on; INTERNAL when a trace is open already (the JS side runs inner compiled calls as they are).
+  void beginTrace();
+  // Ends the open trace, of a call on `arguments` that returned `outputs`: the trace's id (> 0),
+  // or 0 with `why` when the call cannot be replayed by copying its nodes (call_trace.h).
+  int64_t endTrace(c10::ArrayRef<int64_t> arguments, c10::ArrayRef<int64_t> outputs, std::string& why);
+  // Drops the open trace, if any (the call threw).
+  void abortTrace() { trace_.reset(); }
+  bool tracing() const { return trace_ != nullptr; }
+  // Records trace `traceId` again on `arguments`, as running the call would; false, recording
+  // nothing, when they are not what it was traced on (metas, the same tensor in the same
+  // positions) or a tensor it reads from before the call is gone. INVALID_ARGUMENT for an
+  // unknown id.
+  bool replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Recorded& recorded);
+  void dropTrace(int64_t traceId) { traces_.erase(traceId); }
+  size_t traceCount() const { return traces_.size(); }
+
   // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
   void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }
 
@@ -116,8 +134,23 @@ class Recorder {
   // For a read of `id`: delivers the error that lost the tensor and returns true, if it was lost.
   bool failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion);
 
+  // Keeps the nodes of `segment` that the open trace has not yet kept (before it is handed over).
+  void keepTraced(const Segment& segment);
+  // Appends a copy of traced compute node `traced` on inputs `inputs`; its outputs' ids are added to `made`.
+  void replayCompute(const TracedNode& traced, c10::SmallVector<int64_t, 4>& inputs, std::vector<int64_t>& made);
+
+  // The trace being recorded: the nodes kept so far, and where in the open segment it goes on.
+  struct OpenTrace {
+    std::vector<Node> nodes;
+    size_t from = 0;
+    std::string broken;  // why it cannot be a trace, found while it was recorded
+  };
+
   const MeshTable& meshes_;
   Controller& controller_;
+  std::unique_ptr<OpenTrace> trace_;
+  std::unordered_map<int64_t, std::shared_ptr<const CallTrace>> traces_;
+  int64_t nextTraceId_ = 1;
   std::shared_ptr<Segment> open_;
   common::IdMap<TensorMeta> live_{4096};
   // live tensors whose producer was in a dropped segment, with the reason (usually empty)
@@ -134,6 +167,7 @@ class Recorder {
   // up to flushThreshold_
   static constexpr size_t kFirstAfterWait = 32;
   static constexpr size_t kReservedNodes = 4096;
+  static constexpr size_t kReplaySegmentNodes = 4096;  // the segments of a copied trace (replayTrace)
   size_t segmentLimit_ = kFirstAfterWait;
   bool waitedBeforeStep_ = true;  // a wait came since the last beginStep (the engine starts idle)
 };

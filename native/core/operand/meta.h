@@ -29,6 +29,11 @@ struct TensorMeta {
   int ndim() const { return static_cast<int>(shape.size()); }
 };
 
+// The same tensor description: what a graph or a traced call needs of an input to take it again.
+inline bool sameMeta(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.meshId == b.meshId && a.placements == b.placements;
+}
+
 inline bool allReplicate(const Placements& placements) {
   for (const Placement& p : placements) {
     if (!p.isReplicate()) return false;

@@ -4,11 +4,15 @@
 // step, an encoder forward) so that every step is cut into the same segments; stats() says what
 // was recognised and replayed. On a GPU, each worker captures the repeated spans of its work as
 // CUDA graphs and replays them with one launch (native/core/kernel_stream/graph_replays.h).
+// compile() goes further for a function called again and again (a model's forward): its later
+// calls copy what its first call recorded, without running its code (compiled_call.ts).
 // DTORCH_GRAPHS=0, or setEnabled(false), turns recognition and replay off (docs/engine.md).
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { engine, type GraphStats } from '@dtorch/core';
+import { setCompiledGraphs } from './compiled_call.js';
 
 export type { GraphStats };
+export { compile, type CompiledFunction, type CompiledStats, type CompileOptions } from './compiled_call.js';
 
 /**
  * Runs `fn` as one step of a loop: what was recorded before goes to the workers first, and what
@@ -60,6 +64,7 @@ export function setEnabled(on: boolean): void {
     throw new DTorchError(ErrorCode.InvalidArgument, `dt.graph.setEnabled(on) expects true or false, got ${typeof on}`);
   }
   engine().setGraphs(on);
+  setCompiledGraphs(on);
 }
 
 /** Whether repeated segments are recognised and replayed now. */

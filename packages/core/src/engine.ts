@@ -138,13 +138,60 @@ export class Engine {
   // `grownOut`: the native side moved `out` to make room for many outputs.
   private recorded(grownOut: Float64Array | undefined): void {
     if (grownOut !== undefined) this.out = grownOut;
+    this.queueFlush();
+    this.sites.capture(this.out[0]!);
+  }
+
+  private queueFlush(): void {
     if (!this.flushQueued) {
       // end of the current JS task: hand the open segment to the controller
       this.flushQueued = true;
       queueMicrotask(this.flushNow);
       this.sites.mayHaveIdled(); // the first op of a task
     }
-    this.sites.capture(this.out[0]!);
+  }
+
+  /** Keeps what is recorded from now on: the first run of a compiled call (dt.graph.compile). */
+  beginTrace(): void {
+    this.slice.beginTrace();
+  }
+
+  /**
+   * Ends the trace begun by beginTrace, of a call on tensors `argumentIds` that returned
+   * `outputIds`: the trace's id, or a sentence saying why the call cannot be replayed by copying
+   * what it recorded.
+   */
+  endTrace(argumentIds: readonly number[], outputIds: readonly number[]): number | string {
+    const args = this.reserveArgs(argumentIds.length + outputIds.length);
+    argumentIds.forEach((id, i) => (args[i] = id));
+    outputIds.forEach((id, i) => (args[argumentIds.length + i] = id));
+    return this.slice.endTrace(argumentIds.length, outputIds.length);
+  }
+
+  /** Drops the trace begun by beginTrace (the call threw). */
+  abortTrace(): void {
+    this.slice.abortTrace();
+  }
+
+  /**
+   * Records trace `id` again on tensors `argumentIds`, as running the call would have: the ids
+   * of its `numOutputs` outputs, or undefined (nothing recorded) when the arguments do not fit
+   * the trace or a tensor it reads from before the call was disposed.
+   */
+  replayTrace(id: number, argumentIds: readonly number[], numOutputs: number): number[] | undefined {
+    const args = this.reserveArgs(Math.max(argumentIds.length, 2 + numOutputs));
+    argumentIds.forEach((argId, i) => (args[i] = argId));
+    if (!this.slice.replayTrace(id, argumentIds.length)) return undefined;
+    this.queueFlush();
+    this.sites.capture(args[0]!); // a failure inside names the compiled call
+    const ids: number[] = [];
+    for (let k = 0; k < args[1]!; k++) ids.push(args[2 + k]!);
+    return ids;
+  }
+
+  /** Forgets trace `id` (its compiled function was collected). */
+  dropTrace(id: number): void {
+    this.slice.dropTrace(id);
   }
 
   /** Drops the engine's reference to tensor `id` (what dispose() does); its memory is freed once queued work that reads it ran. */

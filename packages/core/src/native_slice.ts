@@ -182,6 +182,16 @@ export interface CoreSlice {
   beginStep(): void;
   /** The start of a top-level model call: a step boundary when the previous call was large (64 nodes or more). */
   beginCall(): void;
+  /** Keeps what is recorded from now on, for endTrace (a compiled call's first run). */
+  beginTrace(): void;
+  /** Ends the open trace of a call on the argument ids then output ids in `args`: the trace's id, or why it cannot be copied. */
+  endTrace(nArguments: number, nOutputs: number): number | string;
+  /** Drops the open trace (the call threw). */
+  abortTrace(): void;
+  /** Records trace `id` again on the argument ids in `args`: false when they do not fit it; else `args` holds [first seq, n, output ids...]. */
+  replayTrace(id: number, nArguments: number): boolean;
+  /** Forgets trace `id`. */
+  dropTrace(id: number): void;
   /** The next hand-over of a segment to the controller fails with `message` (tests). */
   failNextFlush(message: string): void;
   /** This engine's side of a cluster (native/bindings/cluster_binding.cpp). */

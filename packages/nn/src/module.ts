@@ -23,6 +23,8 @@ export abstract class Module {
   /** Dropout and friends act only in training mode; modules start in eval mode (inference). */
   training = false;
   readonly #buffers = new Set<string>();
+  // set by compile(): call() then runs through it
+  #compiled: ((...args: unknown[]) => unknown) | undefined;
 
   /**
    * The module's computation, as torch.nn.Module.forward; each subclass types its own
@@ -39,10 +41,29 @@ export abstract class Module {
     if (callDepth === 0) dt.graph.beginCall();
     callDepth++;
     try {
-      return dt.tidy(() => this.forward(...args));
+      return this.#compiled ? (this.#compiled(...args) as R) : dt.tidy(() => this.forward(...args));
     } finally {
       callDepth--;
     }
+  }
+
+  /**
+   * Compiles call() for replay (dt.graph.compile), as torch.nn.Module.compile: the first call
+   * on inputs of given shapes runs forward() and keeps what it recorded; later calls on inputs
+   * of the same shapes record a copy of it without running forward() again, so a model called
+   * again and again costs the program almost nothing per call. Results are the same bits.
+   * Replacing a parameter by disposing it (loadStateDict does) traces again; forward() must not
+   * branch on anything but its inputs' shapes and the module's settings as they are now.
+   * Returns the module.
+   */
+  compile(options?: dt.graph.CompileOptions): this {
+    this.#compiled = dt.graph.compile((...args: unknown[]) => dt.tidy(() => this.forward(...args)), options);
+    return this;
+  }
+
+  /** What the compiled call() did so far (undefined before compile()). */
+  get compileStats(): Readonly<dt.graph.CompiledStats> | undefined {
+    return (this.#compiled as dt.graph.CompiledFunction<unknown[], unknown> | undefined)?.stats;
   }
 
   /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */

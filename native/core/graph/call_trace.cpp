@@ -1,0 +1,81 @@
+#include "core/graph/call_trace.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/operators/op.h"
+
+namespace dtorch::core {
+
+std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayRef<int64_t> arguments,
+                                     const std::vector<TensorMeta>& argumentMetas, c10::ArrayRef<int64_t> outputs, std::string& why) {
+  auto trace = std::make_unique<CallTrace>();
+  trace->arguments = argumentMetas;
+  std::unordered_map<int64_t, int> argumentAt;  // id -> first position
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    const int at = argumentAt.emplace(arguments[k], static_cast<int>(k)).first->second;
+    trace->argumentAlias.push_back(at);
+  }
+  std::unordered_map<int64_t, int64_t> madeAt;  // id -> made position, while live
+  std::unordered_set<int64_t> outsideSeen;
+  trace->nodes.reserve(nodes.size());
+  for (const Node& node : nodes) {
+    switch (node.kind) {
+      case NodeKind::kFetch:
+      case NodeKind::kSync:
+        why = "it waits for the devices (a read or a sync inside it); a copy would not read again";
+        return nullptr;
+      case NodeKind::kRelease: {
+        const auto made = madeAt.find(node.outputs[0]);
+        if (made == madeAt.end()) {
+          why = "it disposes tensor " + std::to_string(node.outputs[0]) + ", which it did not make (an argument or a tensor from before the call)";
+          return nullptr;
+        }
+        TracedNode& traced = trace->nodes.emplace_back();
+        traced.node = node;
+        traced.inputs.push_back({TraceRef::Role::kMade, made->second});
+        madeAt.erase(made);
+        break;
+      }
+      case NodeKind::kCompute: {
+        if (node.hostData.defined()) {
+          why = "it makes a tensor from host data (" + std::string(node.op->name) +
+                ", as dt.tensor does) on each call, which may differ between calls; make it once outside and pass it in";
+          return nullptr;
+        }
+        TracedNode& traced = trace->nodes.emplace_back();
+        traced.node = node;
+        for (int64_t id : node.inputs) {
+          if (const auto made = madeAt.find(id); made != madeAt.end()) {
+            traced.inputs.push_back({TraceRef::Role::kMade, made->second});
+          } else if (const auto argument = argumentAt.find(id); argument != argumentAt.end()) {
+            traced.inputs.push_back({TraceRef::Role::kArgument, argument->second});
+          } else {
+            traced.inputs.push_back({TraceRef::Role::kOutside, id});
+            if (outsideSeen.insert(id).second) trace->outside.push_back(id);
+          }
+        }
+        for (int64_t id : node.outputs) madeAt.emplace(id, trace->made++);
+        break;
+      }
+    }
+  }
+  std::unordered_set<int64_t> returned;
+  for (int64_t id : outputs) {
+    const auto made = madeAt.find(id);
+    if (made == madeAt.end()) {
+      why = "it returns tensor " + std::to_string(id) + ", which it did not make (an argument or a tensor from before the call)";
+      return nullptr;
+    }
+    trace->outputs.push_back(made->second);
+    returned.insert(id);
+  }
+  if (madeAt.size() > returned.size()) {
+    why = "it keeps " + std::to_string(madeAt.size() - returned.size()) +
+          " tensors it made besides those it returns (a cache filled on its first call, or intermediates outside a tidy())";
+    return nullptr;
+  }
+  return trace;
+}
+
+}  // namespace dtorch::core
