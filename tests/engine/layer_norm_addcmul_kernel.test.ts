@@ -4,7 +4,8 @@
 // oracle is the same ops with the norm kept by the program (LibTorch's layer norm, then the
 // addcmul): within one rounding of the norm, as the kernel's statistics are summed in another
 // order than LibTorch's. The trace shows which kernels ran; a norm with a weight, or a row the
-// kernel does not take, goes to LibTorch with the same values.
+// kernel does not take, goes to LibTorch with the same values. An affine norm (a weight and a
+// bias: CLIP's) runs through the same kernel, within a rounding of LibTorch's on the CPU.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
@@ -50,6 +51,36 @@ describe('layer_norm_addcmul row kernel', () => {
         expect(got.length).toBe(want.length);
         expect(worst(got, want), what).toBeLessThanOrEqual(tolerance[dtype]);
         dt.dispose([x, shift, scale]);
+      }
+    }
+  });
+
+  it.skipIf(onGpu)(`runs an affine norm in the row kernel, within a rounding of LibTorch's${skipNote(onGpu)}`, async () => {
+    const gpu = cudaMesh(1);
+    const cpu = new dt.DeviceMesh('cpu', [0]);
+    // CLIP-L's and CLIP-G's rows, SD3's, a 2-D case
+    const cases = [[1, 77, 768], [1, 77, 1280], [2, 33, 1536], [40, 64]];
+    for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
+      for (const xs of cases) {
+        const d = xs.at(-1)!;
+        const [x, weight, bias] = [xs, [d], [d]].map((s, i) => dt.tidy(() => dt.randn(s, { seed: 51 + i, mesh: gpu }).mul(i === 0 ? 3 : 1).add(1).to(dtype)));
+        const what = `${JSON.stringify(xs)} ${dtype}`;
+        let got: number[] = [];
+        const trace = await dt.cuda.traceKernels(async () => {
+          got = await values(dt.tidy(() => dt.F.layerNorm(x!, [d], { weight: weight!, bias: bias!, eps: 1e-5 })));
+        }, { top: 30 });
+        const names = trace.top.map((k) => k.name);
+        expect(names.some((n) => n.includes('layerNormAddcmulRowsKernel')), `${what}: DTorch's kernel ran`).toBe(true);
+        expect(names.some((n) => n.includes('layer_norm_kernel')), `${what}: no LibTorch layer norm`).toBe(false);
+        // the same values on the CPU (bfloat16 and float16 read exactly as float32), LibTorch's norm there
+        const onCpu = async (t: dt.Tensor) => {
+          const host = Array.from((await dt.tidy(() => t.to('float32')).data()) as Float32Array);
+          return dt.tidy(() => dt.tensor(host, { mesh: cpu }).reshape(t.shape).to(dtype));
+        };
+        const [cx, cw, cb] = [await onCpu(x!), await onCpu(weight!), await onCpu(bias!)];
+        const want = await values(dt.tidy(() => dt.F.layerNorm(cx, [d], { weight: cw, bias: cb, eps: 1e-5 })));
+        expect(worst(got, want), what).toBeLessThanOrEqual(tolerance[dtype]);
+        dt.dispose([x, weight, bias, cx, cw, cb]);
       }
     }
   });

@@ -11,6 +11,7 @@
 #include "core/operators/registry.h"
 #include "external/cuda/addcmul_rows.h"
 #include "external/cuda/layer_norm_addcmul.h"
+#include "external/cuda/quick_gelu.h"
 #include "external/cuda/scalar_op.h"
 
 namespace dtorch::core {
@@ -82,11 +83,26 @@ const UnaryEntry kUnary[] = {
        ctx.outputs.push_back(at::silu_(t));
      }},
     // x * sigmoid(1.702 x): CLIP's activation (transformers' QuickGELUActivation), one node
-    // instead of three, with the same operations in the same order
+    // instead of three, with the same operations in the same order; on GPUs one kernel
+    // (external/cuda/quick_gelu) with the three kernels' bits
     {"quick_gelu", UnaryResult::kFloat, false,
-     [](KernelContext& ctx) { ctx.outputs.push_back(at::sigmoid(at::mul(ctx.input(0), 1.702)).mul_(ctx.input(0))); },
+     [](KernelContext& ctx) {
+       const at::Tensor& x = ctx.input(0);
+       if (x.is_cuda() && x.is_contiguous()) {
+         at::Tensor out = at::empty_like(x);
+         if (external::cuda::quickGeluInto(out, x)) {
+           ctx.outputs.push_back(out);
+           return;
+         }
+       }
+       ctx.outputs.push_back(at::sigmoid(at::mul(x, 1.702)).mul_(x));
+     },
      [](KernelContext& ctx) {
        at::Tensor t = reusedInput(ctx);
+       if (external::cuda::quickGeluInto(t, t)) {
+         ctx.outputs.push_back(t);
+         return;
+       }
        const at::Tensor gate = at::sigmoid(at::mul(t, 1.702));
        ctx.outputs.push_back(t.mul_(gate));
      }},

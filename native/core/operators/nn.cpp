@@ -12,6 +12,7 @@
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
 #include "external/cuda/group_norm.h"
+#include "external/cuda/layer_norm_addcmul.h"
 #include "external/cuda/rms_norm.h"
 #include "external/cuda/rotary_emb.h"
 
@@ -172,7 +173,10 @@ void normRows(const InferContext& ctx, SignatureRows& rows) {
 }
 void runLayerNorm(KernelContext& ctx) {
   const NormArgs a = normArgs(ctx, 1);
-  ctx.outputs.push_back(at::layer_norm(ctx.input(0), a.shape, a.weight, a.bias, a.eps));
+  // on GPUs, an affine norm over the last dim goes through DTorch's row kernel
+  std::optional<at::Tensor> fast;
+  if (a.shape.size() == 1 && a.weight && a.bias) fast = external::cuda::layerNormAffine(ctx.input(0), *a.weight, *a.bias, a.eps);
+  ctx.outputs.push_back(fast ? std::move(*fast) : at::layer_norm(ctx.input(0), a.shape, a.weight, a.bias, a.eps));
 }
 void runRmsNorm(KernelContext& ctx) {
   const NormArgs a = normArgs(ctx, 1);

@@ -17,32 +17,59 @@ namespace dtorch::external::cuda {
 
 namespace k = kernels;
 
+namespace {
+
+// x as the row kernel's [batch, rows, d], when the kernel takes it.
+struct NormRows {
+  k::FloatType type;
+  int64_t batch, rows, d;
+};
+
+std::optional<NormRows> normRowsOf(const at::Tensor& x) {
+  if (!x.is_cuda()) return std::nullopt;
+  const std::optional<k::FloatType> type = kernelFloatType(x.scalar_type());
+  if (!type || (x.dim() != 2 && x.dim() != 3) || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
+  const int64_t d = x.size(-1), vec = 16 / static_cast<int64_t>(x.element_size());
+  if (d % vec != 0 || d > k::maxLayerNormRow(*type) || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return std::nullopt;
+  return NormRows{*type, x.dim() == 3 ? x.size(0) : 1, x.size(-2), d};
+}
+
+bool sameKind(const at::Tensor& t, const at::Tensor& x) { return t.scalar_type() == x.scalar_type() && t.device() == x.device(); }
+
+at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k::RowOperand b, double eps, bool roundNorm) {
+  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const int error = k::layerNormAddcmulRows(r.type, x.data_ptr(), c, b, y.data_ptr(), r.batch, r.rows, r.d, static_cast<float>(eps),
+                                            c10::cuda::getCurrentCUDAStream(x.device().index()).stream(), roundNorm);
+  TORCH_CHECK(error == 0, "layer_norm: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return y;
+}
+
+}  // namespace
+
 std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps) {
-  if (!x.is_cuda() || c.scalar_type() != x.scalar_type() || b.scalar_type() != x.scalar_type() || c.device() != x.device() || b.device() != x.device()) {
-    return std::nullopt;
-  }
-  const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
-  if (!kernelType) return std::nullopt;
-  const k::FloatType type = *kernelType;
-  if ((x.dim() != 2 && x.dim() != 3) || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
-  const bool batched = x.dim() == 3;
-  const int64_t batch = batched ? x.size(0) : 1, rows = x.size(-2), d = x.size(-1);
-  const int64_t vec = 16 / static_cast<int64_t>(x.element_size());
-  if (d % vec != 0 || d > k::maxLayerNormRow(type) || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return std::nullopt;
+  if (!sameKind(c, x) || !sameKind(b, x)) return std::nullopt;
+  const std::optional<NormRows> rows = normRowsOf(x);
+  if (!rows) return std::nullopt;
   // c and b broadcast to x (the op checked they broadcast together); one larger than x is not ours
   if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
   const std::optional<k::RowOperand> shift = rowOperandOf(c, x.sizes()), scale = rowOperandOf(b, x.sizes());
   if (!shift || !scale) return std::nullopt;
-  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-  const int error = k::layerNormAddcmulRows(type, x.data_ptr(), *shift, *scale, y.data_ptr(), batch, rows, d, static_cast<float>(eps),
-                                            c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
-  TORCH_CHECK(error == 0, "layer_norm_addcmul: DTorch's row kernel failed to launch (CUDA error ", error, ")");
-  return y;
+  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true);
+}
+
+std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  if (!sameKind(weight, x) || !sameKind(bias, x) || weight.dim() != 1 || bias.dim() != 1) return std::nullopt;
+  const std::optional<NormRows> rows = normRowsOf(x);
+  if (!rows || weight.size(0) != rows->d || bias.size(0) != rows->d) return std::nullopt;
+  const std::optional<k::RowOperand> w = rowOperandOf(weight, x.sizes()), b = rowOperandOf(bias, x.sizes());
+  if (!w || !b) return std::nullopt;
+  return launchRows(x, *rows, *b, *w, eps, /*roundNorm=*/false);
 }
 
 #else
 
 std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
+std::optional<at::Tensor> layerNormAffine(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
 
 #endif
 

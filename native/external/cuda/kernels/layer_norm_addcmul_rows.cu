@@ -21,8 +21,10 @@ __device__ inline float warpSum(float v) {
   return v;
 }
 
-// LOADS 16-byte loads per lane cover the row; Index narrows the divisions where the sizes fit 32 bits.
-template <typename T, int LOADS, typename Index>
+// LOADS 16-byte loads per lane cover the row; Index narrows the divisions where the sizes fit 32
+// bits. ROUND_NORM: the norm is rounded to T before the multiply-add (layer_norm, then addcmul);
+// else not (an affine layer_norm, which computes its weight and bias in float).
+template <typename T, int LOADS, typename Index, bool ROUND_NORM>
 __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* __restrict__ x, RowOperand c, RowOperand b, T* __restrict__ y,
                                                                        Index rows, int64_t lines, int d, float eps) {
   constexpr int VEC = Pack<T>::kVec;
@@ -65,8 +67,9 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
       Pack<T> o;
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
-        const float normed = toFloat(fromFloat<T>((v[l][i] - mean) * rstd));  // layer_norm's output, rounded
-        o.v[i] = fromFloat<T>(__fmaf_rn(normed, toFloat(pb.v[i]), toFloat(pc.v[i])));  // at::addcmul's fma
+        const float norm = (v[l][i] - mean) * rstd;
+        const float normed = ROUND_NORM ? toFloat(fromFloat<T>(norm)) : norm;  // layer_norm's output, rounded
+        o.v[i] = fromFloat<T>(__fmaf_rn(normed, toFloat(pb.v[i]), toFloat(pc.v[i])));  // at::addcmul's (or the affine norm's) fma
       }
       *reinterpret_cast<uint4*>(out + col) = o.raw;
     }
@@ -74,31 +77,35 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
 }
 
 template <typename T, int LOADS>
-void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, cudaStream_t stream) {
+void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, bool roundNorm, cudaStream_t stream) {
   const int64_t lines = batch * rows;
   const auto blocks = static_cast<unsigned>((lines * kLanes + kThreads - 1) / kThreads);
-  if (lines <= UINT32_MAX) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint32_t><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
+  if (lines <= UINT32_MAX && roundNorm) {
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, true><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
+  } else if (lines <= UINT32_MAX) {
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, false><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
+  } else if (roundNorm) {
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, true><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
   } else {
-    layerNormAddcmulRowsKernel<T, LOADS, uint64_t><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, false><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
   }
 }
 
 template <typename T>
-int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
+int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, cudaStream_t stream) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t loads = (d / VEC + kLanes - 1) / kLanes;  // per lane
   const auto* xs = static_cast<const T*>(x);
   T* ys = static_cast<T*>(y);
   const int n = static_cast<int>(d);
   // the fewest loads that cover the row: a lane's registers hold LOADS x 16 bytes of it
-  if (loads <= 1) launchWith<T, 1>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 2) launchWith<T, 2>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 4) launchWith<T, 4>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 6) launchWith<T, 6>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 8) launchWith<T, 8>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 12) launchWith<T, 12>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads>(xs, c, b, ys, batch, rows, n, eps, stream);
+  if (loads <= 1) launchWith<T, 1>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= 2) launchWith<T, 2>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= 4) launchWith<T, 4>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= 6) launchWith<T, 6>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= 8) launchWith<T, 8>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= 12) launchWith<T, 12>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
   else return static_cast<int>(cudaErrorInvalidValue);
   return static_cast<int>(cudaGetLastError());
 }
@@ -108,15 +115,15 @@ int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, in
 int maxLayerNormRow(FloatType type) { return (type == FloatType::kFloat32 ? 4 : 8) * kLanes * kMaxLoads; }
 
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream) {
+                         void* stream, bool roundNorm) {
   const auto s = static_cast<cudaStream_t>(stream);
   switch (type) {
     case FloatType::kFloat32:
-      return launch<float>(x, c, b, y, batch, rows, d, eps, s);
+      return launch<float>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
     case FloatType::kBFloat16:
-      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, s);
+      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
     case FloatType::kFloat16:
-      return launch<__half>(x, c, b, y, batch, rows, d, eps, s);
+      return launch<__half>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

@@ -17,8 +17,10 @@ int maxLayerNormRow(FloatType type);
 
 // x and y contiguous [batch, rows, d]; d a multiple of 16 bytes' worth of elements, at most
 // maxLayerNormRow; every pointer and stride 16-byte aligned (the caller checks). Returns the
-// CUDA error of the launch (0: none).
+// CUDA error of the launch (0: none). roundNorm false: the norm is not rounded before the
+// multiply-add, which is then an affine layer norm's (b its weight, c its bias), as
+// at::layer_norm computes it in float.
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream);
+                         void* stream, bool roundNorm = true);
 
 }  // namespace dtorch::external::cuda::kernels
