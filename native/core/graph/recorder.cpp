@@ -252,12 +252,6 @@ void Recorder::flushWhenFull() {
   segmentLimit_ = std::min(segmentLimit_ * 2, flushThreshold_);
 }
 
-void Recorder::flushWhenEnded() {
-  if (open_->nodes.empty()) return;
-  flush();
-  segmentLimit_ = std::min(segmentLimit_ * 2, flushThreshold_);
-}
-
 void Recorder::flushBeforeWait() {
   flush();
   segmentLimit_ = std::min(kFirstAfterWait, flushThreshold_);
@@ -376,11 +370,11 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy starts a segment of its own and is cut as a run of the code would be (short
-  // segments first after a wait, so that the devices start after its first ops rather than
-  // after all of it is lowered: one segment for a CLIP-G forward took 0.45 ms more), the same way
-  // each call, so that the controller recognises every segment.
+  // The copy is handed over in segments of its own, large ones: it is recorded at once, so
+  // short first segments would not start the devices sooner, and the same cuts each call let
+  // the controller recognise every segment (and a GPU worker replay it as one graph).
   flush();
+  segmentLimit_ = std::max(flushThreshold_, kReplaySegmentNodes);
   recorded.seq = nextSeq_;
   try {
     c10::SmallVector<int64_t, 4> inputs;
@@ -399,9 +393,11 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
     }
   } catch (...) {  // what was copied is freed again: the call records nothing that stays
     for (int64_t id : made) release(id);
+    segmentLimit_ = flushThreshold_;
     throw;
   }
-  flushWhenEnded();
+  flush();
+  segmentLimit_ = flushThreshold_;  // what follows is recorded while the devices are busy
   recorded.outputs.clear();
   for (int64_t at : trace->outputs) recorded.outputs.push_back(made[static_cast<size_t>(at)]);
   return true;

@@ -121,9 +121,6 @@ class Recorder {
   void track(const TensorMeta& meta, int sign);
   // Hands the open segment over when it reached the current limit; the limit then doubles.
   void flushWhenFull();
-  // Hands the rest of a copied trace over now (its call has ended: nothing more to wait for), as
-  // flushWhenFull would have: the limit doubles.
-  void flushWhenEnded();
   // Flushes before the program waits (a read, a sync): the devices go idle, so the next
   // segments start short and grow, and the first kernels run while the program still records.
   void flushBeforeWait();
@@ -170,6 +167,7 @@ class Recorder {
   // up to flushThreshold_
   static constexpr size_t kFirstAfterWait = 32;
   static constexpr size_t kReservedNodes = 4096;
+  static constexpr size_t kReplaySegmentNodes = 4096;  // the segments of a copied trace (replayTrace)
   size_t segmentLimit_ = kFirstAfterWait;
   bool waitedBeforeStep_ = true;  // a wait came since the last beginStep (the engine starts idle)
 };
