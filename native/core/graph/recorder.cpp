@@ -103,15 +103,7 @@ Recorder::Recorded Recorder::record(const OpDef& op, c10::ArrayRef<int64_t> inpu
     live_.put(id, out);
   }
   node.outputMetas = std::move(outputs);
-  if (!lost_.empty()) {  // computed from a lost tensor: lost too (the workers never had the input)
-    for (int64_t id : node.inputs) {
-      const auto* found = lost_.find(id);
-      if (!found) continue;
-      const std::shared_ptr<const std::string> why = *found;
-      for (int64_t out : node.outputs) lost_.put(out, why);
-      break;
-    }
-  }
+  if (!lost_.empty()) loseOutputsOfLost(node);
   Recorded recorded{node.seq, node.outputs};
   for (int64_t id : temporaries) release(id);
   flushWhenFull();
@@ -370,9 +362,10 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy is handed over in segments of its own, large ones: it is recorded at once, so
-  // short first segments would not start the devices sooner, and the same cuts each call let
-  // the controller recognise every segment (and a GPU worker replay it as one graph).
+  // The copy is handed over in segments of its own, large ones (a CLIP-L forward: one), cut the
+  // same way each call, which the controller recognises and a GPU worker replays as graphs. Cut
+  // short after a wait, as recorded code is, the copies' spans were rarely replayed on an H200
+  // (docs/engine.md); one segment makes the devices wait for all of it to be lowered instead.
   flush();
   segmentLimit_ = std::max(flushThreshold_, kReplaySegmentNodes);
   recorded.seq = nextSeq_;
@@ -405,8 +398,8 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
 
 void Recorder::replayCompute(const TracedNode& traced, c10::SmallVector<int64_t, 4>& inputs, std::vector<int64_t>& made) {
   const Node& from = traced.node;
-  std::shared_ptr<const OpState> state = from.state;
-  if (state) {  // state is per node (a redistribute's rendezvous points): infer makes a fresh one
+  std::shared_ptr<const OpState> state;
+  if (from.state) {  // state is per node (a redistribute's rendezvous points): infer makes a fresh one
     c10::SmallVector<const TensorMeta*, 4> metas;
     for (int64_t id : inputs) metas.push_back(&meta(id));
     c10::SmallVector<double, 4> derived;
@@ -431,16 +424,18 @@ void Recorder::replayCompute(const TracedNode& traced, c10::SmallVector<int64_t,
     live_.put(id, out);
     made.push_back(id);
   }
-  if (!lost_.empty()) {  // as record: computed from a lost tensor, lost too
-    for (int64_t id : node.inputs) {
-      const auto* found = lost_.find(id);
-      if (!found) continue;
-      const std::shared_ptr<const std::string> why = *found;
-      for (int64_t out : node.outputs) lost_.put(out, why);
-      break;
-    }
-  }
+  if (!lost_.empty()) loseOutputsOfLost(node);
   flushWhenFull();
+}
+
+void Recorder::loseOutputsOfLost(const Node& node) {
+  for (int64_t id : node.inputs) {
+    const auto* found = lost_.find(id);
+    if (!found) continue;
+    const std::shared_ptr<const std::string> why = *found;
+    for (int64_t out : node.outputs) lost_.put(out, why);
+    return;
+  }
 }
 
 bool Recorder::failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion) {

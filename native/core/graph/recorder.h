@@ -131,6 +131,8 @@ class Recorder {
   // lost (a read of one, or of anything computed from one, fails the same way), and its releases
   // are recorded again so that the workers still free what earlier segments made.
   void dropSegment(Segment& segment, const std::string& why);
+  // A node computed from a lost tensor: its outputs are lost too (the workers never had the input).
+  void loseOutputsOfLost(const Node& node);
   // For a read of `id`: delivers the error that lost the tensor and returns true, if it was lost.
   bool failedAsLost(int64_t id, const std::shared_ptr<Completion>& completion);
 

@@ -161,7 +161,8 @@ export function compile<A extends unknown[], R>(fn: (...args: A) => R, options: 
     entry.trace = undefined;
   };
 
-  const replay = (trace: Trace<R>, tensors: Tensor[]): R | undefined => {
+  // the copy's result, or undefined when the trace does not fit these arguments
+  const replay = (trace: Trace<R>, tensors: Tensor[]): { result: R } | undefined => {
     const ids = engine().replayTrace(
       trace.id,
       tensors.map((t) => t.id),
@@ -169,7 +170,8 @@ export function compile<A extends unknown[], R>(fn: (...args: A) => R, options: 
     );
     if (!ids) return undefined;
     stats.replays++;
-    return trace.rebuild(ids.map((id, k) => new Tensor(id, trace.outputs[k]!.shape, trace.outputs[k]!.dtype, trace.outputs[k]!.mesh, trace.outputs[k]!.placements)));
+    const outputs = ids.map((id, k) => new Tensor(id, trace.outputs[k]!.shape, trace.outputs[k]!.dtype, trace.outputs[k]!.mesh, trace.outputs[k]!.placements));
+    return { result: trace.rebuild(outputs) };
   };
 
   const plain = (args: A): R => {
@@ -231,8 +233,8 @@ export function compile<A extends unknown[], R>(fn: (...args: A) => R, options: 
       shapes.delete(key); // most recently used goes last
       shapes.set(key, entry);
       if (entry.trace) {
-        const result = replay(entry.trace, tensors);
-        if (result !== undefined) return result;
+        const copied = replay(entry.trace, tensors);
+        if (copied) return copied.result;
         forget(entry); // a tensor it read is gone, or the arguments alias differently: trace again
       }
     } else {
