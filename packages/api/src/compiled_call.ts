@@ -27,7 +27,10 @@ export interface CompiledStats {
 }
 
 /** A compiled function: called as the function it compiles; `stats` says how its calls went. */
-export type CompiledFunction<A extends unknown[], R> = ((...args: A) => R) & { readonly stats: Readonly<CompiledStats> };
+export type CompiledFunction<A extends unknown[], R> = ((...args: A) => R) & {
+  /** How its calls went so far: traced, copied, or run as they are. */
+  readonly stats: Readonly<CompiledStats>;
+};
 
 /** Options of {@link compile}. */
 export interface CompileOptions {
