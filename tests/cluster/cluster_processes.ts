@@ -34,11 +34,11 @@ export function startNode(args: string[], env: Record<string, string> = {}): Chi
   return { process: child, output: () => text, exited };
 }
 
-/** `dtorch worker --main <address> --devices <devices> [--token-file <file>]`. */
-export function startWorker(address: string, options: { devices?: string; token?: string } = {}): Child {
+/** `dtorch worker --main <address> --devices <devices> [--token-file <file>]`, with `env` added to this process's. */
+export function startWorker(address: string, options: { devices?: string; token?: string; env?: Record<string, string> } = {}): Child {
   const args = [dtorchBin, 'worker', '--main', address, '--devices', options.devices ?? 'cpu:0-1'];
   if (options.token !== undefined) args.push('--token-file', tokenFile(options.token));
-  return startNode(args);
+  return startNode(args, options.env);
 }
 
 /** A file holding `token`, as --token-file reads it. */
