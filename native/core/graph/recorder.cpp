@@ -396,7 +396,7 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   return true;
 }
 
-void Recorder::replayCompute(const TracedNode& traced, c10::SmallVector<int64_t, 4>& inputs, std::vector<int64_t>& made) {
+void Recorder::replayCompute(const TracedNode& traced, c10::ArrayRef<int64_t> inputs, std::vector<int64_t>& made) {
   const Node& from = traced.node;
   std::shared_ptr<const OpState> state;
   if (from.state) {  // state is per node (a redistribute's rendezvous points): infer makes a fresh one
@@ -411,7 +411,7 @@ void Recorder::replayCompute(const TracedNode& traced, c10::SmallVector<int64_t,
   node.op = from.op;
   node.meshId = from.meshId;
   node.inputMeshId = from.inputMeshId;
-  node.inputs = inputs;
+  node.inputs.assign(inputs.begin(), inputs.end());
   node.attrs = from.attrs;
   node.userAttrs = from.userAttrs;
   node.inputMetas = from.inputMetas;

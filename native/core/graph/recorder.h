@@ -94,14 +94,12 @@ class Recorder {
   int64_t endTrace(c10::ArrayRef<int64_t> arguments, c10::ArrayRef<int64_t> outputs, std::string& why);
   // Drops the open trace, if any (the call threw).
   void abortTrace() { trace_.reset(); }
-  bool tracing() const { return trace_ != nullptr; }
   // Records trace `traceId` again on `arguments`, as running the call would; false, recording
   // nothing, when they are not what it was traced on (metas, the same tensor in the same
   // positions) or a tensor it reads from before the call is gone. INVALID_ARGUMENT for an
   // unknown id.
   bool replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Recorded& recorded);
   void dropTrace(int64_t traceId) { traces_.erase(traceId); }
-  size_t traceCount() const { return traces_.size(); }
 
   // Makes the next flush fail with `message`, as a failed hand-over would (tests only).
   void failNextFlush(std::string message) { injectedFlushFailure_ = std::move(message); }
@@ -139,7 +137,7 @@ class Recorder {
   // Keeps the nodes of `segment` that the open trace has not yet kept (before it is handed over).
   void keepTraced(const Segment& segment);
   // Appends a copy of traced compute node `traced` on inputs `inputs`; its outputs' ids are added to `made`.
-  void replayCompute(const TracedNode& traced, c10::SmallVector<int64_t, 4>& inputs, std::vector<int64_t>& made);
+  void replayCompute(const TracedNode& traced, c10::ArrayRef<int64_t> inputs, std::vector<int64_t>& made);
 
   // The trace being recorded: the nodes kept so far, and where in the open segment it goes on.
   struct OpenTrace {

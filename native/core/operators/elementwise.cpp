@@ -88,18 +88,12 @@ const UnaryEntry kUnary[] = {
     {"quick_gelu", UnaryResult::kFloat, false,
      [](KernelContext& ctx) {
        const at::Tensor& x = ctx.input(0);
-       if (x.is_cuda() && x.is_contiguous()) {
-         at::Tensor out = at::empty_like(x);
-         if (external::cuda::quickGeluInto(out, x)) {
-           ctx.outputs.push_back(out);
-           return;
-         }
-       }
-       ctx.outputs.push_back(at::sigmoid(at::mul(x, 1.702)).mul_(x));
+       std::optional<at::Tensor> fast = external::cuda::quickGelu(x);
+       ctx.outputs.push_back(fast ? std::move(*fast) : at::sigmoid(at::mul(x, 1.702)).mul_(x));
      },
      [](KernelContext& ctx) {
        at::Tensor t = reusedInput(ctx);
-       if (external::cuda::quickGeluInto(t, t)) {
+       if (external::cuda::quickGeluInPlace(t)) {
          ctx.outputs.push_back(t);
          return;
        }

@@ -13,19 +13,40 @@ namespace dtorch::external::cuda {
 
 #ifdef DTORCH_WITH_CUDA
 
-bool quickGeluInto(at::Tensor& out, const at::Tensor& x) {
-  if (!x.is_cuda() || !x.is_contiguous() || !out.is_contiguous()) return false;
-  if (out.scalar_type() != x.scalar_type() || out.device() != x.device() || out.sizes() != x.sizes()) return false;
-  const std::optional<kernels::FloatType> type = kernelFloatType(x.scalar_type());
-  if (!type) return false;
-  const int error = kernels::quickGelu(*type, x.data_ptr(), out.data_ptr(), x.numel(), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+namespace {
+
+// The kernel's type for x, when it serves x.
+std::optional<kernels::FloatType> servedType(const at::Tensor& x) {
+  if (!x.is_cuda() || !x.is_contiguous()) return std::nullopt;
+  return kernelFloatType(x.scalar_type());
+}
+
+void run(kernels::FloatType type, const at::Tensor& x, at::Tensor& out) {
+  const int error = kernels::quickGelu(type, x.data_ptr(), out.data_ptr(), x.numel(), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "quick_gelu: DTorch's kernel failed to launch (CUDA error ", error, ")");
+}
+
+}  // namespace
+
+std::optional<at::Tensor> quickGelu(const at::Tensor& x) {
+  const std::optional<kernels::FloatType> type = servedType(x);
+  if (!type) return std::nullopt;
+  at::Tensor out = at::empty_like(x);
+  run(*type, x, out);
+  return out;
+}
+
+bool quickGeluInPlace(at::Tensor& x) {
+  const std::optional<kernels::FloatType> type = servedType(x);
+  if (!type) return false;
+  run(*type, x, x);
   return true;
 }
 
 #else
 
-bool quickGeluInto(at::Tensor&, const at::Tensor&) { return false; }
+std::optional<at::Tensor> quickGelu(const at::Tensor&) { return std::nullopt; }
+bool quickGeluInPlace(at::Tensor&) { return false; }
 
 #endif
 

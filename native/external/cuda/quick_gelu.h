@@ -3,11 +3,14 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 namespace dtorch::external::cuda {
 
-// Writes quick_gelu(x) into `out` (x's shape and dtype, contiguous; may be x itself) and returns
-// true; false where the kernel does not serve them (CPU, other dtypes, strided x, a build
-// without CUDA): then nothing was written, and the caller runs LibTorch's three kernels.
-bool quickGeluInto(at::Tensor& out, const at::Tensor& x);
+// quick_gelu(x), contiguous; nullopt where the kernel does not serve x (CPU, other dtypes,
+// strided x, a build without CUDA): the caller runs LibTorch's three kernels.
+std::optional<at::Tensor> quickGelu(const at::Tensor& x);
+// quick_gelu(x) written over x itself; false (nothing written) where the kernel does not serve x.
+bool quickGeluInPlace(at::Tensor& x);
 
 }  // namespace dtorch::external::cuda

@@ -76,38 +76,39 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
   }
 }
 
-template <typename T, int LOADS>
-void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, bool roundNorm, cudaStream_t stream) {
+template <typename T, int LOADS, bool ROUND_NORM>
+void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, cudaStream_t stream) {
   const int64_t lines = batch * rows;
   const auto blocks = static_cast<unsigned>((lines * kLanes + kThreads - 1) / kThreads);
-  if (lines <= UINT32_MAX && roundNorm) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, true><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
-  } else if (lines <= UINT32_MAX) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, false><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
-  } else if (roundNorm) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, true><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
+  if (lines <= UINT32_MAX) {
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, ROUND_NORM><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
   } else {
-    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, false><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, ROUND_NORM><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
   }
 }
 
-template <typename T>
-int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, cudaStream_t stream) {
+template <typename T, bool ROUND_NORM>
+int launchRows(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t loads = (d / VEC + kLanes - 1) / kLanes;  // per lane
   const auto* xs = static_cast<const T*>(x);
   T* ys = static_cast<T*>(y);
   const int n = static_cast<int>(d);
   // the fewest loads that cover the row: a lane's registers hold LOADS x 16 bytes of it
-  if (loads <= 1) launchWith<T, 1>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= 2) launchWith<T, 2>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= 4) launchWith<T, 4>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= 6) launchWith<T, 6>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= 8) launchWith<T, 8>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= 12) launchWith<T, 12>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
-  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads>(xs, c, b, ys, batch, rows, n, eps, roundNorm, stream);
+  if (loads <= 1) launchWith<T, 1, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 2) launchWith<T, 2, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 4) launchWith<T, 4, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 6) launchWith<T, 6, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 8) launchWith<T, 8, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= 12) launchWith<T, 12, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
   else return static_cast<int>(cudaErrorInvalidValue);
   return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T>
+int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, cudaStream_t stream) {
+  return roundNorm ? launchRows<T, true>(x, c, b, y, batch, rows, d, eps, stream) : launchRows<T, false>(x, c, b, y, batch, rows, d, eps, stream);
 }
 
 }  // namespace
