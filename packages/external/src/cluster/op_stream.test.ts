@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as zmq from 'zeromq';
 import { OpStreamClient, OpStreamServer, newOpStreamKey, type OpStreamReject } from './op_stream.js';
-import { MessageType, encodeFrame } from './op_stream_frame.js';
+import { MessageType, decodeFrame, encodeFrame } from './op_stream_frame.js';
 
 // Everything a test opens, closed after it whatever happened.
 const open: { close(): void }[] = [];
@@ -35,10 +35,10 @@ function connect(server: OpStreamServer, key: Buffer, options = {}) {
 }
 
 /** A raw DEALER admitted as `node` (its hello sent): for frames no OpStreamClient would send. */
-function rawWorker(server: OpStreamServer, node: number) {
+function rawWorker(server: OpStreamServer, node: number, options: zmq.SocketOptions<zmq.Dealer> = {}) {
   const key = newOpStreamKey();
   server.admit(node, key);
-  const dealer = track(new zmq.Dealer({ linger: 0 }));
+  const dealer = track(new zmq.Dealer({ linger: 0, ...options }));
   dealer.connect(`tcp://127.0.0.1:${server.port}`);
   let next = 1n;
   const send = (frames: Buffer[]) => dealer.send(frames);
@@ -89,6 +89,36 @@ describe('OpStreamServer and OpStreamClient', () => {
     expect(replies.get(1)).toEqual(Array.from({ length: n }, (_, i) => i));
     expect(replies.get(2)).toEqual(replies.get(1));
   }, 90_000);
+
+  it('waits for a worker that stops reading while another keeps up, and drops nothing of either', async () => {
+    // ZeroMQ's ROUTER reports itself writable while any peer has room, so a send to the full one
+    // fails with EAGAIN; that once dropped the slow worker as unreachable (a CI failure of the test above)
+    const server = await listen({ sendHighWaterMark: 4 });
+    const key = newOpStreamKey();
+    server.admit(1, key);
+    const fast = connect(server, key);
+    const fastGot: number[] = [];
+    fast.onMessage((payload) => fastGot.push(payload.readUInt32LE(0)));
+    const slow = rawWorker(server, 2, { receiveHighWaterMark: 4 }); // reads nothing until told
+    await Promise.all([server.connected(1), server.connected(2)]);
+    const n = 400;
+    const payload = (i: number) => numbered(i, 64 << 10); // 26 MB to the slow one: more than loopback's socket buffers hold
+    const sent: Promise<boolean>[] = [];
+    for (let i = 0; i < n; i++) for (const node of [1, 2]) sent.push(server.send(node, payload(i)));
+    await until('the fast worker to fall behind nothing but the slow one', () => fastGot.length > 0);
+    await new Promise((r) => setTimeout(r, 300)); // the slow worker's queue fills and sends to it wait
+    const slowGot: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const message = await slow.dealer.receive();
+      const decoded = decodeFrame(message, [MessageType.Segment], 1 << 30);
+      if (!decoded.ok) throw new Error(decoded.message);
+      slowGot.push(decoded.frame.payload.readUInt32LE(0));
+    }
+    expect(slowGot).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect((await Promise.all(sent)).every(Boolean)).toBe(true);
+    await until('every segment to the fast worker', () => fastGot.length === n);
+    expect(fastGot).toEqual(Array.from({ length: n }, (_, i) => i));
+  }, 30_000);
 
   it('holds what is sent before a worker connects and delivers it after its hello, in order', async () => {
     const server = await listen();

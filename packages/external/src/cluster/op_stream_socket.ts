@@ -64,6 +64,8 @@ export interface Outgoing {
   done: (sent: boolean) => void;
 }
 
+const FULL_PEER_RETRY_MS = 20;
+
 // zeromq.js allows one send in progress per socket: messages wait here in order, then for the
 // socket's own queue (its high-water mark) to take them.
 export class SendQueue {
@@ -91,19 +93,28 @@ export class SendQueue {
         this.#items = this.#items.slice(this.#head);
         this.#head = 0;
       }
-      if (this.#closed || !item.live()) {
-        item.done(false);
-        continue;
-      }
-      try {
-        await this.socket.send(item.frames);
-        item.done(true);
-      } catch (err) {
-        item.done(false);
-        if (!this.#closed) this.onFailure(item, err as Error);
-      }
+      item.done(await this.#send(item));
     }
     this.#running = false;
+  }
+
+  // A ROUTER reads as writable while any peer has room, so a send to a peer whose queue is full
+  // fails with EAGAIN instead of waiting (and ZeroMQ gives no signal for one peer): that peer is
+  // slow, not gone, so the send is tried again, 1 ms later and then up to every 20 ms.
+  async #send(item: Outgoing): Promise<boolean> {
+    for (let waitMs = 1; ; waitMs = Math.min(2 * waitMs, FULL_PEER_RETRY_MS)) {
+      if (this.#closed || !item.live()) return false;
+      try {
+        await this.socket.send(item.frames);
+        return true;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'EAGAIN') {
+          if (!this.#closed) this.onFailure(item, err as Error);
+          return false;
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
   }
 
   close(): void {
