@@ -30,8 +30,9 @@
 // waits for its hello (a send before it is held in memory, in order). send() resolves true once
 // ZeroMQ has queued the message: up to sendHighWaterMark messages per peer (default 1000), then
 // send() waits (a slow worker is waited for, never dropped), and since one socket serves every
-// worker, a worker that stops reading holds back the sends queued behind it to the others too. close() is immediate (linger 0): what ZeroMQ
-// still queues is dropped. An open end keeps Node's event loop alive, like a net.Server.
+// worker, a worker that stops reading holds back the sends queued behind it to the others too.
+// close() is immediate (linger 0): what ZeroMQ still queues is dropped. An open end keeps Node's
+// event loop alive, like a net.Server.
 //
 // The pieces: op_stream_frame.ts (the header), op_stream_socket.ts (what both ends share),
 // op_stream_server.ts and op_stream_client.ts.
