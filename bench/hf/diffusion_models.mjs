@@ -4,6 +4,9 @@
 // classifier-free guidance) and a decode of SD3's / Flux's VAE ([1, 16, 128, 128] latents to
 // 1024x1024), at full size with random weights, DTorch's @dtorch/hf models beside diffusers' own
 // classes (diffusion_models.py: eager, and under torch.compile where cheap enough) in one run.
+// DTorch runs each model as it is (side dtorch) and compiled (side dtorch_compiled:
+// model.compile(), whose later calls copy the first call's recording without running forward,
+// and which a GPU replays as CUDA graphs; the counterpart of torch.compile on the other side).
 // Sizes: bench/hf/models.json (the hub configs; SIZE=tiny: their tiny configs, for a CPU check).
 // Weights: nn.skipInit, then values made on the device itself (a hash of each element's index,
 // scaled as PyTorch's default init; no download, no host-side random draws). Per model and side:
@@ -24,7 +27,8 @@
 //   DEVICE=cpu SIZE=tiny node bench/hf/diffusion_models.mjs
 // Env: MODELS (flux-dev,sd3-medium,vae-decode), ITERS (10), WARMUP (3), COMPILE (default: each
 // model's compile.default on cuda, SD3 and the VAE; 0; 1; or a list of model names),
-// COMPILE_MODE (torch.compile mode, default), TRACE (1), AGAIN (1: diffusers eager again after
+// COMPILE_MODE (torch.compile mode, default), DTORCH_COMPILED (1; 0 skips dtorch_compiled),
+// ANCHORS (1; 0: DTorch's sides alone, an experiment), TRACE (1), AGAIN (1: diffusers eager again after
 // DTorch), BUDGET_S (360: a step still running then is stopped, later ones skipped),
 // DIFFUSERS_SRC (the folder holding the `diffusers` package, put on PYTHONPATH; else the first of
 // /tmp/diffusers-src/src, /tmp/diffusers-src, /work/diffusers-src/src that holds it), PYTHON.
@@ -51,6 +55,8 @@ const warmup = Number(process.env.WARMUP ?? 3);
 const compileEnv = process.env.COMPILE ?? (device === 'cuda' ? 'default' : '0');
 const compileMode = process.env.COMPILE_MODE ?? 'default';
 const traceOn = (process.env.TRACE ?? '1') !== '0';
+const compiledToo = (process.env.DTORCH_COMPILED ?? '1') !== '0';
+const anchors = (process.env.ANCHORS ?? '1') !== '0';
 const again = (process.env.AGAIN ?? '1') !== '0';
 const budgetS = Number(process.env.BUDGET_S ?? 360);
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
@@ -74,13 +80,15 @@ function specFor(name) {
   return { spec, config: { ...spec.config, ...tiny.config }, inputs: { ...spec.inputs, ...tiny.inputs } };
 }
 
-// The model of `name` on one device with random weights, its step and the output's expected shape.
-function build(name) {
+// The model of `name` on one device with random weights (compiled: model.compile()), its step
+// and the output's expected shape.
+function build(name, compiled) {
   const { spec, config, inputs } = specFor(name);
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
   fillLikeTorchInit(model);
+  if (compiled) model.compile();
   const { batch: b, height: h, width: w } = inputs;
   const r = (shape, seed) => dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype));
   const f32 = { mesh, dtype: 'float32' };
@@ -128,7 +136,7 @@ function build(name) {
     model.dispose();
     await dt.sync();
   };
-  return { call, once, release, want };
+  return { model, call, once, release, want };
 }
 
 // Where a step's GPU time goes, split as gpu_busy.py splits diffusers' (kernel_categories.json).
@@ -143,10 +151,10 @@ function kernelCategories(kernels) {
 }
 
 // DTorch's side of one model (run in a worker process of its own).
-async function measure(name) {
+async function measure(name, compiled) {
   const start = process.hrtime.bigint();
   const ms = (since) => Number(process.hrtime.bigint() - since) / 1e6;
-  const { call, once, release, want } = build(name);
+  const { model, call, once, release, want } = build(name, compiled);
   await dt.sync();
   const buildS = ms(start) / 1000;
   const warm = process.hrtime.bigint();
@@ -191,11 +199,12 @@ async function measure(name) {
   }));
   const shape = [...out.shape];
   dt.dispose(out);
+  const compileStats = compiled ? { ...model.compileStats } : undefined;
   await release();
   const sorted = [...times].sort((a, b) => a - b);
   const latency = sorted[0];
   return {
-    bench, side: 'dtorch', model: name, device, dtype, size, iters, warmup,
+    bench, side: compiled ? 'dtorch_compiled' : 'dtorch', model: name, ...(compileStats ? { compile_stats: compileStats } : {}), device, dtype, size, iters, warmup,
     latency_ms: +latency.toFixed(3), median_ms: +sorted[Math.floor(sorted.length / 2)].toFixed(3), pipelined_ms: +pipelined.toFixed(3),
     peak_gib: peak === null ? null : +(peak / GIB).toFixed(3), held_gib: held === null ? null : +(held / GIB).toFixed(3),
     peak_above_held_gib: peak === null ? null : +((peak - held) / GIB).toFixed(3),
@@ -236,8 +245,9 @@ function diffusers(names, pass, compile) {
   return child(python, args, env, { side: 'diffusers', model: names, pass });
 }
 
-function dtorch(name) {
-  return child(process.execPath, [self], { DIFFUSION_WORKER: name }, { side: 'dtorch', model: name });
+function dtorch(name, compiled) {
+  const side = compiled ? 'dtorch_compiled' : 'dtorch';
+  return child(process.execPath, [self], { DIFFUSION_WORKER: name, DIFFUSION_WORKER_SIDE: side }, { side, model: name });
 }
 
 async function main() {
@@ -252,15 +262,19 @@ async function main() {
   for (const name of models) specFor(name); // unknown names fail before anything runs
   // the order of importance: diffusers then DTorch for each model, then diffusers eager again
   for (const name of models) {
-    if (left() > 20) emit(diffusers(name, 'before', compileFor(name)));
+    if (!anchors) {
+      // no diffusers side
+    } else if (left() > 20) emit(diffusers(name, 'before', compileFor(name)));
     else skipped({ side: 'diffusers', model: name, pass: 'before' });
-    if (left() > 10) emit(dtorch(name));
-    else skipped({ side: 'dtorch', model: name });
+    for (const compiled of compiledToo ? [false, true] : [false]) {
+      if (left() > 10) emit(dtorch(name, compiled));
+      else skipped({ side: compiled ? 'dtorch_compiled' : 'dtorch', model: name });
+    }
   }
   // one process for all of them (eager only, no profiler: nothing slows the later timings)
-  if (again && left() > 30) emit(diffusers(models.join(','), 'after', '0'));
-  else if (again) for (const name of models) skipped({ side: 'diffusers', model: name, pass: 'after' });
-  for (const name of models) emit([summary(name, lines)]);
+  if (anchors && again && left() > 30) emit(diffusers(models.join(','), 'after', '0'));
+  else if (anchors && again) for (const name of models) skipped({ side: 'diffusers', model: name, pass: 'after' });
+  if (anchors) for (const name of models) emit([summary(name, lines)]);
   console.log(JSON.stringify({ bench, done: true, device, size, models, wall_s: +children.elapsedS().toFixed(1) }));
 }
 
@@ -268,6 +282,7 @@ function summary(name, lines) {
   const { spec } = specFor(name);
   const ok = (l) => l.model === name && l.latency_ms !== undefined;
   const ours = lines.find((l) => ok(l) && l.side === 'dtorch');
+  const oursCompiled = lines.find((l) => ok(l) && l.side === 'dtorch_compiled');
   const eagers = lines.filter((l) => ok(l) && l.side === 'diffusers_eager');
   const eager = [...eagers].sort((a, b) => a.latency_ms - b.latency_ms)[0];
   const compiled = lines.find((l) => ok(l) && l.side === 'diffusers_compiled');
@@ -275,6 +290,7 @@ function summary(name, lines) {
   const full = size === 'full' && device === 'cuda';
   const target = full ? (spec.target ?? {}) : {};
   const msMet = ours && target.ms != null ? ours.latency_ms <= target.ms : null;
+  const compiledMsMet = oursCompiled && target.ms != null ? oursCompiled.latency_ms <= target.ms : null;
   const peakMet = ours?.peak_gib != null && target.peak_gib != null ? ours.peak_gib <= target.peak_gib : null;
   const issue = spec.issue ?? {};
   return {
@@ -287,9 +303,15 @@ function summary(name, lines) {
     dtorch_peak_above_held_gib: ours?.peak_above_held_gib ?? null, diffusers_eager_peak_above_held_gib: eager?.peak_above_held_gib ?? null,
     target_ms: target.ms ?? null, target_peak_gib: target.peak_gib ?? null, target_ms_met: msMet, target_peak_met: peakMet,
     target_met: msMet === null ? null : msMet && peakMet !== false,
+    dtorch_compiled_ms: oursCompiled?.latency_ms ?? null, dtorch_compiled_median_ms: oursCompiled?.median_ms ?? null,
+    dtorch_compiled_pipelined_ms: oursCompiled?.pipelined_ms ?? null, dtorch_compiled_peak_gib: oursCompiled?.peak_gib ?? null,
+    dtorch_compiled_gpu_busy_ms: oursCompiled?.gpu_busy_ms ?? null, dtorch_compiled_graphs: oursCompiled?.graphs ?? null,
+    compiled_ratio_vs_compiled: ratio(oursCompiled?.latency_ms, compiled?.latency_ms), compiled_target_ms_met: compiledMsMet,
     issue_diffusers_eager_ms: issue.diffusers_eager_ms ?? null, issue_diffusers_compiled_ms: issue.diffusers_compiled_ms ?? null,
     ratio_vs_issue_compiled: full ? ratio(ours?.latency_ms, issue.diffusers_compiled_ms) : null,
-    shapes_ok: [ours, eager, compiled].filter(Boolean).every((l) => l.shape_ok), finite: [ours, eager, compiled].filter(Boolean).every((l) => l.finite),
+    shapes_ok: [ours, oursCompiled, eager, compiled].filter(Boolean).every((l) => l.shape_ok),
+    finite: [ours, oursCompiled, eager, compiled].filter(Boolean).every((l) => l.finite),
+    same_checksum_compiled: ours && oursCompiled ? ours.checksum === oursCompiled.checksum : null,
     dtorch_gpu_busy_ms: ours?.gpu_busy_ms ?? null, dtorch_gpu_idle_share: ours?.gpu_idle_share ?? null,
     dtorch_kernel_ms: ours?.kernel_ms ?? null, diffusers_eager_kernel_ms: eagers.find((e) => e.kernel_ms)?.kernel_ms ?? null,
     diffusers_compiled_kernel_ms: compiled?.kernel_ms ?? null,
@@ -301,10 +323,11 @@ function summary(name, lines) {
 
 if (process.env.DIFFUSION_WORKER) {
   const name = process.env.DIFFUSION_WORKER;
+  const side = process.env.DIFFUSION_WORKER_SIDE ?? 'dtorch';
   try {
-    console.log(JSON.stringify(await measure(name)));
+    console.log(JSON.stringify(await measure(name, side === 'dtorch_compiled')));
   } catch (err) {
-    console.log(JSON.stringify({ bench, side: 'dtorch', model: name, device, dtype, size, error: String(err?.message ?? err).slice(0, 400) }));
+    console.log(JSON.stringify({ bench, side, model: name, device, dtype, size, error: String(err?.message ?? err).slice(0, 400) }));
     process.exitCode = 1;
   }
 } else {

@@ -15,6 +15,7 @@ struct Settings {
   int64_t collectiveTimeoutMs = 600000;  // DTORCH_COLLECTIVE_TIMEOUT_MS: bounds every wait of a collective
   int64_t cudaBatchesInFlight = 4;       // DTORCH_CUDA_BATCHES_IN_FLIGHT
   int64_t graphCopyLimitMb = 16;         // DTORCH_GRAPH_COPY_LIMIT_MB: a span copying more per replay runs kernel by kernel
+  int64_t replaySegmentNodes = 4096;     // DTORCH_REPLAY_SEGMENT_NODES: the segments a compiled call's copy is handed over in
   bool nccl = true;                      // DTORCH_NCCL
   bool copyEngines = true;               // DTORCH_COPY_ENGINES
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS

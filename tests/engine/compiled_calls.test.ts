@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
+import { runNode } from './run_node.js';
 
 const mesh = new dt.DeviceMesh('cpu', [0, 1]);
 
@@ -192,6 +193,36 @@ describe('compiled calls', () => {
     dt.dispose([f(x), f(x)]);
     expect(f.stats).toMatchObject({ traces: 1, replays: 1, plainCalls: 2 });
     x.dispose();
+  });
+
+  it('hands a copy over in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
+    // a chain of 300 adds, copied on its second call: how many segments the copy took
+    const script = `
+      import * as dt from '@dtorch/api';
+      const mesh = new dt.DeviceMesh('cpu', [0]);
+      const f = dt.graph.compile((x) => dt.tidy(() => { let h = x; for (let k = 0; k < 300; k++) h = h.add(1); return h; }));
+      const x = dt.zeros([4], { mesh });
+      dt.dispose(f(x));
+      await dt.sync();
+      const before = dt.graph.stats().segments;
+      const y = f(x);
+      const values = Array.from(await y.data());
+      console.log(JSON.stringify({ segments: dt.graph.stats().segments - before, values, stats: f.stats }));`;
+    const copied = (nodes: string | undefined) => {
+      const r = runNode(script, { DTORCH_REPLAY_SEGMENT_NODES: nodes });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim().split('\n').pop()!) as { segments: number; values: number[]; stats: dt.graph.CompiledStats };
+    };
+    const whole = copied(undefined); // 4096: the copy and the read after it
+    const cut = copied('64');
+    expect(whole.stats).toMatchObject({ traces: 1, replays: 1 });
+    expect(cut.stats).toMatchObject({ traces: 1, replays: 1 });
+    expect(cut.values).toEqual([300, 300, 300, 300]);
+    expect(whole.values).toEqual(cut.values);
+    // 300 adds (with their releases, which do not count), in segments of up to 64 adds: 5,
+    // where the whole copy was one (each run: the copy's segments and the read's)
+    expect(whole.segments).toBeLessThanOrEqual(2);
+    expect(cut.segments).toBeGreaterThanOrEqual(Math.ceil(300 / 64));
   });
 
   it('refuses bad input with a DTorchError', () => {

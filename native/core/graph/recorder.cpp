@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/format.h"
 #include "common/log.h"
@@ -362,12 +363,14 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy is handed over in segments of its own, large ones (a CLIP-L forward: one), cut the
-  // same way each call, which the controller recognises and a GPU worker replays as graphs. Cut
-  // short after a wait, as recorded code is, the copies' spans were rarely replayed on an H200
-  // (docs/engine.md); one segment makes the devices wait for all of it to be lowered instead.
+  // The copy is handed over in segments of its own, large ones (DTORCH_REPLAY_SEGMENT_NODES,
+  // 4096: a CLIP-L forward is one), cut the same way each call, which the controller recognises
+  // and a GPU worker replays as graphs. Cut short after a wait, as recorded code is, the copies'
+  // spans were rarely replayed on an H200 (docs/engine.md); one segment makes the devices wait
+  // for all of it to be lowered instead.
   flush();
-  segmentLimit_ = std::max(flushThreshold_, kReplaySegmentNodes);
+  static const size_t replaySegmentNodes = static_cast<size_t>(common::settings().replaySegmentNodes);
+  segmentLimit_ = replaySegmentNodes;
   recorded.seq = nextSeq_;
   try {
     c10::SmallVector<int64_t, 4> inputs;

@@ -167,7 +167,6 @@ class Recorder {
   // up to flushThreshold_
   static constexpr size_t kFirstAfterWait = 32;
   static constexpr size_t kReservedNodes = 4096;
-  static constexpr size_t kReplaySegmentNodes = 4096;  // the segments of a copied trace (replayTrace)
   size_t segmentLimit_ = kFirstAfterWait;
   bool waitedBeforeStep_ = true;  // a wait came since the last beginStep (the engine starts idle)
 };

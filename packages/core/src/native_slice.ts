@@ -96,6 +96,8 @@ export interface NativeSettings {
   cudaBatchesInFlight: number;
   /** DTORCH_GRAPH_COPY_LIMIT_MB: a span of GPU work whose CUDA graph would copy more than this many MiB in and out per replay runs kernel by kernel, 0 to 65536 (default 16). */
   graphCopyLimitMb: number;
+  /** DTORCH_REPLAY_SEGMENT_NODES: a compiled call's copy (dt.graph.compile) is handed to the devices in segments of up to this many nodes, 1 to 1000000 (default 4096). */
+  replaySegmentNodes: number;
   /** DTORCH_NCCL: collectives between GPUs through NCCL; false: they meet in shared memory and copy (default true). */
   nccl: boolean;
   /** DTORCH_COPY_ENGINES: all-gather and all-to-all between GPUs by copy-engine pulls rather than NCCL (default true). */
