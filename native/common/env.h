@@ -15,12 +15,13 @@ struct Settings {
   int64_t collectiveTimeoutMs = 600000;  // DTORCH_COLLECTIVE_TIMEOUT_MS: bounds every wait of a collective
   int64_t cudaBatchesInFlight = 4;       // DTORCH_CUDA_BATCHES_IN_FLIGHT
   int64_t graphCopyLimitMb = 16;         // DTORCH_GRAPH_COPY_LIMIT_MB: a span copying more per replay runs kernel by kernel
-  int64_t replaySegmentNodes = 4096;     // DTORCH_REPLAY_SEGMENT_NODES: the segments a compiled call's copy is handed over in
+  int64_t replaySegmentNodes = 16384;    // DTORCH_REPLAY_SEGMENT_NODES: the segments a compiled call's copy is handed over in
   bool nccl = true;                      // DTORCH_NCCL
   bool copyEngines = true;               // DTORCH_COPY_ENGINES
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS
   bool fusion = true;                    // DTORCH_FUSION
   bool graphs = true;                    // DTORCH_GRAPHS: recognise repeated segments
+  bool replayHead = true;                // DTORCH_REPLAY_HEAD: a compiled call's copy hands its first part over first
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
   bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL

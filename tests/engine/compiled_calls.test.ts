@@ -195,7 +195,7 @@ describe('compiled calls', () => {
     x.dispose();
   });
 
-  it('hands a copy over in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
+  it('hands a copy over as its first part, then in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
     // a chain of 300 adds, copied on its second call: how many segments the copy took
     const script = `
       import * as dt from '@dtorch/api';
@@ -208,21 +208,59 @@ describe('compiled calls', () => {
       const y = f(x);
       const values = Array.from(await y.data());
       console.log(JSON.stringify({ segments: dt.graph.stats().segments - before, values, stats: f.stats }));`;
-    const copied = (nodes: string | undefined) => {
-      const r = runNode(script, { DTORCH_REPLAY_SEGMENT_NODES: nodes });
+    const copied = (env: Record<string, string>) => {
+      const r = runNode(script, env);
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\n').pop()!) as { segments: number; values: number[]; stats: dt.graph.CompiledStats };
     };
-    const whole = copied(undefined); // 4096: the copy and the read after it
-    const cut = copied('64');
-    expect(whole.stats).toMatchObject({ traces: 1, replays: 1 });
-    expect(cut.stats).toMatchObject({ traces: 1, replays: 1 });
-    expect(cut.values).toEqual([300, 300, 300, 300]);
-    expect(whole.values).toEqual(cut.values);
-    // 300 adds (with their releases, which do not count), in segments of up to 64 adds: 5,
-    // where the whole copy was one (each run: the copy's segments and the read's)
+    const whole = copied({ DTORCH_REPLAY_HEAD: '0' }); // one segment, then the read's
+    const headFirst = copied({}); // the first part (300 >= 256 compute nodes), the rest, the read
+    const cut = copied({ DTORCH_REPLAY_HEAD: '0', DTORCH_REPLAY_SEGMENT_NODES: '64' });
+    for (const run of [whole, headFirst, cut]) {
+      expect(run.stats).toMatchObject({ traces: 1, replays: 1 });
+      expect(run.values).toEqual([300, 300, 300, 300]);
+    }
     expect(whole.segments).toBeLessThanOrEqual(2);
-    expect(cut.segments).toBeGreaterThanOrEqual(Math.ceil(300 / 64));
+    expect(headFirst.segments).toBe(whole.segments + 1);
+    // 300 adds and their 299 releases in segments of 64 nodes: 10, then the read's
+    expect(cut.segments).toBe(Math.ceil(599 / 64) + 1);
+  });
+
+  // On a GPU a copy cut into parts replays as one CUDA graph per part, the tensors between them
+  // copied out of one and into the next; freeing the weights drops the graphs, and the GPU is
+  // fine afterwards (a host tensor made and read)
+  it.runIf(dt.cuda.isAvailable())('replays a copy cut into parts as CUDA graphs with the bits of the plain call (cuda)', () => {
+    const script = `
+      import * as dt from '@dtorch/api';
+      const mesh = new dt.DeviceMesh('cuda', [0]);
+      const w = dt.randn([64, 64], { mesh, seed: 1, dtype: 'bfloat16' }).mul(0.1);
+      const chain = (x) => dt.tidy(() => { let h = x; for (let k = 0; k < 200; k++) h = h.matmul(w).tanh().mul(0.5).add(x); return h; });
+      const f = dt.graph.compile(chain);
+      const xs = [1, 2, 3].map((seed) => dt.randn([64, 64], { mesh, seed: 10 + seed, dtype: 'bfloat16' }));
+      const plain = [];
+      for (const x of xs) { const y = chain(x); plain.push(Array.from(await y.to('float32').data())); y.dispose(); }
+      let same = true;
+      for (let round = 0; round < 4; round++) for (let i = 0; i < xs.length; i++) {
+        const y = f(xs[i]);
+        const got = Array.from(await y.to('float32').data());
+        same &&= got.every((v, j) => v === plain[i][j]);
+        y.dispose();
+      }
+      const graphs = dt.graph.stats();
+      dt.dispose([w, ...xs]);
+      const t = dt.tensor([1, 2, 3], { mesh });
+      const after = Array.from(await t.data());
+      console.log(JSON.stringify({ same, stats: f.stats, captured: graphs.captured, replays: graphs.replays, after }));`;
+    for (const env of [{}, { DTORCH_REPLAY_SEGMENT_NODES: '256' }]) {
+      const r = runNode(script, env, 60_000);
+      expect(r.status, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+      expect(out.same).toBe(true);
+      expect(out.stats).toMatchObject({ traces: 1, replays: 11, plainCalls: 0 });
+      expect(out.captured).toBeGreaterThanOrEqual(2); // at least the first part and the rest
+      expect(out.replays).toBeGreaterThan(out.captured);
+      expect(out.after).toEqual([1, 2, 3]);
+    }
   });
 
   it('refuses bad input with a DTorchError', () => {

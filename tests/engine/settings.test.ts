@@ -26,7 +26,7 @@ const integers = {
   },
   DTORCH_CUDA_BATCHES_IN_FLIGHT: { key: 'cudaBatchesInFlight', expected: 'integer from 0 to 1024', good: ['0', '4'], bad: ['-1', '4.5', '5000'] },
   DTORCH_GRAPH_COPY_LIMIT_MB: { key: 'graphCopyLimitMb', expected: 'integer of MiB from 0 to 65536', good: ['0', '16', '65536'], bad: ['-1', '1.5', '65537', '16MB'] },
-  DTORCH_REPLAY_SEGMENT_NODES: { key: 'replaySegmentNodes', expected: 'integer from 1 to 1000000', good: ['1', '4096', '1000000'], bad: ['0', '-1', '1000001', '4k'] },
+  DTORCH_REPLAY_SEGMENT_NODES: { key: 'replaySegmentNodes', expected: 'integer from 1 to 1000000', good: ['1', '16384', '1000000'], bad: ['0', '-1', '1000001', '4k'] },
 } as const;
 
 const flags = {
@@ -35,6 +35,7 @@ const flags = {
   DTORCH_COPY_ENGINE_REDUCTIONS: 'copyEngineReductions',
   DTORCH_FUSION: 'fusion',
   DTORCH_GRAPHS: 'graphs',
+  DTORCH_REPLAY_HEAD: 'replayHead',
   DTORCH_RMS_NORM_KERNEL: 'rmsNormKernel',
   DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
   DTORCH_ROTARY_KERNEL: 'rotaryKernel',
@@ -48,12 +49,13 @@ describe('native settings', () => {
       collectiveTimeoutMs: 600000,
       cudaBatchesInFlight: 4,
       graphCopyLimitMb: 16,
-      replaySegmentNodes: 4096,
+      replaySegmentNodes: 16384,
       nccl: true,
       copyEngines: true,
       copyEngineReductions: false,
       fusion: true,
       graphs: true,
+      replayHead: true,
       rmsNormKernel: true,
       scalarOpKernel: true,
       rotaryKernel: true,

@@ -242,7 +242,7 @@ void Recorder::beginCall() {
 void Recorder::flushWhenFull() {
   if (open_->nodes.size() < segmentLimit_) return;
   flush();
-  segmentLimit_ = std::min(segmentLimit_ * 2, flushThreshold_);
+  if (!replaying_) segmentLimit_ = std::min(segmentLimit_ * 2, flushThreshold_);  // a copy's segments keep their size
 }
 
 void Recorder::flushBeforeWait() {
@@ -363,18 +363,27 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy is handed over in segments of its own, large ones (DTORCH_REPLAY_SEGMENT_NODES,
-  // 4096: a CLIP-L forward is one), cut the same way each call, which the controller recognises
-  // and a GPU worker replays as graphs. Cut short after a wait, as recorded code is, the copies'
-  // spans were rarely replayed on an H200 (docs/engine.md); one segment makes the devices wait
-  // for all of it to be lowered instead.
+  // The copy is handed over in segments of its own, cut the same way each call, which the
+  // controller recognises and a GPU worker replays as graphs: its first part (the trace's head
+  // cut, DTORCH_REPLAY_HEAD), then the rest in segments of up to DTORCH_REPLAY_SEGMENT_NODES
+  // (16384: a Flux-dev step is one, one CUDA graph). Whole, the devices waited for all of it to
+  // be copied (about 4 ms of a Flux-dev step on the H200's host); cut short after a wait, as
+  // recorded code is, the copies' spans were rarely replayed (docs/engine.md).
   flush();
   static const size_t replaySegmentNodes = static_cast<size_t>(common::settings().replaySegmentNodes);
   segmentLimit_ = replaySegmentNodes;
+  // room for the copy's nodes up front: growing a segment moves every node already in it
+  open_->nodes.reserve(std::min(trace->nodes.size(), replaySegmentNodes));
   recorded.seq = nextSeq_;
+  replaying_ = true;
   try {
     c10::SmallVector<int64_t, 4> inputs;
-    for (const TracedNode& traced : trace->nodes) {
+    static const bool head = common::settings().replayHead;
+    const size_t headEnd = head ? trace->headEnd : 0;
+    for (size_t at = 0; at < trace->nodes.size(); ++at) {
+      // the first part goes to the devices now: they run it while the rest is copied
+      if (at == headEnd && at != 0) flush();
+      const TracedNode& traced = trace->nodes[at];
       if (traced.node.kind == NodeKind::kRelease) {
         release(made[static_cast<size_t>(traced.inputs[0].index)]);
         continue;
@@ -388,10 +397,12 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
       replayCompute(traced, inputs, made);
     }
   } catch (...) {  // what was copied is freed again: the call records nothing that stays
+    replaying_ = false;
     for (int64_t id : made) release(id);
     segmentLimit_ = flushThreshold_;
     throw;
   }
+  replaying_ = false;
   flush();
   segmentLimit_ = flushThreshold_;  // what follows is recorded while the devices are busy
   recorded.outputs.clear();

@@ -168,6 +168,7 @@ class Recorder {
   static constexpr size_t kFirstAfterWait = 32;
   static constexpr size_t kReservedNodes = 4096;
   size_t segmentLimit_ = kFirstAfterWait;
+  bool replaying_ = false;  // replayTrace is copying: its segments are all of its own size
   bool waitedBeforeStep_ = true;  // a wait came since the last beginStep (the engine starts idle)
 };
 
