@@ -639,7 +639,6 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("copyEngineReductions", s.copyEngineReductions);
   out.Set("fusion", s.fusion);
   out.Set("graphs", s.graphs);
-  out.Set("replayHead", s.replayHead);
   out.Set("rmsNormKernel", s.rmsNormKernel);
   out.Set("scalarOpKernel", s.scalarOpKernel);
   out.Set("rotaryKernel", s.rotaryKernel);

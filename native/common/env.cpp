@@ -60,7 +60,6 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
   s.copyEngineReductions = flag("DTORCH_COPY_ENGINE_REDUCTIONS", get("DTORCH_COPY_ENGINE_REDUCTIONS"), s.copyEngineReductions);
   s.fusion = flag("DTORCH_FUSION", get("DTORCH_FUSION"), s.fusion);
   s.graphs = flag("DTORCH_GRAPHS", get("DTORCH_GRAPHS"), s.graphs);
-  s.replayHead = flag("DTORCH_REPLAY_HEAD", get("DTORCH_REPLAY_HEAD"), s.replayHead);
   s.rmsNormKernel = flag("DTORCH_RMS_NORM_KERNEL", get("DTORCH_RMS_NORM_KERNEL"), s.rmsNormKernel);
   s.scalarOpKernel = flag("DTORCH_SCALAR_OP_KERNEL", get("DTORCH_SCALAR_OP_KERNEL"), s.scalarOpKernel);
   s.rotaryKernel = flag("DTORCH_ROTARY_KERNEL", get("DTORCH_ROTARY_KERNEL"), s.rotaryKernel);

@@ -21,7 +21,6 @@ struct Settings {
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS
   bool fusion = true;                    // DTORCH_FUSION
   bool graphs = true;                    // DTORCH_GRAPHS: recognise repeated segments
-  bool replayHead = true;                // DTORCH_REPLAY_HEAD: a compiled call's copy hands its first part over first
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
   bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL

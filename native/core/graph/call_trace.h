@@ -37,22 +37,11 @@ struct CallTrace {
   std::vector<int64_t> outside;         // the tensors from before the call that it reads: each must still be live
   c10::SmallVector<int64_t, 4> outputs; // made positions of what the call returned, in order
   int64_t made = 0;                     // how many tensors the call made
-  // Where a copy hands its first segment over (nodes [0, headEnd)), so that the devices start on
-  // it while the rest is copied; 0: the copy is not cut there (a short call). See headCut.
-  size_t headEnd = 0;
 };
-
-// A call of fewer compute nodes is handed over whole: its copy is quick.
-constexpr int64_t kHeadCutMinNodes = 256;
 
 // The trace of a call that recorded `nodes` (in order) on `arguments` (ids, with their metas)
 // and returned `outputs`; null, with `why` (what the call did that a copy would not do again),
 // when it cannot be replayed by copying.
-// Where a copy of `trace` hands its first segment over: among the positions after an eighth to a
-// quarter of its compute nodes, the one with the fewest bytes of the call's own tensors alive
-// across it (what a graph on each side copies out and in); 0 below kHeadCutMinNodes.
-size_t headCut(const CallTrace& trace);
-
 std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayRef<int64_t> arguments,
                                      const std::vector<TensorMeta>& argumentMetas, c10::ArrayRef<int64_t> outputs, std::string& why);
 

@@ -363,12 +363,12 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy is handed over in segments of its own, cut the same way each call, which the
-  // controller recognises and a GPU worker replays as graphs: its first part (the trace's head
-  // cut, DTORCH_REPLAY_HEAD), then the rest in segments of up to DTORCH_REPLAY_SEGMENT_NODES
-  // (16384: a Flux-dev step is one, one CUDA graph). Whole, the devices waited for all of it to
-  // be copied (about 4 ms of a Flux-dev step on the H200's host); cut short after a wait, as
-  // recorded code is, the copies' spans were rarely replayed (docs/engine.md).
+  // The copy is handed over in segments of its own, large ones (DTORCH_REPLAY_SEGMENT_NODES,
+  // 16384: a Flux-dev step is one, and one CUDA graph), cut the same way each call, which the
+  // controller recognises and a GPU worker replays as graphs. The devices wait for all of it to
+  // be copied: cut short after a wait, as recorded code is, the copies' spans were rarely
+  // replayed, and cut in two (a first part where the fewest bytes cross, then the rest) a step
+  // was no faster on an H200 (docs/engine.md).
   flush();
   static const size_t replaySegmentNodes = static_cast<size_t>(common::settings().replaySegmentNodes);
   segmentLimit_ = replaySegmentNodes;
@@ -378,12 +378,7 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   replaying_ = true;
   try {
     c10::SmallVector<int64_t, 4> inputs;
-    static const bool head = common::settings().replayHead;
-    const size_t headEnd = head ? trace->headEnd : 0;
-    for (size_t at = 0; at < trace->nodes.size(); ++at) {
-      // the first part goes to the devices now: they run it while the rest is copied
-      if (at == headEnd && at != 0) flush();
-      const TracedNode& traced = trace->nodes[at];
+    for (const TracedNode& traced : trace->nodes) {
       if (traced.node.kind == NodeKind::kRelease) {
         release(made[static_cast<size_t>(traced.inputs[0].index)]);
         continue;

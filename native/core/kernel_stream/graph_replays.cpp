@@ -217,7 +217,7 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     else copied += static_cast<int64_t>(blob->tensor.nbytes());
   }
   for (const TensorMeta* meta : l.outputMetas) copied += meta->nbytes();
-  if (copied > std::max(maxCopiedBytes(), l.computeKernels * kCopiedBytesPerKernel)) {
+  if (copied > maxCopiedBytes()) {
     span.eager = true;  // its kernels are large: launches are not what it costs
     return -1;
   }

@@ -45,14 +45,11 @@ class GraphReplays {
   static constexpr int kMinKernels = 4;       // shorter spans run as they are: a replay's fixed costs exceed their launches
   static constexpr size_t kCapacity = 256;    // spans remembered per worker (the least recently run are forgotten)
   static constexpr size_t kMaxVariants = 64;  // graphs of one span (with different fixed inputs: layers alike)
-  // A span whose replay would copy more than DTORCH_GRAPH_COPY_LIMIT_MB (16) in and out, and more
-  // than kCopiedBytesPerKernel per kernel it holds, runs kernel by kernel: its kernels are large
-  // enough that launching them is not what it costs (on an H200, capturing the 256-node spans
-  // of a 1024x1024 Flux step, which copy 28 MB tensors, made the step slower and held 12 GiB
-  // more). A span of thousands of kernels (a compiled call's copy after its first part) copies
-  // its 28 MB in microseconds and saves milliseconds of launches.
+  // A span whose replay would copy more than DTORCH_GRAPH_COPY_LIMIT_MB (16) in and out runs
+  // kernel by kernel: its kernels are large enough that launching them is not what it costs (on
+  // an H200, capturing the spans of a 1024x1024 Flux step, which copy 28 MB tensors, made the
+  // step slower and held 12 GiB more).
   static int64_t maxCopiedBytes();
-  static constexpr int64_t kCopiedBytesPerKernel = 64 << 10;
 
   GraphReplays(const Device& device, GraphCounters& counters);
   ~GraphReplays();

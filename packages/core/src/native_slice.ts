@@ -96,7 +96,7 @@ export interface NativeSettings {
   cudaBatchesInFlight: number;
   /** DTORCH_GRAPH_COPY_LIMIT_MB: a span of GPU work whose CUDA graph would copy more than this many MiB in and out per replay runs kernel by kernel, 0 to 65536 (default 16). */
   graphCopyLimitMb: number;
-  /** DTORCH_REPLAY_SEGMENT_NODES: a compiled call's copy (dt.graph.compile) is handed to the devices in segments of up to this many nodes (after its first part: replayHead), 1 to 1000000 (default 16384). */
+  /** DTORCH_REPLAY_SEGMENT_NODES: a compiled call's copy (dt.graph.compile) is handed to the devices in segments of up to this many nodes, 1 to 1000000 (default 16384). */
   replaySegmentNodes: number;
   /** DTORCH_NCCL: collectives between GPUs through NCCL; false: they meet in shared memory and copy (default true). */
   nccl: boolean;
@@ -108,8 +108,6 @@ export interface NativeSettings {
   fusion: boolean;
   /** DTORCH_GRAPHS: the controller recognises segments it has seen before (default true). */
   graphs: boolean;
-  /** DTORCH_REPLAY_HEAD: a compiled call's copy hands its first part (an eighth to a quarter of its nodes, cut where the fewest bytes cross) over first, so the devices start on it while the rest is copied (default true). */
-  replayHead: boolean;
   /** DTORCH_RMS_NORM_KERNEL: `rmsNorm` on GPUs through DTorch's row kernel rather than LibTorch's ops (default true). */
   rmsNormKernel: boolean;
   /** DTORCH_SCALAR_OP_KERNEL: a small GPU tensor plus or times a scalar through DTorch's kernel rather than LibTorch's (default true). */
