@@ -261,11 +261,12 @@ describe('compiled calls', () => {
   it.runIf(dt.cuda.isAvailable())('replays a compiled call as CUDA graphs, one per argument, with the bits of the plain call (cuda)', () => {
     replayedLikeThePlainCall({}); // the copy is one segment
   });
-  // A known bug (H200, run 2026-12-02-s33): cut into several segments, the copy of a call made on
-  // several arguments fails on a GPU (a later read: "CUDA error: invalid argument", also with
-  // CUDA_LAUNCH_BLOCKING=1); on one argument, or in one segment, it does not. Copies are one
-  // segment up to DTORCH_REPLAY_SEGMENT_NODES (16384). This flips when it is fixed.
-  it.runIf(dt.cuda.isAvailable()).fails('replays a copy cut into segments on several arguments (cuda; a known bug)', () => {
+  // Cut into several segments, the copy is captured as graphs on every argument while the
+  // program reads earlier results: each read's pinned host block, freed on this thread, must not
+  // have its LibTorch allocator event recorded on the stream being captured (run 2026-12-02-s33
+  // failed here with "CUDA error: invalid argument" at a later read, before reads got a stream of
+  // their own: external/cuda/device_sync.cpp, WorkerStreams::readback)
+  it.runIf(dt.cuda.isAvailable())('replays a copy cut into segments on several arguments, reading each result (cuda)', () => {
     replayedLikeThePlainCall({ DTORCH_REPLAY_SEGMENT_NODES: '256' });
   });
 

@@ -66,6 +66,12 @@ std::shared_ptr<Event> recordedOn(const c10::cuda::CUDAStream& stream) {
 struct WorkerStreams {
   c10::cuda::CUDAStream compute;
   c10::cuda::CUDAStream communication;
+  // Reads to host memory. Never captured into a CUDA graph: the pinned block of a read is freed
+  // later on the reader's thread, and LibTorch's host allocator then records an event on every
+  // stream the block was copied on. Recorded on the compute stream while this worker captured a
+  // graph, that event would join the capture, and the allocator's next query of it would fail
+  // every later read with "invalid argument".
+  c10::cuda::CUDAStream readback;
 };
 thread_local std::optional<WorkerStreams> streams;  // set on CUDA worker threads only
 
@@ -128,7 +134,8 @@ void bindWorkerThread(int index) {
   // the communication stream has the higher priority: a collective's few blocks get SMs while
   // a large matmul is running, which is what lets the two overlap
   streams = WorkerStreams{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device),
-                          c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)};
+                          c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device),
+                          c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)};
   c10::cuda::setCurrentCUDAStream(streams->compute);
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: its polls' short sleeps end on time (pollUntil)
 }
@@ -150,7 +157,10 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
   if (!streams) return true;
   // poll rather than block, so that a GPU that never finishes (a peer that never joined a
   // collective) turns into an error instead of a hung worker
-  if (!pollUntil([] { return streams->compute.query() && streams->communication.query(); }, timeout, kWaitSpin)) return false;
+  if (!pollUntil([] { return streams->compute.query() && streams->communication.query() && streams->readback.query(); }, timeout,
+                 kWaitSpin)) {
+    return false;
+  }
   heldForCopies.clear();  // every copy of this worker is done
   batchEnds.clear();
   return true;
@@ -256,9 +266,20 @@ void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) 
   }
   const at::Tensor src = t.contiguous();
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU).pinned_memory(true));
-  host.copy_(src, /*non_blocking=*/true);
+  c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  if (streams && stream == streams->compute) {
+    // on the worker's read stream (see WorkerStreams), after the work that made `src`; the
+    // compute stream may free and reuse `src` meanwhile only once the copy has read it
+    recordedOn(stream)->block(streams->readback);
+    stream = streams->readback;
+    c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), stream);
+  }
+  {
+    const c10::cuda::CUDAStreamGuard onStream(stream);
+    host.copy_(src, /*non_blocking=*/true);
+  }
   auto* delivery = new HostDelivery{std::move(host), std::move(then)};
-  const cudaError_t status = cudaLaunchHostFunc(c10::cuda::getCurrentCUDAStream(), deliverHost, delivery);
+  const cudaError_t status = cudaLaunchHostFunc(stream.stream(), deliverHost, delivery);
   if (status != cudaSuccess) {
     std::unique_ptr<HostDelivery> owned(delivery);
     C10_CUDA_CHECK(status);

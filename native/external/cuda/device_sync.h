@@ -45,7 +45,7 @@ inline constexpr uint64_t kNoComputeWork = kCurrentBatch - 1;
 // waits on GPU events (buffers held for copies, blocks recorded on other streams).
 bool endBatch(int inFlight, std::chrono::milliseconds timeout);
 
-// Waits until both streams of this worker thread have finished their work (a worker's sync
+// Waits until the streams of this worker thread have finished their work (a worker's sync
 // point). Returns false if that took longer than `timeout` (the GPU work is still queued).
 bool synchronizeThisThread(std::chrono::milliseconds timeout);
 
@@ -86,7 +86,8 @@ void keepUntilDone(std::vector<at::Tensor> tensors);
 // Drops what keepUntilDone held whose work has finished (cheap; workers call it per batch).
 void releaseFinished();
 
-// A copy of `t` in pinned host memory, queued on this thread's current stream; `then` is called
+// A copy of `t` in pinned host memory, queued after the work on this thread's current stream (on
+// a CUDA worker, on its read stream, which no CUDA graph ever captures); `then` is called
 // (on a CUDA driver thread, so it must not call CUDA) once the copy has landed. A CPU tensor
 // is copied now and `then` called at once.
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then);
