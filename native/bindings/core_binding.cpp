@@ -634,6 +634,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("cudaBatchesInFlight", static_cast<double>(s.cudaBatchesInFlight));
   out.Set("graphCopyLimitMb", static_cast<double>(s.graphCopyLimitMb));
   out.Set("replaySegmentNodes", static_cast<double>(s.replaySegmentNodes));
+  out.Set("replayHeadNodes", static_cast<double>(s.replayHeadNodes));
   out.Set("nccl", s.nccl);
   out.Set("copyEngines", s.copyEngines);
   out.Set("copyEngineReductions", s.copyEngineReductions);

@@ -55,6 +55,8 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
                                "integer of MiB from 0 to 65536");
   s.replaySegmentNodes = integer("DTORCH_REPLAY_SEGMENT_NODES", get("DTORCH_REPLAY_SEGMENT_NODES"), 1, 1000000,
                                  s.replaySegmentNodes, "integer from 1 to 1000000");
+  s.replayHeadNodes = integer("DTORCH_REPLAY_HEAD_NODES", get("DTORCH_REPLAY_HEAD_NODES"), 0, 1000000, s.replayHeadNodes,
+                              "integer from 0 (never) to 1000000");
   s.nccl = flag("DTORCH_NCCL", get("DTORCH_NCCL"), s.nccl);
   s.copyEngines = flag("DTORCH_COPY_ENGINES", get("DTORCH_COPY_ENGINES"), s.copyEngines);
   s.copyEngineReductions = flag("DTORCH_COPY_ENGINE_REDUCTIONS", get("DTORCH_COPY_ENGINE_REDUCTIONS"), s.copyEngineReductions);

@@ -16,6 +16,7 @@ struct Settings {
   int64_t cudaBatchesInFlight = 4;       // DTORCH_CUDA_BATCHES_IN_FLIGHT
   int64_t graphCopyLimitMb = 16;         // DTORCH_GRAPH_COPY_LIMIT_MB: a span copying more per replay runs kernel by kernel
   int64_t replaySegmentNodes = 16384;    // DTORCH_REPLAY_SEGMENT_NODES: the segments a compiled call's copy is handed over in
+  int64_t replayHeadNodes = 64;          // DTORCH_REPLAY_HEAD_NODES: a copy of this many compute nodes hands its first part over first (0: never)
   bool nccl = true;                      // DTORCH_NCCL
   bool copyEngines = true;               // DTORCH_COPY_ENGINES
   bool copyEngineReductions = false;     // DTORCH_COPY_ENGINE_REDUCTIONS

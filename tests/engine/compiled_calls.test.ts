@@ -195,7 +195,7 @@ describe('compiled calls', () => {
     x.dispose();
   });
 
-  it('hands a copy over in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
+  it('hands a copy over as its first part (DTORCH_REPLAY_HEAD_NODES), then in segments of DTORCH_REPLAY_SEGMENT_NODES nodes', () => {
     // a chain of 300 adds, copied on its second call: how many segments the copy took
     const script = `
       import * as dt from '@dtorch/api';
@@ -213,13 +213,17 @@ describe('compiled calls', () => {
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\n').pop()!) as { segments: number; values: number[]; stats: dt.graph.CompiledStats };
     };
-    const whole = copied({}); // one segment, then the read's
-    const cut = copied({ DTORCH_REPLAY_SEGMENT_NODES: '64' });
-    for (const run of [whole, cut]) {
+    const whole = copied({ DTORCH_REPLAY_HEAD_NODES: '0' }); // one segment, then the read's
+    const headFirst = copied({}); // 300 compute nodes >= 64: the first part, the rest, the read's
+    const shortCall = copied({ DTORCH_REPLAY_HEAD_NODES: '301' }); // fewer compute nodes than that: whole
+    const cut = copied({ DTORCH_REPLAY_HEAD_NODES: '0', DTORCH_REPLAY_SEGMENT_NODES: '64' });
+    for (const run of [whole, headFirst, shortCall, cut]) {
       expect(run.stats).toMatchObject({ traces: 1, replays: 1 });
       expect(run.values).toEqual([300, 300, 300, 300]);
     }
     expect(whole.segments).toBeLessThanOrEqual(2);
+    expect(headFirst.segments).toBe(whole.segments + 1);
+    expect(shortCall.segments).toBe(whole.segments);
     // 300 adds and their 299 releases in segments of 64 nodes: 10, then the read's
     expect(cut.segments).toBe(Math.ceil(599 / 64) + 1);
   });
@@ -259,7 +263,10 @@ describe('compiled calls', () => {
     expect(out.after).toEqual([1, 2, 3]);
   };
   it.runIf(dt.cuda.isAvailable())('replays a compiled call as CUDA graphs, one per argument, with the bits of the plain call (cuda)', () => {
-    replayedLikeThePlainCall({}); // the copy is one segment
+    replayedLikeThePlainCall({ DTORCH_REPLAY_HEAD_NODES: '0' }); // the copy is one segment
+  });
+  it.runIf(dt.cuda.isAvailable())('replays a copy handed over as its first part and the rest with the bits of the plain call (cuda)', () => {
+    replayedLikeThePlainCall({}); // 800 compute nodes: two segments, a graph of each
   });
   // Cut into several segments, the copy is captured as graphs on every argument while the
   // program reads earlier results: each read's pinned host block, freed on this thread, must not

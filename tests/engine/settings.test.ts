@@ -27,6 +27,7 @@ const integers = {
   DTORCH_CUDA_BATCHES_IN_FLIGHT: { key: 'cudaBatchesInFlight', expected: 'integer from 0 to 1024', good: ['0', '4'], bad: ['-1', '4.5', '5000'] },
   DTORCH_GRAPH_COPY_LIMIT_MB: { key: 'graphCopyLimitMb', expected: 'integer of MiB from 0 to 65536', good: ['0', '16', '65536'], bad: ['-1', '1.5', '65537', '16MB'] },
   DTORCH_REPLAY_SEGMENT_NODES: { key: 'replaySegmentNodes', expected: 'integer from 1 to 1000000', good: ['1', '16384', '1000000'], bad: ['0', '-1', '1000001', '4k'] },
+  DTORCH_REPLAY_HEAD_NODES: { key: 'replayHeadNodes', expected: 'integer from 0 (never) to 1000000', good: ['0', '64', '1000000'], bad: ['-1', '1000001', '64k'] },
 } as const;
 
 const flags = {
@@ -49,6 +50,7 @@ describe('native settings', () => {
       cudaBatchesInFlight: 4,
       graphCopyLimitMb: 16,
       replaySegmentNodes: 16384,
+      replayHeadNodes: 64,
       nccl: true,
       copyEngines: true,
       copyEngineReductions: false,

@@ -1,5 +1,6 @@
 #include "core/graph/call_trace.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -76,6 +77,49 @@ std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayR
     return nullptr;
   }
   return trace;
+}
+
+size_t headCut(const CallTrace& trace, int64_t minComputeNodes) {
+  const size_t n = trace.nodes.size();
+  int64_t computeNodes = 0;
+  for (const TracedNode& t : trace.nodes) computeNodes += t.node.kind == NodeKind::kCompute;
+  if (minComputeNodes <= 0 || computeNodes < minComputeNodes || computeNodes < 8) return 0;
+  // the bytes of the call's own tensors alive across each position: a cut there makes them a
+  // graph's outputs on one side and its inputs on the other, copied on every replay
+  std::vector<int64_t> delta(n + 2, 0);  // alive before node i runs: the prefix sum up to i
+  std::vector<std::pair<size_t, int64_t>> madeBy;  // made position -> (node position, bytes)
+  madeBy.reserve(static_cast<size_t>(trace.made));
+  for (size_t i = 0; i < n; ++i) {
+    const TracedNode& t = trace.nodes[i];
+    if (t.node.kind == NodeKind::kRelease) {
+      const auto& [at, bytes] = madeBy[static_cast<size_t>(t.inputs[0].index)];
+      delta[at + 1] += bytes;
+      delta[i + 1] -= bytes;
+      continue;
+    }
+    for (const TensorMeta& m : t.node.outputMetas) madeBy.emplace_back(i, m.nbytes());
+  }
+  // never released in the call: returned, alive to the end
+  std::vector<bool> released(madeBy.size(), false);
+  for (const TracedNode& t : trace.nodes) {
+    if (t.node.kind == NodeKind::kRelease) released[static_cast<size_t>(t.inputs[0].index)] = true;
+  }
+  for (size_t k = 0; k < madeBy.size(); ++k) {
+    if (!released[k]) delta[madeBy[k].first + 1] += madeBy[k].second;
+  }
+  // early enough that the devices start soon, late enough that the first part outlasts copying
+  // the rest
+  size_t best = 0;
+  int64_t bestBytes = 0, alive = 0, compute = 0;
+  for (size_t i = 0; i < n; ++i) {
+    alive += delta[i];
+    if (compute >= computeNodes / 8 && compute <= computeNodes / 4 && (best == 0 || alive < bestBytes)) {
+      best = i;
+      bestBytes = alive;
+    }
+    compute += trace.nodes[i].node.kind == NodeKind::kCompute;
+  }
+  return best;
 }
 
 }  // namespace dtorch::core

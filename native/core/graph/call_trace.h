@@ -37,6 +37,9 @@ struct CallTrace {
   std::vector<int64_t> outside;         // the tensors from before the call that it reads: each must still be live
   c10::SmallVector<int64_t, 4> outputs; // made positions of what the call returned, in order
   int64_t made = 0;                     // how many tensors the call made
+  // Where a copy hands its first segment over (nodes [0, headEnd)), so that the devices start on
+  // it while the rest is copied; 0: the copy is handed over whole (a short call). See headCut.
+  size_t headEnd = 0;
 };
 
 // The trace of a call that recorded `nodes` (in order) on `arguments` (ids, with their metas)
@@ -44,5 +47,11 @@ struct CallTrace {
 // when it cannot be replayed by copying.
 std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayRef<int64_t> arguments,
                                      const std::vector<TensorMeta>& argumentMetas, c10::ArrayRef<int64_t> outputs, std::string& why);
+
+// Where a copy of `trace` hands its first segment over: among the positions after an eighth to a
+// quarter of its compute nodes, the one with the fewest bytes of the call's own tensors alive
+// across it (what a graph on each side copies out and in); 0 (whole) for a call of fewer than
+// `minComputeNodes` compute nodes, or when `minComputeNodes` is 0.
+size_t headCut(const CallTrace& trace, int64_t minComputeNodes);
 
 }  // namespace dtorch::core

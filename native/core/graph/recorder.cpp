@@ -341,6 +341,7 @@ int64_t Recorder::endTrace(c10::ArrayRef<int64_t> arguments, c10::ArrayRef<int64
   }
   std::unique_ptr<CallTrace> trace = traceCall(open->nodes, arguments, metas, outputs, why);
   if (!trace) return 0;
+  trace->headEnd = headCut(*trace, common::settings().replayHeadNodes);
   const int64_t id = nextTraceId_++;
   traces_.emplace(id, std::move(trace));
   return id;
@@ -363,12 +364,12 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   }
   std::vector<int64_t> made;
   made.reserve(static_cast<size_t>(trace->made));
-  // The copy is handed over in segments of its own, large ones (DTORCH_REPLAY_SEGMENT_NODES,
-  // 16384: a Flux-dev step is one, and one CUDA graph), cut the same way each call, which the
-  // controller recognises and a GPU worker replays as graphs. The devices wait for all of it to
-  // be copied: cut short after a wait, as recorded code is, the copies' spans were rarely
-  // replayed, and cut in two (a first part where the fewest bytes cross, then the rest) a step
-  // was no faster on an H200 (docs/engine.md).
+  // The copy is handed over in segments of its own, cut the same way each call, which the
+  // controller recognises and a GPU worker replays as graphs: its first part (the trace's head
+  // cut, DTORCH_REPLAY_HEAD_NODES), then the rest in segments of up to
+  // DTORCH_REPLAY_SEGMENT_NODES (16384: a Flux-dev step is one, and one CUDA graph). Whole, the
+  // devices would wait for all of it to be copied and lowered; cut short after a wait, as
+  // recorded code is, the copies' spans were rarely replayed (docs/engine.md).
   flush();
   static const size_t replaySegmentNodes = static_cast<size_t>(common::settings().replaySegmentNodes);
   segmentLimit_ = replaySegmentNodes;
@@ -378,7 +379,12 @@ bool Recorder::replayTrace(int64_t traceId, c10::ArrayRef<int64_t> arguments, Re
   replaying_ = true;
   try {
     c10::SmallVector<int64_t, 4> inputs;
-    for (const TracedNode& traced : trace->nodes) {
+    for (size_t at = 0; at < trace->nodes.size(); ++at) {
+      if (at == trace->headEnd && at != 0) {  // the devices run the first part while the rest is copied
+        flush();
+        open_->nodes.reserve(std::min(trace->nodes.size() - at, replaySegmentNodes));
+      }
+      const TracedNode& traced = trace->nodes[at];
       if (traced.node.kind == NodeKind::kRelease) {
         release(made[static_cast<size_t>(traced.inputs[0].index)]);
         continue;
