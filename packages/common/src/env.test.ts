@@ -16,14 +16,15 @@ const refusal = (env: Record<string, string>) => {
 
 describe('environment settings', () => {
   it('have their defaults when unset or empty', () => {
-    const defaults = { logLevel: 'warn', nativePath: undefined, captureStacks: true, captureStacksOff: undefined, clusterToken: undefined, readTimeoutMs: 600_000, segmentNodes: 256 };
+    const defaults = { logLevel: 'warn', nativePath: undefined, captureStacks: true, captureStacksOff: undefined, clusterToken: undefined, readTimeoutMs: 600_000, segmentNodes: 256, eventLoopSpinUs: 2000 };
     expect(readConfig({})).toEqual(defaults);
-    const empty = { DTORCH_LOG: '', DTORCH_NATIVE_PATH: '', DTORCH_CAPTURE_STACKS: '', DTORCH_CLUSTER_TOKEN: '', DTORCH_READ_TIMEOUT_MS: '', DTORCH_SEGMENT_NODES: '' };
+    const empty = { DTORCH_LOG: '', DTORCH_NATIVE_PATH: '', DTORCH_CAPTURE_STACKS: '', DTORCH_CLUSTER_TOKEN: '', DTORCH_READ_TIMEOUT_MS: '', DTORCH_SEGMENT_NODES: '', DTORCH_EVENT_LOOP_SPIN_US: '' };
     expect(readConfig(empty)).toEqual(defaults);
   });
 
   const integers = {
     DTORCH_SEGMENT_NODES: { key: 'segmentNodes', expected: 'integer from 1 to 1000000', good: ['1', '256', '1000000'], bad: ['0', '-1', '1000001', '1000000000000', '1e3', '2.5', 'x', ' 7'] },
+    DTORCH_EVENT_LOOP_SPIN_US: { key: 'eventLoopSpinUs', expected: 'integer of microseconds from 0 to 1000000', good: ['0', '2000', '1000000'], bad: ['-1', '1000001', '2ms', '1.5'] },
     DTORCH_READ_TIMEOUT_MS: {
       key: 'readTimeoutMs',
       expected: 'integer of milliseconds from 1 to 2147483647',

@@ -31,6 +31,11 @@ export interface DTorchConfig {
   readTimeoutMs: number;
   /** DTORCH_SEGMENT_NODES: recorded nodes per segment before it is flushed (1 to 1,000,000, default 256). */
   segmentNodes: number;
+  /**
+   * DTORCH_EVENT_LOOP_SPIN_US: how long an awaited sync or read keeps the event loop turning, so that
+   * its answer is seen at once (0 to 1,000,000 microseconds, default 2000; 0 never spins).
+   */
+  eventLoopSpinUs: number;
 }
 
 /** The largest DTORCH_SEGMENT_NODES (the engine's Recorder::kMaxFlushThreshold). */
@@ -92,6 +97,7 @@ export function readConfig(env: Env = process.env, warn = (message: string) => c
     clusterToken: env['DTORCH_CLUSTER_TOKEN'] || undefined,
     readTimeoutMs: integer(env, 'DTORCH_READ_TIMEOUT_MS', 1, maxMs, 600_000, `integer of milliseconds from 1 to ${maxMs}`),
     segmentNodes: integer(env, 'DTORCH_SEGMENT_NODES', 1, maxSegmentNodes, 256),
+    eventLoopSpinUs: integer(env, 'DTORCH_EVENT_LOOP_SPIN_US', 0, 1_000_000, 2000, 'integer of microseconds from 0 to 1000000'),
   };
 }
 

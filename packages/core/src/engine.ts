@@ -4,6 +4,7 @@
 // ids; @dtorch/api builds the user-facing Tensor on top.
 import { config, DTorchError, ErrorCode, log, native } from '@dtorch/common';
 import { CallSites, type CaptureMode } from './call_sites.js';
+import { EventLoopSpin } from './event_loop_spin.js';
 import { dtypeNames, hostArrayFor, type DTypeName } from './host_arrays.js';
 import type { OpName } from './op_table.js';
 import type { ClusterSlice, CoreSlice, GraphStats, Fetched, HostArray, MemoryInfo, NativeSettings, OpInfo, PieceInfo, SignatureRowInfo, WorkerInfo } from './native_slice.js';
@@ -29,6 +30,8 @@ export class Engine {
   private readonly dtypeCodes: Record<string, number>;
   private readonly dtypeByCode: DTypeName[] = [];
   private readonly sites = newCallSites();
+  // awaited syncs and reads keep the event loop turning while they are answered (DTORCH_EVENT_LOOP_SPIN_US)
+  private readonly waits = new EventLoopSpin(config.eventLoopSpinUs);
   private flushQueued = false;
   // End of a JS task: nobody can catch here, so nothing may throw. The engine rejects the reads
   // that depend on a segment it could not hand over; what is left (a shut-down engine) is logged.
@@ -235,7 +238,7 @@ export class Engine {
   /** Reads the full value of tensor `id`; rejects with the failing op and its call site. */
   async fetch(id: number): Promise<HostArray> {
     try {
-      return this.toHost(await this.slice.fetch(id));
+      return this.toHost(await this.waits.around(this.slice.fetch(id)));
     } catch (err) {
       throw this.withCallSite(err);
     }
@@ -257,7 +260,7 @@ export class Engine {
 
   /** Resolves when every worker has run everything recorded so far. */
   async sync(): Promise<void> {
-    await this.slice.sync();
+    await this.waits.around(this.slice.sync());
   }
 
   /** Live tensors and their bytes, in all and per device (as `tf.memory()`). */
