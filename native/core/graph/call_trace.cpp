@@ -1,6 +1,5 @@
 #include "core/graph/call_trace.h"
 
-#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
