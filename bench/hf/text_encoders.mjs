@@ -168,6 +168,9 @@ for (const o of ours.filter((line) => line.side === 'dtorch')) {
     ratio_vs_compiled: compiled ? +(o.latency_ms / compiled.latency_ms).toFixed(3) : null,
     dtorch_compiled_ms: c?.latency_ms ?? null, dtorch_compiled_record_ms: c?.record_ms ?? null, dtorch_compiled_gpu_busy_ms: c?.gpu_busy_ms ?? null,
     compiled_ratio_vs_compiled: c && compiled ? +(c.latency_ms / compiled.latency_ms).toFixed(3) : null,
+    // forwards queued back to back (throughput), both compiled: the measure the compiled figures match
+    dtorch_compiled_pipelined_ms: c?.pipelined_ms ?? null, transformers_compiled_pipelined_ms: compiled?.pipelined_ms ?? null,
+    compiled_pipelined_ratio: c && compiled ? +(c.pipelined_ms / compiled.pipelined_ms).toFixed(3) : null,
     pipelined_ratio_vs_eager: +(o.pipelined_ms / Math.min(...eagers.map((e) => e.pipelined_ms))).toFixed(3),
     dtorch_gpu_busy_ms: o.gpu_busy_ms ?? null, dtorch_gpu_idle_share: o.gpu_idle_share ?? null,
     transformers_eager_gpu_idle_share: eager.gpu_idle_share, transformers_compiled_gpu_idle_share: compiled?.gpu_idle_share ?? null,
