@@ -84,27 +84,22 @@ size_t headCut(const CallTrace& trace, int64_t minComputeNodes) {
   for (const TracedNode& t : trace.nodes) computeNodes += t.node.kind == NodeKind::kCompute;
   if (minComputeNodes <= 0 || computeNodes < minComputeNodes || computeNodes < 8) return 0;
   // the bytes of the call's own tensors alive across each position: a cut there makes them a
-  // graph's outputs on one side and its inputs on the other, copied on every replay
-  std::vector<int64_t> delta(n + 2, 0);  // alive before node i runs: the prefix sum up to i
-  std::vector<std::pair<size_t, int64_t>> madeBy;  // made position -> (node position, bytes)
-  madeBy.reserve(static_cast<size_t>(trace.made));
+  // graph's outputs on one side and its inputs on the other, copied on every replay. Alive before
+  // node i runs: the prefix sum of delta up to i (made after its node, gone after its release;
+  // returned tensors are never released, alive to the end).
+  std::vector<int64_t> delta(n + 1, 0);
+  std::vector<int64_t> madeBytes;  // by made position
+  madeBytes.reserve(static_cast<size_t>(trace.made));
   for (size_t i = 0; i < n; ++i) {
     const TracedNode& t = trace.nodes[i];
     if (t.node.kind == NodeKind::kRelease) {
-      const auto& [at, bytes] = madeBy[static_cast<size_t>(t.inputs[0].index)];
-      delta[at + 1] += bytes;
-      delta[i + 1] -= bytes;
+      delta[i + 1] -= madeBytes[static_cast<size_t>(t.inputs[0].index)];
       continue;
     }
-    for (const TensorMeta& m : t.node.outputMetas) madeBy.emplace_back(i, m.nbytes());
-  }
-  // never released in the call: returned, alive to the end
-  std::vector<bool> released(madeBy.size(), false);
-  for (const TracedNode& t : trace.nodes) {
-    if (t.node.kind == NodeKind::kRelease) released[static_cast<size_t>(t.inputs[0].index)] = true;
-  }
-  for (size_t k = 0; k < madeBy.size(); ++k) {
-    if (!released[k]) delta[madeBy[k].first + 1] += madeBy[k].second;
+    for (const TensorMeta& m : t.node.outputMetas) {
+      madeBytes.push_back(m.nbytes());
+      delta[i + 1] += m.nbytes();
+    }
   }
   // early enough that the devices start soon, late enough that the first part outlasts copying
   // the rest
