@@ -98,6 +98,24 @@ describe('producer-consumer fusion', () => {
     dt.dispose([h, scale, shift, weight, ...kept]);
   });
 
+  it('folds 1 + scale into the modulated norm (layer_norm_modulate), and no other scalar', async () => {
+    const h = dt.randn([2, 5, 8], { seed: 11, mesh: one });
+    const [scale, shift] = [dt.randn([2, 1, 8], { seed: 12, mesh: one }), dt.randn([2, 1, 8], { seed: 13, mesh: one })];
+    const modulated = (plus: (s: dt.Tensor) => dt.Tensor) => () => dt.F.layerNorm(h, [8]).mul(plus(scale)).add(shift);
+    const whole = await run(modulated((s) => s.add(1)));
+    // the sum kept by the program: add, then the fused norm (2 kernels), the same bits
+    const kept: dt.Tensor[] = [];
+    const unfused = await run(modulated((s) => dt.keep(kept[kept.push(s.add(1)) - 1]!)));
+    expect([whole.kernels, unfused.kernels]).toEqual([1, 2]);
+    expect(whole.value).toEqual(unfused.value);
+    // 2 + scale and 1 + scale with alpha 2 stay an add of their own; 1 + (-scale) folds the add
+    const others = [(s: dt.Tensor) => s.add(2), (s: dt.Tensor) => s.add(1, { alpha: 2 }), (s: dt.Tensor) => s.mul(-1).add(1)];
+    const counts = [];
+    for (const plus of others) counts.push((await run(modulated(plus))).kernels);
+    expect(counts).toEqual([2, 2, 2]);
+    dt.dispose([h, scale, shift, ...kept]);
+  });
+
   it('leaves pairs alone where fusing would change the program', async () => {
     const linearGelu = (approximate: 'tanh' | 'none', bias?: dt.Tensor) => dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
     expect((await run(() => linearGelu('none', b))).kernels).toBe(2); // exact GELU: no epilogue for it

@@ -55,6 +55,36 @@ describe('layer_norm_addcmul row kernel', () => {
     }
   });
 
+  it.skipIf(onGpu)(`folds 1 + scale into the same kernel (layer_norm_modulate), with the bits of the add before it${skipNote(onGpu)}`, async () => {
+    const gpu = cudaMesh(1);
+    // SD3's and Flux's rows, a whole shift
+    const cases: [number[], number[], number[]][] = [
+      [[2, 33, 1536], [2, 1, 1536], [2, 1, 1536]],
+      [[1, 17, 3072], [1, 17, 3072], [1, 1, 3072]],
+    ];
+    for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
+      for (const [xs, cs, bs] of cases) {
+        if (dtype === 'float32' && xs.at(-1)! > 2048) continue; // past the kernel's float32 rows
+        const [x, shift, scale] = [xs, cs, bs].map((s, i) => dt.tidy(() => dt.randn(s, { seed: 61 + i, mesh: gpu }).mul(i === 0 ? 3 : 0.3).to(dtype)));
+        const what = `${JSON.stringify(xs)} ${dtype}`;
+        await dt.sync(); // the inputs' own kernels before the trace
+        let got: number[] = [];
+        const trace = await dt.cuda.traceKernels(async () => {
+          got = await values(dt.tidy(() => dt.F.layerNorm(x!, [xs.at(-1)!]).mul(scale!.add(1)).add(shift!)));
+        }, { top: 30 });
+        const names = trace.top.map((k) => k.name);
+        expect(names.filter((n) => n.includes('layerNormAddcmulRowsKernel')).length, `${what}: DTorch's kernel ran`).toBe(1);
+        expect(names.filter((n) => /scalarOpKernel|Functor(OnSelf)?_add/.test(n)), `${what}: no add of its own`).toEqual([]);
+        // the sum kept by the program: its own add, then the same kernel over it
+        const sum = dt.keep(scale!.add(1));
+        const want = await values(dt.tidy(() => dt.F.layerNorm(x!, [xs.at(-1)!]).mul(sum).add(shift!)));
+        sum.dispose();
+        expect(got, what).toEqual(want);
+        dt.dispose([x, shift, scale]);
+      }
+    }
+  });
+
   it.skipIf(onGpu)(`runs an affine norm in the row kernel, within a rounding of LibTorch's${skipNote(onGpu)}`, async () => {
     const gpu = cudaMesh(1);
     const cpu = new dt.DeviceMesh('cpu', [0]);

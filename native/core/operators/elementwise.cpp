@@ -419,17 +419,25 @@ void runAddcmul(KernelContext& ctx) { ctx.outputs.push_back(addcmulOf(ctx, ctx.i
 // the layer norm's attributes (nNorm, shape..., hasWeight, hasBias, eps). GPUs, a
 // parameter-free norm over the last dim: one pass (DTorch's row kernel). Elsewhere layer_norm,
 // then addcmul as above: bit-identical to the ops it replaces on CPUs.
-void runLayerNormAddcmul(KernelContext& ctx) {
+// bOffset 1: layer_norm_modulate's b + 1 (the add it replaces: at::add(b, 1), rounded to b's type).
+void runLayerNormAddcmulOffset(KernelContext& ctx, double bOffset) {
   const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &b = ctx.input(2);
   const NormArgs a = normArgs(ctx, 3);
   if (a.shape.size() == 1 && !a.weight && !a.bias) {
-    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, a.eps)) {
+    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, a.eps, bOffset)) {
       ctx.outputs.push_back(*fused);
       return;
     }
   }
-  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, a.shape, a.weight, a.bias, a.eps), b));
+  const at::Tensor scale = bOffset == 0 ? b : at::add(b, bOffset);
+  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, a.shape, a.weight, a.bias, a.eps), scale));
 }
+void runLayerNormAddcmul(KernelContext& ctx) { runLayerNormAddcmulOffset(ctx, 0); }
+
+// ---- layer_norm_modulate(c, x, s, weight?, bias?): c + layer_norm(x) · (1 + s), formed by
+// fusing add(s, 1) into the layer_norm_addcmul that reads it: adaLN's norm(x) · (1 + scale) +
+// shift whole, in one pass on GPUs (1 + scale rounded as the add rounds it: the same bits).
+void runLayerNormModulate(KernelContext& ctx) { runLayerNormAddcmulOffset(ctx, 1); }
 
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {
   if (ctx.inputs[1]->dtype != DType::Bool) {
@@ -477,6 +485,7 @@ void registerElementwiseOps(OpRegistry& registry) {
   registry.add({"where", 3, "", inferWhere, runWhere, whereRows});
   registry.add({"addcmul", 3, "(formed by fusion)", inferFormedByFusion, runAddcmul});
   registry.add({"layer_norm_addcmul", -1, "(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps", inferFormedByFusion, runLayerNormAddcmul});
+  registry.add({"layer_norm_modulate", -1, "(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps", inferFormedByFusion, runLayerNormModulate});
   registry.add({"masked_fill", 2, "value, kind", inferMaskedFill, runMaskedFill, maskedFillRows});
 }
 

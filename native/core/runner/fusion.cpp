@@ -2,23 +2,27 @@
 
 #include "common/env.h"
 #include "common/id_map.h"
+#include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
 
 namespace dtorch::core {
 
 namespace {
 
+// Whose attributes a fused node keeps.
+enum class KeptAttrs { kNone, kProducer, kConsumer };
+
 // One fusable pair: `producer`'s output read by `consumer` becomes `fused`, whose inputs
 // `inputsOf` lists. `slot` says which consumer input reads the producer's output t (-1: the pair
 // does not qualify, e.g. an attribute the fused kernel does not cover). The fused node has no
-// attributes, or the producer's (producerAttrs).
+// attributes, the producer's or the consumer's (attrs).
 struct Rule {
   const char* producer;
   const char* consumer;
   const char* fused;
   int (*slot)(const Node& producer, const Node& consumer, int64_t t);
   c10::SmallVector<int64_t, 4> (*inputsOf)(const Node& producer, const Node& consumer, int slot);
-  bool producerAttrs = false;
+  KeptAttrs attrs = KeptAttrs::kNone;
 };
 
 // Which input of an add (alpha 1, two distinct inputs) is the producer's output t.
@@ -52,7 +56,20 @@ const Rule kRules[] = {
        in.append(p.inputs.begin() + 1, p.inputs.end());
        return in;
      },
-     /*producerAttrs=*/true},
+     KeptAttrs::kProducer},
+    // add(s, 1) (a scalar 1, alpha 1) -> layer_norm_addcmul(c, x, ·): layer_norm_modulate(c, x, s,
+    // ...), adaLN's norm(x) · (1 + scale) + shift whole in one pass on GPUs (formed just above)
+    {"add_scalar", "layer_norm_addcmul", "layer_norm_modulate",
+     [](const Node& p, const Node& c, int64_t t) {
+       const bool plusOne = p.attrs[0] == 1 && static_cast<ScalarKind>(p.attrs[1]) != ScalarKind::kBool && p.attrs[2] == 1;
+       return plusOne && c.inputs[2] == t ? 2 : -1;
+     },
+     [](const Node& p, const Node& c, int) {
+       c10::SmallVector<int64_t, 4> in(c.inputs.begin(), c.inputs.end());
+       in[2] = p.inputs[0];
+       return in;
+     },
+     KeptAttrs::kConsumer},
 };
 
 struct ResolvedRule {
@@ -129,8 +146,8 @@ int SegmentFusion::fuse(Segment& segment) {
       consumer.inputs = r.rule->inputsOf(*producer, consumer, slot);
       consumer.inputMeshId = producer->inputMeshId;
       consumer.op = r.fused;
-      if (r.rule->producerAttrs) consumer.attrs = producer->attrs;
-      else consumer.attrs.clear();
+      if (r.rule->attrs == KeptAttrs::kProducer) consumer.attrs = producer->attrs;
+      else if (r.rule->attrs == KeptAttrs::kNone) consumer.attrs.clear();
       // t is read no more: the plan drops the producer as dead code, and its reads of its own
       // inputs pass to the fused node (their counts stand)
       --*s.reads.find(t);

@@ -36,17 +36,18 @@ std::optional<NormRows> normRowsOf(const at::Tensor& x) {
 
 bool sameKind(const at::Tensor& t, const at::Tensor& x) { return t.scalar_type() == x.scalar_type() && t.device() == x.device(); }
 
-at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k::RowOperand b, double eps, bool roundNorm) {
+at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k::RowOperand b, double eps, bool roundNorm, double bOffset = 0) {
   at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   const int error = k::layerNormAddcmulRows(r.type, x.data_ptr(), c, b, y.data_ptr(), r.batch, r.rows, r.d, static_cast<float>(eps),
-                                            c10::cuda::getCurrentCUDAStream(x.device().index()).stream(), roundNorm);
+                                            c10::cuda::getCurrentCUDAStream(x.device().index()).stream(), roundNorm,
+                                            static_cast<float>(bOffset));
   TORCH_CHECK(error == 0, "layer_norm: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
 }
 
 }  // namespace
 
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps) {
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset) {
   if (!sameKind(c, x) || !sameKind(b, x)) return std::nullopt;
   const std::optional<NormRows> rows = normRowsOf(x);
   if (!rows) return std::nullopt;
@@ -54,7 +55,7 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor
   if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
   const std::optional<k::RowOperand> shift = rowOperandOf(c, x.sizes()), scale = rowOperandOf(b, x.sizes());
   if (!shift || !scale) return std::nullopt;
-  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true);
+  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true, bOffset);
 }
 
 std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
@@ -68,7 +69,7 @@ std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor&
 
 #else
 
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double) { return std::nullopt; }
 std::optional<at::Tensor> layerNormAffine(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
 
 #endif

@@ -23,10 +23,11 @@ __device__ inline float warpSum(float v) {
 
 // LOADS 16-byte loads per lane cover the row; Index narrows the divisions where the sizes fit 32
 // bits. ROUND_NORM: the norm is rounded to T before the multiply-add (layer_norm, then addcmul);
-// else not (an affine layer_norm, which computes its weight and bias in float).
-template <typename T, int LOADS, typename Index, bool ROUND_NORM>
+// else not (an affine layer_norm, which computes its weight and bias in float). B_OFFSET: b +
+// bOffset, rounded to T, multiplies instead of b (its own instances: the others stay as they were).
+template <typename T, int LOADS, typename Index, bool ROUND_NORM, bool B_OFFSET>
 __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* __restrict__ x, RowOperand c, RowOperand b, T* __restrict__ y,
-                                                                       Index rows, int64_t lines, int d, float eps) {
+                                                                       Index rows, int64_t lines, int d, float eps, float bOffset) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t line = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / kLanes;  // batch * rows + row
   const int lane = static_cast<int>(threadIdx.x % kLanes);
@@ -69,46 +70,52 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
       for (int i = 0; i < VEC; ++i) {
         const float norm = (v[l][i] - mean) * rstd;
         const float normed = ROUND_NORM ? toFloat(fromFloat<T>(norm)) : norm;  // layer_norm's output, rounded
-        o.v[i] = fromFloat<T>(__fmaf_rn(normed, toFloat(pb.v[i]), toFloat(pc.v[i])));  // at::addcmul's (or the affine norm's) fma
+        // b + bOffset rounded to T first, as the add it replaces rounds it (1 + scale)
+        const float scale = B_OFFSET ? toFloat(fromFloat<T>(toFloat(pb.v[i]) + bOffset)) : toFloat(pb.v[i]);
+        o.v[i] = fromFloat<T>(__fmaf_rn(normed, scale, toFloat(pc.v[i])));  // at::addcmul's (or the affine norm's) fma
       }
       *reinterpret_cast<uint4*>(out + col) = o.raw;
     }
   }
 }
 
-template <typename T, int LOADS, bool ROUND_NORM>
-void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, cudaStream_t stream) {
+template <typename T, int LOADS, bool ROUND_NORM, bool B_OFFSET>
+void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, float bOffset, cudaStream_t stream) {
   const int64_t lines = batch * rows;
   const auto blocks = static_cast<unsigned>((lines * kLanes + kThreads - 1) / kThreads);
   if (lines <= UINT32_MAX) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, ROUND_NORM><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps);
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps, bOffset);
   } else {
-    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, ROUND_NORM><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps);
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps, bOffset);
   }
 }
 
-template <typename T, bool ROUND_NORM>
-int launchRows(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
+template <typename T, bool ROUND_NORM, bool B_OFFSET>
+int launchRows(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, float bOffset, cudaStream_t stream) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t loads = (d / VEC + kLanes - 1) / kLanes;  // per lane
   const auto* xs = static_cast<const T*>(x);
   T* ys = static_cast<T*>(y);
   const int n = static_cast<int>(d);
   // the fewest loads that cover the row: a lane's registers hold LOADS x 16 bytes of it
-  if (loads <= 1) launchWith<T, 1, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 2) launchWith<T, 2, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 4) launchWith<T, 4, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 6) launchWith<T, 6, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 8) launchWith<T, 8, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= 12) launchWith<T, 12, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
-  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads, ROUND_NORM>(xs, c, b, ys, batch, rows, n, eps, stream);
+  if (loads <= 1) launchWith<T, 1, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= 2) launchWith<T, 2, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= 4) launchWith<T, 4, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= 6) launchWith<T, 6, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= 8) launchWith<T, 8, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= 12) launchWith<T, 12, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
   else return static_cast<int>(cudaErrorInvalidValue);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <typename T>
-int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, cudaStream_t stream) {
-  return roundNorm ? launchRows<T, true>(x, c, b, y, batch, rows, d, eps, stream) : launchRows<T, false>(x, c, b, y, batch, rows, d, eps, stream);
+int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, float bOffset,
+           cudaStream_t stream) {
+  // an affine norm has no offset; adaLN's modulation with or without one
+  if (!roundNorm) return launchRows<T, false, false>(x, c, b, y, batch, rows, d, eps, 0.f, stream);
+  return bOffset != 0.f ? launchRows<T, true, true>(x, c, b, y, batch, rows, d, eps, bOffset, stream)
+                        : launchRows<T, true, false>(x, c, b, y, batch, rows, d, eps, 0.f, stream);
 }
 
 }  // namespace
@@ -116,15 +123,15 @@ int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, in
 int maxLayerNormRow(FloatType type) { return (type == FloatType::kFloat32 ? 4 : 8) * kLanes * kMaxLoads; }
 
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream, bool roundNorm) {
+                         void* stream, bool roundNorm, float bOffset) {
   const auto s = static_cast<cudaStream_t>(stream);
   switch (type) {
     case FloatType::kFloat32:
-      return launch<float>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
+      return launch<float>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
     case FloatType::kBFloat16:
-      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
+      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
     case FloatType::kFloat16:
-      return launch<__half>(x, c, b, y, batch, rows, d, eps, roundNorm, s);
+      return launch<__half>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

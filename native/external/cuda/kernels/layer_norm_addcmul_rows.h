@@ -19,8 +19,9 @@ int maxLayerNormRow(FloatType type);
 // maxLayerNormRow; every pointer and stride 16-byte aligned (the caller checks). Returns the
 // CUDA error of the launch (0: none). roundNorm false: the norm is not rounded before the
 // multiply-add, which is then an affine layer norm's (b its weight, c its bias), as
-// at::layer_norm computes it in float.
+// at::layer_norm computes it in float. bOffset: b + bOffset, rounded to the type, multiplies
+// instead of b (adaLN's 1 + scale, the add it replaces folded in).
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream, bool roundNorm = true);
+                         void* stream, bool roundNorm = true, float bOffset = 0.f);
 
 }  // namespace dtorch::external::cuda::kernels

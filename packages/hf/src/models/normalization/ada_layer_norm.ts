@@ -13,8 +13,12 @@ import type { ModelOptions } from '../../loading/pretrained_model.js';
 // controller fuses the two into one addcmul only when it sees the product die in the same
 // segment (a block's own tidy would release it at the block's end, often segments later).
 
-/** x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. */
-export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => dt.tidy(() => x.mul(scale.add(1).unsqueeze(1)).add(shift.unsqueeze(1)));
+/**
+ * x · (1 + scale) + shift, each of shift and scale [B, D] over every token of x [B, S, D]. The 1
+ * is added after the unsqueeze, so the multiply reads the sum itself: after a layer norm the
+ * controller folds the add into the same kernel too (layer_norm_modulate).
+ */
+export const modulate = (x: dt.Tensor, shift: dt.Tensor, scale: dt.Tensor): dt.Tensor => dt.tidy(() => x.mul(scale.unsqueeze(1).add(1)).add(shift.unsqueeze(1)));
 
 /**
  * norm(x) · (1 + scale) + shift: the norm's output released with the product, so the layer norm
