@@ -28,6 +28,7 @@
 // Env: MODELS (flux-dev,sd3-medium,vae-decode), ITERS (10), WARMUP (3), COMPILE (default: each
 // model's compile.default on cuda, SD3 and the VAE; 0; 1; or a list of model names),
 // COMPILE_MODE (torch.compile mode, default), DTORCH_COMPILED (1; 0 skips dtorch_compiled),
+// PACK (1; 0: DTorch's q/k/v projections left unpacked, an experiment),
 // ANCHORS (1; 0: DTorch's sides alone, an experiment), TRACE (1), AGAIN (1: diffusers eager again after
 // DTorch), BUDGET_S (360: a step still running then is stopped, later ones skipped),
 // DIFFUSERS_SRC (the folder holding the `diffusers` package, put on PYTHONPATH; else the first of
@@ -57,6 +58,7 @@ const compileMode = process.env.COMPILE_MODE ?? 'default';
 const traceOn = (process.env.TRACE ?? '1') !== '0';
 const compiledToo = (process.env.DTORCH_COMPILED ?? '1') !== '0';
 const anchors = (process.env.ANCHORS ?? '1') !== '0';
+const pack = (process.env.PACK ?? '1') !== '0';
 const again = (process.env.AGAIN ?? '1') !== '0';
 const budgetS = Number(process.env.BUDGET_S ?? 360);
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
@@ -88,6 +90,7 @@ function build(name, compiled) {
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
   fillLikeTorchInit(model);
+  if (pack) model.packProjections(); // as fromPretrained leaves a model: q, k and v in one matmul
   if (compiled) model.compile();
   const { batch: b, height: h, width: w } = inputs;
   const r = (shape, seed) => dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype));

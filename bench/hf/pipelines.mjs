@@ -57,6 +57,7 @@ function component(entry, mesh) {
   const [Config, Model, fill] = classes[entry.class ?? spec.class];
   const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
   fill(model);
+  model.packProjections(); // as fromPretrained leaves a model: q, k and v in one matmul
   return model;
 }
 

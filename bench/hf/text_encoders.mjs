@@ -63,6 +63,7 @@ function build(spec, compiled) {
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(spec.config), { mesh, dtype }));
   fillLikeTransformersInit(model);
+  model.packProjections(); // as fromPretrained leaves a model: q, k and v in one matmul
   if (compiled) model.compile();
   const ids = inputIds(spec, mesh);
   const recorded = { ms: 0, calls: 0 }; // the time model.call takes to return: recording, on the host

@@ -120,9 +120,9 @@ describe.each(meshes)('FluxTransformer2DModel on $name matches diffusers', ({ ma
     }
     // the tokens stay split through every block: the last single block's attention sees its share
     const seen: string[][] = [];
-    const toQ = model.single_transformer_blocks.at(-1).attn.to_q;
-    const forward = toQ.forward.bind(toQ);
-    toQ.forward = (x: dt.Tensor) => (seen.push(x.placements.map(String)), forward(x));
+    const attn = model.single_transformer_blocks.at(-1).attn;
+    const forward = attn.forward.bind(attn);
+    attn.forward = (x: dt.Tensor, encoder: dt.Tensor | undefined, rotary: hf.RotaryTables) => (seen.push(x.placements.map(String)), forward(x, encoder, rotary));
     const { hidden, options } = inputs(name, guidance, mesh);
     const sample = model.call(hidden, options);
     const sequenceDims = (mesh.dimNames ?? []).flatMap((n, d) => (n === 'ulysses' || n === 'ring' ? [d] : []));

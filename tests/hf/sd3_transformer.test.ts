@@ -92,9 +92,9 @@ describe.each(meshes)('SD3Transformer2DModel on $name matches diffusers', ({ nam
     // attention and the sd3.5 fixture's attn2 (block 0) see their share of the image tokens
     const seen: string[][] = [];
     const blocks = [model.transformer_blocks.at(-1), model.transformer_blocks.at(0)];
-    for (const toQ of [blocks[0]!.attn.to_q, ...(blocks[1]!.attn2 ? [blocks[1]!.attn2.to_q] : [])]) {
-      const forward = toQ.forward.bind(toQ);
-      toQ.forward = (t: dt.Tensor) => (seen.push(t.placements.map(String)), forward(t));
+    for (const attn of [blocks[0]!.attn, ...(blocks[1]!.attn2 ? [blocks[1]!.attn2] : [])]) {
+      const forward = attn.forward.bind(attn);
+      attn.forward = (t: dt.Tensor, context?: dt.Tensor) => (seen.push(t.placements.map(String)), forward(t, context));
     }
     const x = inputs(name, mesh);
     const ringAttentions = countRecords('ring_attention', () => dt.dispose(model.call(x.hiddenStates, x.options)));

@@ -217,11 +217,36 @@ void inferCat(const InferContext& ctx, Outputs& out) {
 void catRows(const InferContext& ctx, SignatureRows& rows) {
   passRows(ctx, normalizeDim(ctx, ctx.intAttr(0), ctx.inputs[0]->ndim()), rows);
 }
+// Parts that lie one after another in one buffer, each contiguous and of the output's dtype,
+// joined along their first dim (all dims before `dim` of size 1): that buffer's run, as a view
+// instead of a copy. Projections packed side by side (@dtorch/hf's PackedProjections) are joined
+// so for their one matmul. Nothing writes into a buffer another tensor shares (in-place reuse
+// needs a storage of its own), so the view behaves as the copy would.
+std::optional<at::Tensor> adjacentRun(const std::vector<at::Tensor>& parts, int64_t dim, at::ScalarType dtype) {
+  const at::Tensor& first = parts[0];
+  for (int64_t d = 0; d < dim; ++d) {
+    if (first.size(d) != 1) return std::nullopt;
+  }
+  int64_t next = first.storage_offset(), along = 0;
+  for (const at::Tensor& t : parts) {
+    if (t.scalar_type() != dtype || !t.is_contiguous() || !t.storage().is_alias_of(first.storage()) || t.storage_offset() != next) return std::nullopt;
+    next += t.numel();
+    along += t.size(dim);
+  }
+  std::vector<int64_t> sizes(first.sizes().begin(), first.sizes().end());
+  sizes[dim] = along;
+  return first.as_strided(sizes, c10::contiguous_strides(sizes), first.storage_offset());
+}
+
 void runCat(KernelContext& ctx) {
   std::vector<at::Tensor> parts;
   for (const at::Tensor* t : ctx.inputs) parts.push_back(*t);
   int64_t dim = ctx.intAttr(0);
   if (dim < 0) dim += parts[0].dim();
+  if (std::optional<at::Tensor> run = adjacentRun(parts, dim, ctx.outputMeta().dtype)) {
+    ctx.outputs.push_back(*run);
+    return;
+  }
   // strided parts on a GPU (head-major views of token-major keys): a row copy, not LibTorch's
   // element-by-element path
   std::optional<at::Tensor> copied = external::cuda::catRows(parts, dim);

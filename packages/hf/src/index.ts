@@ -124,6 +124,7 @@ export {
   type AdaLayerNormContinuousOptions,
 } from "./models/normalization/ada_layer_norm.js";
 export { FeedForward, GELUProjection, type FeedForwardOptions } from "./models/attention/feed_forward.js";
+export { PackedProjections, hasPackedProjections, type HasPackedProjections } from "./models/attention/packed_projections.js";
 export {
   joinSequence,
   splitSequence,

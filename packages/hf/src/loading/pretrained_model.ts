@@ -6,6 +6,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, openRepo } from '@dtorch/external';
+import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, inSubfolder, repoOptions, type FromPretrainedOptions } from './options.js';
 import { fetchWeights } from './weight_files.js';
@@ -74,7 +75,23 @@ export abstract class PreTrainedModel extends nn.Module {
       model.dispose();
       throw err;
     }
+    model.packProjections();
     return model;
+  }
+
+  /**
+   * Packs the projections that read one input (each attention's q, k and v) into one buffer each,
+   * so that each group runs as one matmul, as diffusers' fuse_qkv_projections, without a second
+   * copy of the weights: the parameters become views of the buffer (PackedProjections).
+   * fromPretrained does it; call it again after replacing weights otherwise (loadStateDict,
+   * setTensor), else those groups run one linear at a time. Groups split over devices (tensor
+   * parallel) stay as they are. Returns how many groups are packed.
+   */
+  packProjections(): number {
+    let packed = 0;
+    // every module below, nested models' too (namedModules walks them), each once
+    for (const [, m] of this.namedModules()) if (!(m instanceof PreTrainedModel) && hasPackedProjections(m)) packed += m.packProjections();
+    return packed;
   }
 }
 

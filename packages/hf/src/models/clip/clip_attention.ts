@@ -3,9 +3,10 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { CLIPTextConfig } from '../../configs/clip_text_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 
 /** transformers' CLIPAttention: multi-head self-attention, projections with biases; a layer's self_attn. */
-export class CLIPAttention extends nn.Module {
+export class CLIPAttention extends nn.Module implements HasPackedProjections {
   /** The config's num_attention_heads. */
   readonly numHeads: number;
   /** Each head's width, hiddenSize / numHeads. */
@@ -18,6 +19,8 @@ export class CLIPAttention extends nn.Module {
   q_proj: nn.Linear;
   /** hiddenSize to hiddenSize, after the heads are joined. */
   out_proj: nn.Linear;
+  // q, k and v in one matmul once packed (PreTrainedModel.packProjections)
+  readonly #qkv = new PackedProjections(() => [this.q_proj, this.k_proj, this.v_proj]);
 
   constructor(config: CLIPTextConfig, options: ModelOptions) {
     super();
@@ -34,7 +37,12 @@ export class CLIPAttention extends nn.Module {
   forward(x: dt.Tensor, mask: dt.Tensor | undefined): dt.Tensor {
     // heads packed in the projections' last dim: one attention op, no views around it
     const attention = mask ? { attnMask: mask, heads: this.numHeads } : { isCausal: true, heads: this.numHeads };
-    const out = dt.F.scaledDotProductAttention(this.q_proj.forward(x), this.k_proj.forward(x), this.v_proj.forward(x), attention);
-    return this.out_proj.forward(out);
+    const [q, k, v] = this.#qkv.forward(x) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    return this.out_proj.forward(dt.F.scaledDotProductAttention(q, k, v, attention));
+  }
+
+  /** Packs q_proj, k_proj and v_proj into one buffer, run as one matmul (PackedProjections). */
+  packProjections(): number {
+    return this.#qkv.pack() ? 1 : 0;
   }
 }

@@ -7,6 +7,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { joinSequence, splitSequence } from '../../parallel/sequence_parallel.js';
+import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 
 /** The rotary tables [cos, sin], each float32 [S, headDim], as rotaryFromIds gives them. */
 export type RotaryTables = readonly [dt.Tensor, dt.Tensor];
@@ -26,7 +27,7 @@ export interface FluxAttentionOptions extends ModelOptions {
 }
 
 /** diffusers' FluxAttention with FluxAttnProcessor: per-head RMS-normed q and k, rotary embeddings, sdpa over the joint sequence. */
-export class FluxAttention extends nn.Module {
+export class FluxAttention extends nn.Module implements HasPackedProjections {
   /** Attention heads (all of them; each device holds heads / tp under 'tp'). */
   readonly heads: number;
   /** Each head's width. */
@@ -55,6 +56,9 @@ export class FluxAttention extends nn.Module {
   add_v_proj: nn.Linear | undefined;
   /** The text tokens' output projection (double-stream blocks only). */
   to_add_out: nn.Linear | undefined;
+  // each stream's q, k and v in one matmul once packed (PreTrainedModel.packProjections)
+  readonly #imageQkv = new PackedProjections(() => [this.to_q, this.to_k, this.to_v]);
+  readonly #textQkv = new PackedProjections(() => (this.add_q_proj ? [this.add_q_proj, this.add_k_proj!, this.add_v_proj!] : []));
 
   constructor(queryDim: number, options: FluxAttentionOptions) {
     super();
@@ -92,15 +96,17 @@ export class FluxAttention extends nn.Module {
    * image part (projected unless preOnly) and, with `encoder`, the projected text part.
    */
   forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables): [dt.Tensor, dt.Tensor | undefined] {
-    let q = this.#heads(this.to_q.forward(hidden), this.norm_q);
-    let k = this.#heads(this.to_k.forward(hidden), this.norm_k);
-    let v = this.#heads(this.to_v.forward(hidden));
+    const [xq, xk, xv] = this.#imageQkv.forward(hidden) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    let q = this.#heads(xq, this.norm_q);
+    let k = this.#heads(xk, this.norm_k);
+    let v = this.#heads(xv);
     const textLength = encoder?.shape[1] ?? 0;
     if (encoder) {
-      // text tokens first, joined token-major (whole rows: one contiguous copy per part)
-      q = joinSequence([this.#heads(this.add_q_proj!.forward(encoder), this.norm_added_q), q], 1);
-      k = joinSequence([this.#heads(this.add_k_proj!.forward(encoder), this.norm_added_k), k], 1);
-      v = joinSequence([this.#heads(this.add_v_proj!.forward(encoder)), v], 1);
+      // text tokens first, joined token-major (whole rows: one copy per part)
+      const [eq, ek, ev] = this.#textQkv.forward(encoder) as [dt.Tensor, dt.Tensor, dt.Tensor];
+      q = joinSequence([this.#heads(eq, this.norm_added_q), q], 1);
+      k = joinSequence([this.#heads(ek, this.norm_added_k), k], 1);
+      v = joinSequence([this.#heads(ev), v], 1);
     }
     // attention over [B, heads, S, headDim] views: the rotated q and k keep the token-major
     // layout of v (on GPUs), so the output flattens back to tokens without a copy
@@ -110,5 +116,10 @@ export class FluxAttention extends nn.Module {
     if (!encoder) return [out, undefined];
     const [text, image] = splitSequence(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
     return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];
+  }
+
+  /** Packs each stream's q, k and v projections into one buffer, run as one matmul (PackedProjections). */
+  packProjections(): number {
+    return Number(this.#imageQkv.pack()) + Number(this.#textQkv.pack());
   }
 }

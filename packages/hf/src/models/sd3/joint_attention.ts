@@ -9,6 +9,7 @@ import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { headsToTokens, tokensToHeads } from '../../parallel/ulysses_heads.js';
+import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 
 /** @inline Where the weights live, both given. */
 type Layout = Required<ModelOptions>;
@@ -31,7 +32,7 @@ const headNorm = (kind: SD3QkNorm | null, headDim: number, options: Layout): nn.
   kind === null ? undefined : kind === 'rms_norm' ? new nn.RMSNorm(headDim, { ...options, eps: 1e-6 }) : new nn.LayerNorm(headDim, { ...options, eps: 1e-6 });
 
 /** diffusers' Attention with JointAttnProcessor2_0: the image and text streams attend together over cat(image, text); a block's attn (or attn2, image only). */
-export class SD3Attention extends nn.Module {
+export class SD3Attention extends nn.Module implements HasPackedProjections {
   /** Attention heads. */
   readonly heads: number;
   /** Each head's width. */
@@ -60,6 +61,9 @@ export class SD3Attention extends nn.Module {
   to_out: nn.ModuleList;
   /** The text stream's output projection; undefined in attn2 and in the last block (context_pre_only). */
   to_add_out: nn.Linear | undefined;
+  // each stream's q, k and v in one matmul once packed (PreTrainedModel.packProjections)
+  readonly #imageQkv = new PackedProjections(() => [this.to_q, this.to_k, this.to_v]);
+  readonly #textQkv = new PackedProjections(() => (this.add_q_proj ? [this.add_q_proj, this.add_k_proj!, this.add_v_proj!] : []));
 
   constructor(dim: number, o: SD3AttentionOptions, options: Layout) {
     super();
@@ -91,9 +95,10 @@ export class SD3Attention extends nn.Module {
 
   /** Self-attention over `x` [B, N, dim] alone (attn2), or joint attention with `context` [B, M, dim]; returns [image out, text out]. */
   forward(x: dt.Tensor, context?: dt.Tensor): [dt.Tensor, dt.Tensor | undefined] {
-    let q = this.heads_(this.to_q.forward(x), this.norm_q);
-    let k = this.heads_(this.to_k.forward(x), this.norm_k);
-    let v = this.heads_(this.to_v.forward(x), undefined);
+    const [xq, xk, xv] = this.#imageQkv.forward(x) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    let q = this.heads_(xq, this.norm_q);
+    let k = this.heads_(xk, this.norm_k);
+    let v = this.heads_(xv, undefined);
     const toOut = this.to_out.at(0) as nn.Linear;
     // self-attention (attn2): sdpa runs Ulysses and/or ring attention itself when the tokens
     // are split over 'ulysses' / 'ring'
@@ -111,12 +116,18 @@ export class SD3Attention extends nn.Module {
     // output does too and flattens back to tokens without a copy
     const joinedByHeads = (image: dt.Tensor, text: dt.Tensor) =>
       dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor).transpose(1, 2), tokensToHeads(text, tokenMajor).transpose(1, 2)], 2));
-    q = joined(q, this.heads_(this.add_q_proj.forward(context), this.norm_added_q));
-    k = joinedByHeads(k, this.heads_(this.add_k_proj!.forward(context), this.norm_added_k));
-    v = joinedByHeads(v, this.heads_(this.add_v_proj!.forward(context), undefined));
+    const [cq, ck, cv] = this.#textQkv.forward(context) as [dt.Tensor, dt.Tensor, dt.Tensor];
+    q = joined(q, this.heads_(cq, this.norm_added_q));
+    k = joinedByHeads(k, this.heads_(ck, this.norm_added_k));
+    v = joinedByHeads(v, this.heads_(cv, undefined));
     const attended = dt.F.scaledDotProductAttention(q.transpose(1, 2), k, v).transpose(1, 2);
     const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 1).map((t) => tokens(headsToTokens(t, like, tokenMajor))) as [dt.Tensor, dt.Tensor];
     return [toOut.forward(imageOut), this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
+  }
+
+  /** Packs each stream's q, k and v projections into one buffer, run as one matmul (PackedProjections). */
+  packProjections(): number {
+    return Number(this.#imageQkv.pack()) + Number(this.#textQkv.pack());
   }
 }
 

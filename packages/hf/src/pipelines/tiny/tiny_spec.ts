@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as nn from '@dtorch/nn';
 import type { JsonObject } from '../../configs/config_file.js';
+import { PreTrainedModel } from '../../loading/pretrained_model.js';
 import { fillRandomWeights } from '../random_weights.js';
 import type { TinyTokenizerName } from './tiny_tokenizers.js';
 
@@ -32,5 +33,6 @@ export function tinyPipelineSpec(name: string): TinyPipelineSpec {
 export function randomModel<M extends nn.Module>(make: () => M, seed: number, { initialize = false } = {}): M {
   const model = initialize ? make() : nn.skipInit(make);
   fillRandomWeights(model, seed);
+  if (model instanceof PreTrainedModel) model.packProjections(); // as fromPretrained leaves a model
   return model;
 }
