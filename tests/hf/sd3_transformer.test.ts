@@ -160,6 +160,30 @@ describe('SD3Transformer2DModel', () => {
     reference.dispose();
   });
 
+  it('runs packed from fromPretrained: every block\'s modulation in one matmul, q/k/v in one per stream; unpacked after a weight is replaced', async () => {
+    const mesh = new dt.DeviceMesh('cpu', [0]);
+    const model = await load('sd3-medium', { mesh });
+    const blocks = model.transformer_blocks.length;
+    const x = inputs('sd3-medium', mesh);
+    const records = () => ({ silu: countRecords('silu', () => dt.dispose(model.call(x.hiddenStates, x.options))), linear: countRecords('linear', () => dt.dispose(model.call(x.hiddenStates, x.options))) });
+    const packed = records();
+    // one SiLU of temb for all norms (time_text_embed's own besides)
+    expect(packed.silu).toBeLessThanOrEqual(3);
+    const want = () => fixtureTensor(io, 'sd3-medium.sample', { mesh });
+    // a replaced weight: each norm and each projection runs on its own again, with the new value
+    const norm1 = model.transformer_blocks.at(0).norm1;
+    model.setTensor('transformer_blocks.0.norm1.linear.weight', dt.tidy(() => norm1.linear.weight.mul(1)));
+    const unpacked = records();
+    expect(unpacked.silu - packed.silu, 'a SiLU per norm').toBe(2 * blocks + 1 - 1);
+    expect(unpacked.linear - packed.linear, 'a matmul per norm').toBe(2 * blocks + 1 - 1);
+    await expectClose(model.call(x.hiddenStates, x.options), want(), 1e-4, 'unpacked');
+    expect(model.packProjections()).toBeGreaterThan(0);
+    expect(records()).toEqual(packed);
+    await expectClose(model.call(x.hiddenStates, x.options), want(), 1e-4, 'packed again');
+    dt.dispose([x.hiddenStates, ...Object.values(x.options)]);
+    model.dispose();
+  });
+
   it('computes the position embedding diffusers saves (pos_embed.pos_embed)', async () => {
     const mesh = new dt.DeviceMesh('cpu', [0]);
     const loaded = await load('sd3-medium', { mesh });

@@ -90,8 +90,16 @@ export abstract class PreTrainedModel extends nn.Module {
   packProjections(): number {
     let packed = 0;
     // every module below, nested models' too (namedModules walks them), each once
-    for (const [, m] of this.namedModules()) if (!(m instanceof PreTrainedModel) && hasPackedProjections(m)) packed += m.packProjections();
+    for (const [, m] of this.namedModules()) {
+      if (m instanceof PreTrainedModel) packed += m.packOwnProjections();
+      else if (hasPackedProjections(m)) packed += m.packProjections();
+    }
     return packed;
+  }
+
+  /** Packs the groups the model itself owns (projections across its blocks); how many. */
+  protected packOwnProjections(): number {
+    return 0;
   }
 }
 

@@ -66,13 +66,22 @@ export class JointTransformerBlock extends nn.Module {
     this.ff_context = o.contextPreOnly ? undefined : feedForward();
   }
 
-  /** One step of both streams: [text, image] as diffusers returns them (text undefined after the last block). */
-  forward(hidden: dt.Tensor, context: dt.Tensor, temb: dt.Tensor): [dt.Tensor | undefined, dt.Tensor] {
+  /**
+   * One step of both streams: [text, image] as diffusers returns them (text undefined after the
+   * last block). `projections`: the norms' linear(SiLU(temb)) by norm, computed already
+   * (AdaLNProjections); each norm computes its own where absent.
+   */
+  forward(hidden: dt.Tensor, context: dt.Tensor, temb: dt.Tensor, projections?: ReadonlyMap<nn.Module, dt.Tensor>): [dt.Tensor | undefined, dt.Tensor] {
     // SD35AdaLayerNormZeroX also gives the second attention's input and gate
-    const [normed, gateMsa, shiftMlp, scaleMlp, gateMlp, normed2, gateMsa2] = this.norm1.forward(hidden, temb) as [...ReturnType<AdaLayerNormZero['forward']>, dt.Tensor?, dt.Tensor?];
+    const [normed, gateMsa, shiftMlp, scaleMlp, gateMlp, normed2, gateMsa2] = this.norm1.forward(hidden, temb, projections?.get(this.norm1)) as [
+      ...ReturnType<AdaLayerNormZero['forward']>,
+      dt.Tensor?,
+      dt.Tensor?,
+    ];
     // the last block's text stream only feeds the attention (AdaLayerNormContinuous, no gates)
-    const text = this.norm1_context instanceof AdaLayerNormZero ? this.norm1_context.forward(context, temb) : undefined;
-    const normedText = text ? text[0] : (this.norm1_context as AdaLayerNormContinuous).forward(context, temb);
+    const textProjected = projections?.get(this.norm1_context);
+    const text = this.norm1_context instanceof AdaLayerNormZero ? this.norm1_context.forward(context, temb, textProjected) : undefined;
+    const normedText = text ? text[0] : (this.norm1_context as AdaLayerNormContinuous).forward(context, temb, textProjected);
     const [attnOut, contextAttnOut] = this.attn.call(normed, normedText);
     // the large intermediates are freed as soon as they are read (the block's tidy would hold
     // them all to its end)

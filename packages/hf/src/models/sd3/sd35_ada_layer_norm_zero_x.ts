@@ -13,8 +13,8 @@ export class SD35AdaLayerNormZeroX extends AdaLayerNormChunks {
   }
 
   /** As diffusers: [norm(x) modulated, gateMsa, shiftMlp, scaleMlp, gateMlp, norm(x) modulated for attn2, gateMsa2]. */
-  forward(x: dt.Tensor, emb: dt.Tensor): [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor] {
-    const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp, shiftMsa2, scaleMsa2, gateMsa2] = this.chunks(emb) as [
+  forward(x: dt.Tensor, emb: dt.Tensor, projected?: dt.Tensor): [dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor] {
+    const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp, shiftMsa2, scaleMsa2, gateMsa2] = this.chunks(emb, projected) as [
       dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor, dt.Tensor,
     ];
     const normed = this.norm.forward(x);

@@ -19,7 +19,7 @@ import { gatherSequence } from '../../parallel/sequence_parallel.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
 import { checkUlyssesDivides, splitTokens } from '../../parallel/ulysses_heads.js';
 import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
-import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
+import { AdaLNProjections, AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { JointTransformerBlock } from './joint_transformer_block.js';
 import { PatchEmbed } from './patch_embed.js';
 
@@ -79,6 +79,8 @@ export class SD3Transformer2DModel extends PreTrainedModel {
   transformer_blocks: nn.ModuleList<JointTransformerBlock>;
   /** The output norm, modulated by the conditioning vector. */
   norm_out: AdaLayerNormContinuous;
+  // every adaLN norm's linear(SiLU(temb)) in one matmul once packed (packProjections)
+  readonly #adaLN = new AdaLNProjections(() => [...this.transformer_blocks].flatMap((b) => [b.norm1, b.norm1_context]).concat(this.norm_out));
   /** Image tokens out: innerDim to patch_size² x out_channels. */
   proj_out: nn.Linear;
 
@@ -129,6 +131,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     // on 'ulysses' / 'ring' mesh dims both token streams are split by tokens from here to proj_out
     let hidden = splitTokens(this.pos_embed.forward(latent));
     const temb = this.time_text_embed.forward(timestep, pooled);
+    const projections = this.#adaLN.project(temb);
     let text: dt.Tensor | undefined = splitTokens(this.context_embedder.forward(context));
     const made = new Set<dt.Tensor>(); // the blocks' outputs, freed once the next block has them
     const replace = (next: dt.Tensor | undefined, old: dt.Tensor | undefined) => {
@@ -139,7 +142,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     const blocks = [...this.transformer_blocks];
     for (const [i, block] of blocks.entries()) {
       if (!skip.has(i)) {
-        const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb); // each block's intermediates freed at its end
+        const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb, projections); // each block's intermediates freed at its end
         text = replace(nextText, text);
         hidden = replace(nextHidden, hidden)!;
       }
@@ -147,9 +150,13 @@ export class SD3Transformer2DModel extends PreTrainedModel {
         hidden = replace(hidden.add(controls[Math.floor(i / (blocks.length / controls.length))]!), hidden)!;
       }
     }
-    const out = gatherSequence(this.proj_out.forward(this.norm_out.forward(hidden, temb)));
+    const out = gatherSequence(this.proj_out.forward(this.norm_out.forward(hidden, temb, projections?.get(this.norm_out))));
     const [h, w] = [height / p, width / p];
     return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
+  }
+
+  protected override packOwnProjections(): number {
+    return Number(this.#adaLN.pack());
   }
 
   private checkInputs(hiddenStates: dt.Tensor, options: SD3TransformerCallOptions) {
