@@ -7,29 +7,11 @@
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { engine } from '@dtorch/core';
 import { PackedProjections } from '@dtorch/hf';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
+import { countRecords } from '../count_records.js';
 
 const cpu = new dt.DeviceMesh('cpu', [0]);
-
-// How many ops named `name` `run` records.
-function countRecords(name: string, run: () => void): number {
-  const e = engine() as unknown as { record: (code: number, nIn: number, nAttr: number) => void; ops: Record<string, { code: number }> };
-  const code = e.ops[name]!.code;
-  const original = e.record;
-  let count = 0;
-  e.record = function (this: unknown, c: number, nIn: number, nAttr: number) {
-    if (c === code) count++;
-    return original.call(e, c, nIn, nAttr);
-  };
-  try {
-    run();
-  } finally {
-    e.record = original;
-  }
-  return count;
-}
 
 class Qkv extends nn.Module {
   q = new nn.Linear(8, 6, { mesh: cpu });

@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import { engine } from '@dtorch/core';
 import { readSafetensorsHeader } from '@dtorch/external';
+import { countRecords } from '../count_records.js';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose } from './expect_close.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
@@ -43,23 +43,6 @@ function inputs(name: string, mesh: dt.DeviceMesh, dtype: dt.DType = 'float32'):
   });
 }
 
-// How many nodes of op `name` `run` records.
-function countRecords(name: string, run: () => void): number {
-  const e = engine() as unknown as { record: (code: number, nIn: number, nAttr: number) => void; ops: Record<string, { code: number }> };
-  const code = e.ops[name]!.code;
-  const original = e.record;
-  let count = 0;
-  e.record = function (this: unknown, c: number, nIn: number, nAttr: number) {
-    if (c === code) count++;
-    return original.call(e, c, nIn, nAttr);
-  };
-  try {
-    run();
-  } finally {
-    e.record = original;
-  }
-  return count;
-}
 
 const disposeInputs = (x: Inputs) => dt.dispose([x.hiddenStates, x.options.encoderHiddenStates, x.options.pooledProjections, x.options.timestep as dt.Tensor]);
 
