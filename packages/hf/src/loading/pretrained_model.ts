@@ -85,7 +85,8 @@ export abstract class PreTrainedModel extends nn.Module {
    * copy of the weights: the parameters become views of the buffer (PackedProjections).
    * fromPretrained does it; call it again after replacing weights otherwise (loadStateDict,
    * setTensor), else those groups run one linear at a time. Groups split over devices (tensor
-   * parallel) stay as they are. Returns how many groups are packed.
+   * parallel) stay as they are. A group needs its own size once more while it is moved (SD3's
+   * adaLN linears, the largest: 1.3 GB). Returns how many groups are packed.
    */
   packProjections(): number {
     let packed = 0;
