@@ -1,5 +1,5 @@
-// headCut: where a compiled call's copy hands its first part over. Among the positions after an
-// eighth to a quarter of the compute nodes it takes the one with the fewest bytes of the call's
+// headCut: where a compiled call's copy hands its first part over. Among the positions after a
+// quarter to a half of the compute nodes it takes the one with the fewest bytes of the call's
 // own tensors alive across it (returned tensors count to the end); short calls and a minimum of
 // 0 are handed over whole.
 #include <cstdint>
@@ -41,18 +41,20 @@ size_t before(size_t k) { return k == 0 ? 0 : 2 * k - 1; }
 }  // namespace
 
 int main() {
-  // 64 compute nodes of 4 KiB each, but node 11 makes 64 bytes: the window is 8 to 16 compute
-  // nodes done, and the fewest bytes cross just before node 12.
+  // 64 compute nodes of 4 KiB each, but node 23 makes 64 bytes: the window is 16 to 32 compute
+  // nodes done, and the fewest bytes cross just before node 24 (node 11's 64 bytes, before the
+  // window, do not count).
   std::vector<int64_t> bytes(64, 4096);
   bytes[11] = 64;
+  bytes[23] = 64;
   const CallTrace trace = chain(bytes);
   const size_t cut = headCut(trace, 64);
   CHECK(cut != 0);
-  CHECK(cut == before(12));  // after r10: only c11's 64 bytes alive across it
-  // in the window [an eighth, a quarter] of the compute nodes
+  CHECK(cut == before(24));  // after r22: only c23's 64 bytes alive across it
+  // in the window [a quarter, a half] of the compute nodes
   int64_t computeBefore = 0;
   for (size_t i = 0; i < cut; ++i) computeBefore += trace.nodes[i].node.kind == NodeKind::kCompute;
-  CHECK(computeBefore >= 64 / 8 && computeBefore <= 64 / 4);
+  CHECK(computeBefore >= 64 / 4 && computeBefore <= 64 / 2);
 
   // below the minimum, or with a minimum of 0: whole
   CHECK(headCut(trace, 65) == 0);
@@ -64,6 +66,6 @@ int main() {
   const size_t evenCut = headCut(even, 1);
   int64_t evenBefore = 0;
   for (size_t i = 0; i < evenCut; ++i) evenBefore += even.nodes[i].node.kind == NodeKind::kCompute;
-  CHECK(evenBefore == 64 / 8);
+  CHECK(evenBefore == 64 / 4);
   return 0;
 }

@@ -48,8 +48,8 @@ struct CallTrace {
 std::unique_ptr<CallTrace> traceCall(const std::vector<Node>& nodes, c10::ArrayRef<int64_t> arguments,
                                      const std::vector<TensorMeta>& argumentMetas, c10::ArrayRef<int64_t> outputs, std::string& why);
 
-// Where a copy of `trace` hands its first segment over: among the positions after an eighth to a
-// quarter of its compute nodes, the one with the fewest bytes of the call's own tensors alive
+// Where a copy of `trace` hands its first segment over: among the positions after a quarter to a
+// half of its compute nodes, the one with the fewest bytes of the call's own tensors alive
 // across it (what a graph on each side copies out and in); 0 (whole) for a call of fewer than
 // `minComputeNodes` compute nodes, or when `minComputeNodes` is 0.
 size_t headCut(const CallTrace& trace, int64_t minComputeNodes);

@@ -98,7 +98,7 @@ export interface NativeSettings {
   graphCopyLimitMb: number;
   /** DTORCH_REPLAY_SEGMENT_NODES: a compiled call's copy (dt.graph.compile) is handed to the devices in segments of up to this many nodes, 1 to 1000000 (default 16384). */
   replaySegmentNodes: number;
-  /** DTORCH_REPLAY_HEAD_NODES: a compiled call's copy of at least this many compute nodes hands its first part (an eighth to a quarter of them, cut where the fewest bytes cross) to the devices first, so they start on it while the rest is copied; 0 never, up to 1000000 (default 64). */
+  /** DTORCH_REPLAY_HEAD_NODES: a compiled call's copy of at least this many compute nodes hands its first part (a quarter to a half of them, cut where the fewest bytes cross) to the devices first, so they start on it while the rest is copied; 0 never, up to 1000000 (default 64). */
   replayHeadNodes: number;
   /** DTORCH_NCCL: collectives between GPUs through NCCL; false: they meet in shared memory and copy (default true). */
   nccl: boolean;
