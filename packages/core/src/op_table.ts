@@ -99,6 +99,7 @@ export const opTable = Object.freeze({
   layer_norm: op(-1, 'nNorm, shape..., hasWeight, hasBias, eps'),
   /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
   layer_norm_addcmul: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
   layer_norm_modulate: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
   /** 2 tensor inputs; attributes: alpha. */
   le: op(2, 'alpha'),
