@@ -23,66 +23,69 @@ export class PackedProjections {
     this.#of = linears;
   }
 
-  get #linears(): readonly nn.Linear[] {
-    return this.#of();
-  }
-
   /**
    * Moves the weights (and biases) into one buffer each, every linear's parameter a view of its
    * rows; false (nothing changed) where they cannot share one: fewer than two, split over devices
    * (tensor parallel), other meshes, dtypes or input widths, a bias on some and not others.
    */
   pack(): boolean {
-    if (!this.#packable()) return false;
+    const linears = this.#of();
+    if (!packable(linears)) return false;
     const parameters = (l: nn.Linear, name: 'weight' | 'bias') => (name === 'weight' ? l.weight : l.bias!);
-    for (const name of this.#linears[0]!.bias ? (['weight', 'bias'] as const) : (['weight'] as const)) {
-      const whole = dt.cat(this.#linears.map((l) => parameters(l, name)), 0);
+    for (const name of linears[0]!.bias ? (['weight', 'bias'] as const) : (['weight'] as const)) {
+      const whole = dt.cat(linears.map((l) => parameters(l, name)), 0);
       let row = 0;
-      for (const l of this.#linears) {
+      for (const l of linears) {
         // the same Parameter takes the view's value and releases its own: no second copy
         l.setTensor(name, whole.narrow(0, row, l.outFeatures));
         row += l.outFeatures;
       }
       whole.dispose(); // the views hold the buffer
     }
-    this.#packedIds = this.#ids();
+    this.#packedIds = ids(linears);
     return true;
   }
 
   /** Whether forward() runs one matmul: pack() succeeded and no parameter was replaced since. */
   get packed(): boolean {
-    return this.#packedIds !== undefined && this.#ids().every((id, i) => id === this.#packedIds![i]);
+    return this.#isPacked(this.#of());
   }
 
   /** Each linear's output for `x`: one matmul, split, while packed; else each linear's forward. */
   forward(x: dt.Tensor): dt.Tensor[] {
-    if (!this.packed) return this.#linears.map((l) => l.forward(x));
+    const linears = this.#of(); // once per call: the list is rebuilt by each read
+    if (!this.#isPacked(linears)) return linears.map((l) => l.forward(x));
     return dt.tidy(() => {
-      const weight = dt.cat(this.#linears.map((l) => l.weight), 0);
-      const bias = this.#linears[0]!.bias ? dt.cat(this.#linears.map((l) => l.bias!), 0) : undefined;
-      return dt.F.linear(x, weight, bias).split(this.#linears.map((l) => l.outFeatures), -1);
+      const weight = dt.cat(linears.map((l) => l.weight), 0);
+      const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
+      return dt.F.linear(x, weight, bias).split(linears.map((l) => l.outFeatures), -1);
     });
   }
 
-  #ids(): number[] {
-    return this.#linears.flatMap((l) => (l.bias ? [l.weight.id, l.bias.id] : [l.weight.id]));
+  #isPacked(linears: readonly nn.Linear[]): boolean {
+    const packedIds = this.#packedIds;
+    return packedIds !== undefined && ids(linears).every((id, i) => id === packedIds[i]);
   }
+}
 
-  #packable(): boolean {
-    const [first] = this.#linears;
-    if (!first || this.#linears.length < 2) return false;
-    const whole = (t: dt.Tensor) => t.placements.every((p) => p.isReplicate());
-    return this.#linears.every(
-      (l) =>
-        Object.getPrototypeOf(l).forward === nn.Linear.prototype.forward && // not a parallel linear's own forward
-        l.inFeatures === first.inFeatures &&
-        l.weight.mesh === first.weight.mesh &&
-        l.weight.dtype === first.weight.dtype &&
-        whole(l.weight) &&
-        (l.bias === undefined) === (first.bias === undefined) &&
-        (!l.bias || (l.bias.dtype === first.bias!.dtype && whole(l.bias))),
-    );
-  }
+// The linears' parameter ids, in order (a replaced value has a new id).
+const ids = (linears: readonly nn.Linear[]): number[] => linears.flatMap((l) => (l.bias ? [l.weight.id, l.bias.id] : [l.weight.id]));
+
+// Whether the linears can share one buffer (see pack()).
+function packable(linears: readonly nn.Linear[]): boolean {
+  const [first] = linears;
+  if (!first || linears.length < 2) return false;
+  const whole = (t: dt.Tensor) => t.placements.every((p) => p.isReplicate());
+  return linears.every(
+    (l) =>
+      Object.getPrototypeOf(l).forward === nn.Linear.prototype.forward && // not a parallel linear's own forward
+      l.inFeatures === first.inFeatures &&
+      l.weight.mesh === first.weight.mesh &&
+      l.weight.dtype === first.weight.dtype &&
+      whole(l.weight) &&
+      (l.bias === undefined) === (first.bias === undefined) &&
+      (!l.bias || (l.bias.dtype === first.bias!.dtype && whole(l.bias))),
+  );
 }
 
 /** A module that owns PackedProjections: PreTrainedModel.packProjections() packs them. */
