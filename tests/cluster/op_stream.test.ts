@@ -16,7 +16,7 @@ import { expectValues, fixture, run } from '../conformance/fixture_cases.js';
 import { drawCase, expectCaseLikeOneDevice } from '../distributed/op_cases.js';
 import { Gen, numel, propertySeed } from '../distributed/random.js';
 import { fixtureTensor } from '../fixture_tensors.js';
-import { settleGarbage } from '../hf/settle_garbage.js';
+import { settleGarbage } from '../settle_garbage.js';
 import { Transformer } from '../nn/models.js';
 import { startWorker, stopAll, type Child } from './cluster_processes.js';
 

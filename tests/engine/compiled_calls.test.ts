@@ -11,6 +11,7 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
 import { runNode } from './run_node.js';
+import { settleGarbage } from '../settle_garbage.js';
 
 const mesh = new dt.DeviceMesh('cpu', [0, 1]);
 
@@ -165,6 +166,7 @@ describe('compiled calls', () => {
     dt.dispose(inner(x0)); // inner traced first: the outer trace holds copies of its trace
     dt.dispose(outer(x0)); // traced once
     expect(inner.stats).toMatchObject({ traces: 1, replays: 2 });
+    await settleGarbage(); // what earlier tests dropped is freed before the count, not during it
     await dt.sync();
     const live = dt.memory();
     let x = x0;

@@ -22,7 +22,7 @@ import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
-import { settleGarbage } from './settle_garbage.js';
+import { settleGarbage } from '../settle_garbage.js';
 import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const fixtures = (name: string) => fileURLToPath(new URL(`../fixtures/hf/pipelines/${name}`, import.meta.url));
