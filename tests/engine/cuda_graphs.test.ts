@@ -1,8 +1,9 @@
 // CUDA graphs (native/core/kernel_stream/graph_replays): a GPU worker captures the spans of a
-// repeated segment on their second run and replays them from then on. What it replays is
-// bit-identical to the kernel-by-kernel run; memory stays flat over 1,000 replays; a new shape is a
-// new graph, and a graph whose fixed input (a weight) was freed goes with it; an op that cannot be
-// captured fails as it would without graphs, naming the op, and later work still replays.
+// repeated segment on their second run and replays them from then on (of a span that would copy
+// too much, its runs of small kernels). What it replays is bit-identical to the kernel-by-kernel
+// run; memory stays flat over 1,000 replays; a new shape is a new graph, and a graph whose fixed
+// input (a weight) was freed goes with it; an op that cannot be captured fails as it would
+// without graphs, naming the op, and later work still replays.
 // Skipped without a GPU (run on the device machine).
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -79,6 +80,48 @@ describe.skipIf(!gpu)('CUDA graphs', () => {
     expect((await bytesOf(withGraphs)).equals(await bytesOf(without))).toBe(true);
     dt.dispose([withGraphs, without]);
     pipe.dispose();
+  });
+
+  it('captures the small kernels of a span that copies too much on their own, bit-identical', async () => {
+    // each step: a small part (stepOf on [4, 64], the size of a timestep embedding) and a large
+    // one (16 MiB in and 16 MiB out), in one span whose replay would copy more than
+    // DTORCH_GRAPH_COPY_LIMIT_MB (16): the large kernels run one by one, the small ones from a graph
+    const w = dt.randn([64, 64], { seed: 15, mesh }).mul(0.1);
+    const b = dt.randn([64], { seed: 16, mesh });
+    const big0 = dt.randn([2048, 2048], { seed: 17, mesh });
+    const t0 = dt.randn([4, 64], { seed: 18, mesh });
+    // no read inside the loop: every step after the first is cut into the same segments
+    const run = async (steps: number) => {
+      let big = big0.clone();
+      const smalls = [t0.clone()];
+      for (let i = 0; i < steps; i++) {
+        const t = smalls[smalls.length - 1]!;
+        const [nextBig, nextT] = dt.graph.step(() =>
+          dt.tidy(() => {
+            const small = stepOf(t, w, b);
+            return [big.mul(0.5).add(small.mean()), small];
+          }),
+        );
+        big.dispose();
+        big = nextBig!;
+        smalls.push(nextT!);
+      }
+      const out = await Promise.all([...smalls, big].map(bytesOf));
+      dt.dispose([...smalls, big]);
+      return out;
+    };
+    const before = dt.graph.stats();
+    const pieces = await run(10);
+    const after = dt.graph.stats();
+    // the whole span is seen, then found too large; its small run is seen, then captured and replayed
+    expect(after.captured - before.captured, JSON.stringify(after)).toBeGreaterThanOrEqual(1);
+    expect(after.replays - before.replays, JSON.stringify(after)).toBeGreaterThanOrEqual(5);
+    expect(after.fallbacks - before.fallbacks).toBe(0);
+    dt.graph.setEnabled(false);
+    const eager = await run(10);
+    dt.graph.setEnabled(true);
+    for (let i = 0; i < pieces.length; i++) expect(pieces[i]!.equals(eager[i]!), `tensor ${i}`).toBe(true);
+    dt.dispose([w, b, big0, t0]);
   });
 
   it('keeps memory flat over 1,000 replays', async () => {

@@ -53,7 +53,9 @@ struct GraphReplays::Graph {
 
 struct GraphReplays::Span {
   uint64_t structure = 0;
-  bool eager = false;  // a capture failed: it runs kernel by kernel from now on
+  bool eager = false;  // a capture failed, or it copies too much: it runs kernel by kernel from now on
+  bool piece = false;  // a run of small kernels inside a span that copies too much
+  std::vector<std::pair<size_t, size_t>> pieces;  // of a span that copies too much: its runs of small kernels
   uint64_t lastUse = 0;
   bool seen = false;
   uint64_t firstBatch = 0;  // the worker's batch when it was first seen
@@ -84,7 +86,26 @@ void GraphReplays::clear() {
   fixedUsers_.clear();
 }
 
-void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans) const {
+uint64_t GraphReplays::keyOf(const KernelBatch& batch, size_t begin, size_t end) {
+  common::WordHash key;  // the segment, and where in its batch the span lies
+  key.add(batch.signature.hash);
+  key.add(batch.signature.check);
+  key.add(begin);
+  key.add(end);
+  return key.value();
+}
+
+GraphReplays::Span& GraphReplays::spanAt(uint64_t key) {
+  auto found = spans_.find(key);
+  if (found == spans_.end()) {
+    if (spans_.size() >= kCapacity) forgetLeastRecent();
+    found = spans_.emplace(key, std::make_unique<Span>()).first;
+    found->second->lastUse = ++clock_;  // not the next to be forgotten
+  }
+  return *found->second;
+}
+
+void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans) {
   spans.clear();
   const auto& kernels = batch.kernels;
   size_t i = 0;
@@ -100,7 +121,19 @@ void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<siz
       compute += kernels[end].kind == Kernel::Kind::kRun;
       ++end;
     }
-    if (compute >= kMinKernels) spans.emplace_back(i, end);
+    if (compute >= kMinKernels) {
+      auto known = spans_.find(keyOf(batch, i, end));
+      if (known != spans_.end() && !known->second->pieces.empty()) {
+        Span& whole = *known->second;
+        whole.lastUse = ++clock_;  // remembered while its pieces run
+        for (const auto& [b, e] : whole.pieces) {
+          spanAt(keyOf(batch, b, e)).piece = true;
+          spans.emplace_back(b, e);
+        }
+      } else {
+        spans.emplace_back(i, end);
+      }
+    }
     i = end;
   }
 }
@@ -171,21 +204,13 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
     const Blob* blob = blobs.find(id);
     if (!blob || blob->error || !blob->tensor.defined() || !blob->tensor.is_cuda()) return -1;
   }
-  common::WordHash spanKey;  // the segment, and where in its batch the span starts
-  spanKey.add(batch.signature.hash);
-  spanKey.add(batch.signature.check);
-  spanKey.add(begin);
-  const uint64_t key = spanKey.value();
-  auto found = spans_.find(key);
-  if (found == spans_.end()) {
-    if (spans_.size() >= kCapacity) forgetLeastRecent();
-    found = spans_.emplace(key, std::make_unique<Span>()).first;
-  }
-  Span& span = *found->second;
+  const uint64_t key = keyOf(batch, begin, end);
+  Span& span = spanAt(key);
   if (span.structure != l.structure) {  // another lowering of the same segment: start over
     while (!span.graphs.empty()) dropGraph(span, span.graphs.size() - 1);
     span.seen = false;
     span.eager = false;
+    span.pieces.clear();
     span.structure = l.structure;
   }
   span.lastUse = ++clock_;
@@ -211,14 +236,26 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
   }
   std::vector<int64_t> fixedIds(l.inputs.size(), 0);
   int64_t copied = 0;  // what each replay would copy in and out
+  size_t copies = l.outputs.size();
   for (size_t s = 0; s < l.inputs.size(); ++s) {
     const Blob* blob = blobs.find(l.inputs[s]);
-    if (blob->batch < span.firstBatch) fixedIds[s] = l.inputs[s];
-    else copied += static_cast<int64_t>(blob->tensor.nbytes());
+    if (blob->batch < span.firstBatch) {
+      fixedIds[s] = l.inputs[s];
+    } else {
+      copied += static_cast<int64_t>(blob->tensor.nbytes());
+      ++copies;
+    }
   }
   for (const TensorMeta* meta : l.outputMetas) copied += meta->nbytes();
-  if (copied > maxCopiedBytes()) {
+  if (copied > (span.piece ? std::min(maxCopiedBytes(), kPieceCopyBytes) : maxCopiedBytes())) {
     span.eager = true;  // its kernels are large: launches are not what it costs
+    if (!span.piece) findPieces(batch, begin, end, span);
+    return -1;
+  }
+  // a piece whose copies in and out would be about as many launches as the kernels it holds (an
+  // adaLN linear and the chunks a block reads later) runs as it is
+  if (span.piece && static_cast<size_t>(l.computeKernels) < kMinKernels + copies) {
+    span.eager = true;
     return -1;
   }
   if (span.graphs.size() >= kMaxVariants) {
@@ -237,6 +274,33 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
   }
   replay(*span.graphs.back(), blobs);  // this occurrence's own run: the capture only recorded it
   return l.computeKernels;
+}
+
+// The runs in [begin, end) of at least kMinKernels compute kernels that each make at most
+// kSmallOutputBytes (with the frees among them), unless that is the whole span.
+void GraphReplays::findPieces(const KernelBatch& batch, size_t begin, size_t end, Span& span) {
+  span.pieces.clear();
+  const auto& kernels = batch.kernels;
+  const auto small = [](const Kernel& k) {
+    int64_t bytes = 0;
+    for (const TensorMeta& meta : k.node->outputMetas) bytes += meta.nbytes();
+    return bytes <= kSmallOutputBytes;
+  };
+  size_t i = begin;
+  while (i < end) {
+    if (kernels[i].kind != Kernel::Kind::kRun || !small(kernels[i])) {
+      ++i;
+      continue;
+    }
+    size_t stop = i;
+    int compute = 0;
+    while (stop < end && (kernels[stop].kind == Kernel::Kind::kFree || small(kernels[stop]))) {
+      compute += kernels[stop].kind == Kernel::Kind::kRun;
+      ++stop;
+    }
+    if (compute >= kMinKernels && (i != begin || stop != end)) span.pieces.emplace_back(i, stop);
+    i = stop;
+  }
 }
 
 bool GraphReplays::capture(uint64_t key, Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {

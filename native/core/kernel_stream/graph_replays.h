@@ -50,6 +50,12 @@ class GraphReplays {
   // an H200, capturing the spans of a 1024x1024 Flux step, which copy 28 MB tensors, made the
   // step slower and held 12 GiB more).
   static int64_t maxCopiedBytes();
+  // Such a span's runs of small kernels (each making at most kSmallOutputBytes) are captured on
+  // their own, as pieces, when their replay copies at most kPieceCopyBytes: the launch-bound
+  // preamble of a diffusion step (timestep embedding, pooled projections) between its large
+  // kernels. The large kernels between them run one by one.
+  static constexpr int64_t kSmallOutputBytes = 256 << 10;
+  static constexpr int64_t kPieceCopyBytes = 1 << 20;
 
   GraphReplays(const Device& device, GraphCounters& counters);
   ~GraphReplays();
@@ -58,8 +64,9 @@ class GraphReplays {
 
   // Whether this worker can capture at all (a CUDA worker thread of a CUDA build).
   bool active() const { return active_; }
-  // The spans of `batch` worth a graph, as [begin, end) kernel ranges in order.
-  void findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans) const;
+  // The spans of `batch` worth a graph, as [begin, end) kernel ranges in order (a span known to
+  // copy too much gives its pieces instead).
+  void findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans);
   // Runs kernels [begin, end) of `batch` from a graph, capturing one if this span was seen
   // before; returns the compute kernels that ran, or -1 when the caller must run them one by one.
   int run(const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs);
@@ -76,6 +83,9 @@ class GraphReplays {
 
  private:
   void analyse(const KernelBatch& batch, size_t begin, size_t end);
+  static uint64_t keyOf(const KernelBatch& batch, size_t begin, size_t end);
+  Span& spanAt(uint64_t key);
+  void findPieces(const KernelBatch& batch, size_t begin, size_t end, Span& span);
   void replay(Graph& graph, BlobTable& blobs);
   bool capture(uint64_t key, Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs);
   void dropGraph(Span& span, size_t index);

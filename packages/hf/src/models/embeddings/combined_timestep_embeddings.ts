@@ -1,7 +1,9 @@
 // The conditioning vector of Flux and SD3 as diffusers' CombinedTimestepTextProjEmbeddings (the
 // timestep's embedding plus the pooled text's projection) and
 // CombinedTimestepGuidanceTextProjEmbeddings (plus the guidance scale's embedding, FLUX.1-dev).
-// The timesteps are taken as given (Flux's model multiplies them by 1000 before).
+// The timesteps are taken as given (Flux's model multiplies them by 1000 before). Each forward
+// frees its intermediates as it ends: a step's small kernels then hand on one tensor, and a GPU
+// worker replays them as one CUDA graph (graph_replays' pieces) instead of copying each out.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
@@ -26,8 +28,10 @@ export class CombinedTimestepTextProjEmbeddings extends nn.Module {
 
   /** [N, embeddingDim] for `timestep` [N] and `pooledProjection` [N, pooledProjectionDim]. */
   forward(timestep: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
-    const time = this.timestep_embedder.forward(project(timestep, pooledProjection.dtype));
-    return time.add(this.text_embedder.forward(pooledProjection));
+    return dt.tidy(() => {
+      const time = this.timestep_embedder.forward(project(timestep, pooledProjection.dtype));
+      return time.add(this.text_embedder.forward(pooledProjection));
+    });
   }
 }
 
@@ -50,7 +54,9 @@ export class CombinedTimestepGuidanceTextProjEmbeddings extends nn.Module {
   /** [N, embeddingDim] for `timestep` [N], `guidance` [N] and `pooledProjection` [N, pooledProjectionDim]. */
   forward(timestep: dt.Tensor, guidance: dt.Tensor, pooledProjection: dt.Tensor): dt.Tensor {
     const dtype = pooledProjection.dtype;
-    const time = this.timestep_embedder.forward(project(timestep, dtype)).add(this.guidance_embedder.forward(project(guidance, dtype)));
-    return time.add(this.text_embedder.forward(pooledProjection));
+    return dt.tidy(() => {
+      const time = this.timestep_embedder.forward(project(timestep, dtype)).add(this.guidance_embedder.forward(project(guidance, dtype)));
+      return time.add(this.text_embedder.forward(pooledProjection));
+    });
   }
 }

@@ -145,11 +145,13 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     const { encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = inputs;
 
     let hidden = this.x_embedder.forward(inputs.hiddenStates);
-    const t = timestep.to(hidden.dtype).mul(1000);
-    const temb =
-      this.time_text_embed instanceof CombinedTimestepGuidanceTextProjEmbeddings
+    // the conditioning's small tensors freed as it ends (see combined_timestep_embeddings.ts)
+    const temb = dt.tidy(() => {
+      const t = timestep.to(hidden.dtype).mul(1000);
+      return this.time_text_embed instanceof CombinedTimestepGuidanceTextProjEmbeddings
         ? this.time_text_embed.forward(t, guidance!.to(hidden.dtype).mul(1000), pooledProjections)
         : this.time_text_embed.forward(t, pooledProjections);
+    });
     let context = this.context_embedder.forward(encoderHiddenStates);
     const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => rotaryFromIds(joinSequence([txtIds, imgIds], 0), this.config.axesDimsRope));
 
