@@ -24,6 +24,27 @@ bool capturable(const Kernel& k) {
          !node.hostData.defined();
 }
 
+// Calls emit(begin, end, computeKernels) for each run in [begin, end) of `kernels` that starts at a
+// kernel `fits` takes (a compute kernel) and goes on through the frees and such kernels after it.
+template <typename Fits, typename Emit>
+void forEachRun(const std::vector<Kernel>& kernels, size_t begin, size_t end, Fits fits, Emit emit) {
+  size_t i = begin;
+  while (i < end) {
+    if (!fits(kernels[i])) {
+      ++i;
+      continue;
+    }
+    size_t stop = i;
+    int compute = 0;
+    while (stop < end && (kernels[stop].kind == Kernel::Kind::kFree || fits(kernels[stop]))) {
+      compute += kernels[stop].kind == Kernel::Kind::kRun;
+      ++stop;
+    }
+    emit(i, stop, compute);
+    i = stop;
+  }
+}
+
 }  // namespace
 
 // What one occurrence of a span reads and hands on, found by walking its kernels.
@@ -107,35 +128,20 @@ GraphReplays::Span& GraphReplays::spanAt(uint64_t key) {
 
 void GraphReplays::findSpans(const KernelBatch& batch, std::vector<std::pair<size_t, size_t>>& spans) {
   spans.clear();
-  const auto& kernels = batch.kernels;
-  size_t i = 0;
-  while (i < kernels.size()) {
-    if (!capturable(kernels[i])) {
-      ++i;
-      continue;
+  forEachRun(batch.kernels, 0, batch.kernels.size(), capturable, [&](size_t begin, size_t end, int compute) {
+    if (compute < kMinKernels) return;
+    auto known = spans_.find(keyOf(batch, begin, end));
+    if (known == spans_.end() || known->second->pieces.empty()) {
+      spans.emplace_back(begin, end);
+      return;
     }
-    // from a capturable compute kernel through the frees and capturable kernels after it
-    size_t end = i;
-    int compute = 0;
-    while (end < kernels.size() && (kernels[end].kind == Kernel::Kind::kFree || capturable(kernels[end]))) {
-      compute += kernels[end].kind == Kernel::Kind::kRun;
-      ++end;
+    Span& whole = *known->second;
+    whole.lastUse = ++clock_;  // remembered while its pieces run
+    for (const auto& [b, e] : whole.pieces) {
+      spanAt(keyOf(batch, b, e)).piece = true;
+      spans.emplace_back(b, e);
     }
-    if (compute >= kMinKernels) {
-      auto known = spans_.find(keyOf(batch, i, end));
-      if (known != spans_.end() && !known->second->pieces.empty()) {
-        Span& whole = *known->second;
-        whole.lastUse = ++clock_;  // remembered while its pieces run
-        for (const auto& [b, e] : whole.pieces) {
-          spanAt(keyOf(batch, b, e)).piece = true;
-          spans.emplace_back(b, e);
-        }
-      } else {
-        spans.emplace_back(i, end);
-      }
-    }
-    i = end;
-  }
+  });
 }
 
 void GraphReplays::analyse(const KernelBatch& batch, size_t begin, size_t end) {
@@ -280,27 +286,15 @@ int GraphReplays::run(const KernelBatch& batch, size_t begin, size_t end, BlobTa
 // kSmallOutputBytes (with the frees among them), unless that is the whole span.
 void GraphReplays::findPieces(const KernelBatch& batch, size_t begin, size_t end, Span& span) {
   span.pieces.clear();
-  const auto& kernels = batch.kernels;
   const auto small = [](const Kernel& k) {
+    if (k.kind != Kernel::Kind::kRun) return false;
     int64_t bytes = 0;
     for (const TensorMeta& meta : k.node->outputMetas) bytes += meta.nbytes();
     return bytes <= kSmallOutputBytes;
   };
-  size_t i = begin;
-  while (i < end) {
-    if (kernels[i].kind != Kernel::Kind::kRun || !small(kernels[i])) {
-      ++i;
-      continue;
-    }
-    size_t stop = i;
-    int compute = 0;
-    while (stop < end && (kernels[stop].kind == Kernel::Kind::kFree || small(kernels[stop]))) {
-      compute += kernels[stop].kind == Kernel::Kind::kRun;
-      ++stop;
-    }
-    if (compute >= kMinKernels && (i != begin || stop != end)) span.pieces.emplace_back(i, stop);
-    i = stop;
-  }
+  forEachRun(batch.kernels, begin, end, small, [&](size_t b, size_t e, int compute) {
+    if (compute >= kMinKernels && (b != begin || e != end)) span.pieces.emplace_back(b, e);
+  });
 }
 
 bool GraphReplays::capture(uint64_t key, Span& span, const KernelBatch& batch, size_t begin, size_t end, BlobTable& blobs) {
