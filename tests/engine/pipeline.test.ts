@@ -28,10 +28,14 @@ describe('pipeline', () => {
     const [expected, actual] = [program(one), program(four)];
     expect(actual.mesh.size).toBe(4);
     expect(await actual.data()).toEqual(await expected.data());
-    // every rank computed and holds the result
+    // every rank computed and holds the result: the read waited for rank 0 only, so wait for
+    // the others too (on a loaded machine their workers were once still running), and keep both
+    // results alive through the count
+    await dt.sync();
     const perDevice = dt.memory().perDevice.filter((d) => /^cpu:[0-3]$/.test(d.device));
     expect(perDevice.length).toBe(4);
     for (const d of perDevice.slice(1)) expect(d.allocatedBytes).toBeGreaterThan(0);
+    dt.dispose([expected, actual]);
   });
 
   it('bad input throws DTorchError at the call site, naming both shapes', () => {
