@@ -16,7 +16,7 @@ export type LogLevelName = (typeof logLevels)[number];
 export interface DTorchConfig {
   /** DTORCH_LOG: debug | info | warn | error | off (default warn). */
   logLevel: LogLevelName;
-  /** DTORCH_NATIVE_PATH: an explicit path to dtorch.node, tried first by the loader. */
+  /** DTORCH_NATIVE_PATH: an explicit path to dtorch.node, tried first by the loader (which opens only a `.node` file). */
   nativePath: string | undefined;
   /**
    * DTORCH_CAPTURE_STACKS: call-site capture for kernel errors: 1 on, within a time budget (default

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -73,6 +73,38 @@ describe('addon loader', () => {
     expect(out.message).toContain('  - /nonexistent/dtorch.node: not found');
     expect(out.message).toContain('DTORCH_NATIVE_PATH=/nonexistent/dtorch.node names this addon, which does not exist');
     expect(out.message).not.toMatch(/build[\\/]Release/);
+  });
+
+  it('loads only a .node addon: a script DTORCH_NATIVE_PATH names is refused in one line and never runs', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
+    const ran = join(dir, 'ran');
+    const payload = `require('node:fs').writeFileSync(${JSON.stringify(ran)}, 'x'); module.exports = { common: { setErrorClass() {}, setLogLevel() {}, napiVersion: 99 } };`;
+    const script = "import { native } from '@dtorch/common'; try { native(); console.log(JSON.stringify({ loaded: true })); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }";
+    for (const name of ['evil.js', 'evil.cjs', 'evil.json', 'evil']) {
+      const path = join(dir, name);
+      writeFileSync(path, name.endsWith('.json') ? '{ "common": {} }' : payload);
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+        cwd: dirname(fileURLToPath(import.meta.url)),
+        env: { ...process.env, DTORCH_NATIVE_PATH: path },
+        encoding: 'utf8',
+      });
+      const out = JSON.parse(r.stdout.trim());
+      expect(existsSync(ran), name).toBe(false);
+      expect(out.code, name).toBe('NATIVE_ADDON_MISSING');
+      expect(out.message).toBe(
+        `DTORCH_NATIVE_PATH=${path} is not a Node addon: only a .node file (a built dtorch.node) is loaded, nothing else is run; point it at one, or unset it.`,
+      );
+    }
+  });
+
+  it('opens a .node file as a shared library, never as a script', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
+    const ran = join(dir, 'ran');
+    const disguised = join(dir, 'dtorch.node');
+    writeFileSync(disguised, `require('node:fs').writeFileSync(${JSON.stringify(ran)}, 'x');`);
+    expect(() => loadNative([disguised])).toThrow(/dtorch\.node: .*(invalid ELF header|file too short)/);
+    expect(existsSync(ran)).toBe(false);
+    expect(() => loadNative([join(dir, 'addon.js')])).toThrow(/^\S+addon\.js is not a Node addon: only a \.node file/);
   });
 
   it('loads the built addon and registers DTorchError with it', () => {

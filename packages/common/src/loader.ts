@@ -1,8 +1,7 @@
 // The single loader of the native addon (dtorch.node). Like sharp's, it tries each candidate
 // in order, keeps every error, and ends with remedies for what actually failed.
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { config } from './env.js';
 import { DTorchError, ErrorCode } from './errors.js';
@@ -24,7 +23,7 @@ export type NativeAddon = Record<string, unknown> & {
 export interface LoadAttempt {
   /** The absolute path of the dtorch.node tried. */
   path: string;
-  /** Why it did not load: 'not found', or the first line of the error `require` threw. */
+  /** Why it did not load: 'not found', or the first line of the error `process.dlopen` threw. */
   error: string;
 }
 
@@ -123,12 +122,24 @@ export function formatLoadFailure(attempts: LoadAttempt[]): string {
 
 let cached: NativeAddon | undefined;
 
+// Only a Node addon is loaded: `require` would also run a .js or .json file (or a folder's
+// index.js) that a setting or a planted file names, so a candidate is refused before it is opened.
+function refuseNonAddon(path: string): DTorchError {
+  const named = config.nativePath !== undefined && resolve(config.nativePath) === path;
+  const what = named ? `DTORCH_NATIVE_PATH=${config.nativePath}` : path;
+  return new DTorchError(
+    ErrorCode.NativeMissing,
+    `${what} is not a Node addon: only a .node file (a built dtorch.node) is loaded, nothing else is run; point it at one${named ? ', or unset it' : ''}.`,
+  );
+}
+
 /**
- * Loads the addon from the first candidate that works. Throws a DTorchError with code
- * NATIVE_ADDON_MISSING listing every candidate and why it failed.
+ * Loads the addon from the first candidate that works, with `process.dlopen` (a shared library,
+ * never a script). Throws a DTorchError with code NATIVE_ADDON_MISSING: one line for a candidate
+ * that is not a `.node` file (nothing is loaded), else one listing every candidate and why it failed.
  */
 export function loadNative(candidates: string[] = defaultCandidates()): NativeAddon {
-  const require = createRequire(import.meta.url);
+  for (const path of candidates) if (extname(path) !== '.node') throw refuseNonAddon(path);
   const attempts: LoadAttempt[] = [];
   for (const path of candidates) {
     if (!existsSync(path)) {
@@ -136,7 +147,9 @@ export function loadNative(candidates: string[] = defaultCandidates()): NativeAd
       continue;
     }
     try {
-      return require(path) as NativeAddon;
+      const module = { exports: {} as NativeAddon };
+      process.dlopen(module, resolve(path));
+      return module.exports;
     } catch (err) {
       attempts.push({ path, error: (err as Error).message.split('\n')[0] ?? String(err) });
     }
