@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import { settleGarbage } from '../settle_garbage.js';
 
 const gpu = dt.cuda.isAvailable();
 const mesh = gpu ? new dt.DeviceMesh('cuda', [0]) : undefined;
@@ -128,10 +129,21 @@ describe.skipIf(!gpu)('CUDA graphs', () => {
     const w = dt.randn([64, 64], { seed: 4, mesh }).mul(0.1);
     const b = dt.randn([64], { seed: 5, mesh });
     let x = dt.randn([4, 64], { seed: 6, mesh });
+    // settled first, so tensors earlier tests dropped are freed before a sample, not between two
+    // (on the H200 that once took allocated bytes from 50,432 down to 17,664 mid-loop)
     const sample = async () => {
+      await settleGarbage();
       await dt.sync();
-      const device = dt.memory().perDevice.find((d) => d.device === 'cuda:0')!;
-      return { allocated: device.allocatedBytes, graphBytes: device.graphBytes, live: dt.graph.stats().liveGraphs, cuda: dt.cuda.memoryStats(0).allocatedBytes };
+      const all = dt.memory();
+      const device = all.perDevice.find((d) => d.device === 'cuda:0')!;
+      return {
+        tensors: all.numTensors,
+        deviceTensors: device.numTensors,
+        liveGraphs: dt.graph.stats().liveGraphs,
+        allocated: device.allocatedBytes,
+        graphBytes: device.graphBytes,
+        cuda: dt.cuda.memoryStats(0).allocatedBytes,
+      };
     };
     const stepOnce = () => {
       const next = dt.graph.step(() => dt.tidy(() => stepOf(x, w, b)));
@@ -143,8 +155,17 @@ describe.skipIf(!gpu)('CUDA graphs', () => {
     const replaysBefore = dt.graph.stats().replays;
     for (let i = 0; i < 1000; i++) stepOnce();
     const after = await sample();
+    const seen = JSON.stringify({ warm, after });
     expect(dt.graph.stats().replays - replaysBefore).toBeGreaterThanOrEqual(1000);
-    expect(after, JSON.stringify({ warm, after })).toEqual(warm);
+    // the live count is exact; bytes must not grow (a free the allocator makes late may lower them)
+    expect({ tensors: after.tensors, deviceTensors: after.deviceTensors, liveGraphs: after.liveGraphs }, seen).toEqual({
+      tensors: warm.tensors,
+      deviceTensors: warm.deviceTensors,
+      liveGraphs: warm.liveGraphs,
+    });
+    expect(after.allocated, seen).toBeLessThanOrEqual(warm.allocated);
+    expect(after.graphBytes, seen).toBeLessThanOrEqual(warm.graphBytes);
+    expect(after.cuda, seen).toBeLessThanOrEqual(warm.cuda);
     expect(after.graphBytes).toBeGreaterThan(0);
     dt.dispose([w, b, x]);
   });
