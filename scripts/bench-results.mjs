@@ -27,10 +27,19 @@ for (const key of ['bench', 'machine', 'run']) {
 }
 if (positionals.length === 0) fail('give the files of JSON lines to keep');
 const date = values.date ?? new Date().toISOString().slice(0, 10);
-const commit = values.commit ?? execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
 const run = `${date}-${values.run}`;
 
-const lines = [];
+// HEAD of the checkout, read only once the lines are good: a tree from `git archive` or a
+// tarball has no git to ask, and then --commit says what was measured
+function headCommit() {
+  try {
+    return execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  } catch {
+    return fail(`${root} is not a git checkout (or git is missing), so the commit measured is unknown: give --commit <sha>`);
+  }
+}
+
+const records = [];
 for (const file of positionals) {
   readFileSync(file, 'utf8')
     .split('\n')
@@ -43,11 +52,14 @@ for (const file of positionals) {
         fail(`${file}:${i + 1} is not JSON: ${line.slice(0, 120)}`);
       }
       if (record === null || typeof record !== 'object' || Array.isArray(record)) fail(`${file}:${i + 1} is not a JSON object`);
-      // the bench's own pass numbering and time stamp keep their meaning under other names
-      const { run: trial, date: stamped, ...rest } = record;
-      lines.push(JSON.stringify({ run, date: stamped ?? date, commit, ...(trial === undefined ? {} : { trial }), ...rest }));
+      records.push(record);
     });
 }
+const commit = values.commit ?? headCommit();
+// the bench's own pass numbering and time stamp keep their meaning under other names
+const lines = records.map(({ run: trial, date: stamped, ...rest }) =>
+  JSON.stringify({ run, date: stamped ?? date, commit, ...(trial === undefined ? {} : { trial }), ...rest }),
+);
 const target = join(values.into ?? join(root, 'bench', 'results'), values.bench, `${values.machine}.jsonl`);
 mkdirSync(dirname(target), { recursive: true });
 appendFileSync(target, lines.map((l) => `${l}\n`).join(''));
