@@ -16,6 +16,13 @@ Writes tests/fixtures/hf/pipelines/:
     "one.negative_prompt_embeds", "one.negative_pooled_prompt_embeds", and "one.bf16.latents",
     "one.bf16.images": case "one" with every component cast to bfloat16 (pipe.to(torch.bfloat16)),
     stored as float32
+  sd3-diffusers-test.json, sd3-diffusers-test.safetensors: the same for the configuration of diffusers'
+    own fast test (tests/pipelines/stable_diffusion_3/test_pipeline_stable_diffusion_3.py,
+    get_dummy_components and get_dummy_inputs): two CLIPs of hidden 32 and a T5 of width 32, so
+    the CLIPs' 64 channels are cropped to T5's 32 (F.pad with a negative pad); the .json is the
+    spec (as assets/tiny-pipelines/*.json) and the case, the .safetensors "latents", "images",
+    "prompt_embeds", "pooled_prompt_embeds", "negative_prompt_embeds",
+    "negative_pooled_prompt_embeds"
 """
 import json
 import pathlib
@@ -42,8 +49,36 @@ CASES = {
 }
 
 
-def build(tmp):
-    spec = tiny_spec("tiny-sd3")
+# diffusers' fast test's components (get_dummy_components), with weights from fill_random_weights
+# and DTorch's tiny tokenizers in place of hf-internal-testing's (the hub is out of reach): the
+# CLIPs' vocabulary is the real CLIP BPE's, the T5's the tiny SentencePiece's, and the T5 (whose
+# config diffusers reads from hf-internal-testing/tiny-random-t5) keeps the width that matters, 32
+DIFFUSERS_TEST_CLIP = dict(
+    bos_token_id=0, eos_token_id=2, hidden_size=32, intermediate_size=37, layer_norm_eps=1e-05, num_attention_heads=4,
+    num_hidden_layers=5, pad_token_id=1, vocab_size=49408, hidden_act="gelu", projection_dim=32,
+)
+DIFFUSERS_TEST_SPEC = {
+    "model_index": tiny_spec("tiny-sd3")["model_index"],
+    "seeds": {"text_encoder": 110, "text_encoder_2": 220, "text_encoder_3": 330, "transformer": 440, "vae": 550},
+    "tokenizers": {"tokenizer": "clip", "tokenizer_2": "clip", "tokenizer_3": "t5"},
+    "scheduler": {},
+    "text_encoder": DIFFUSERS_TEST_CLIP,
+    "text_encoder_2": DIFFUSERS_TEST_CLIP,
+    "text_encoder_3": dict(vocab_size=1600, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4, relative_attention_num_buckets=8, dropout_rate=0.0),
+    "transformer": dict(
+        sample_size=32, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8, num_attention_heads=4,
+        caption_projection_dim=32, joint_attention_dim=32, pooled_projection_dim=64, out_channels=4,
+    ),
+    "vae": dict(
+        sample_size=32, in_channels=3, out_channels=3, block_out_channels=[4], layers_per_block=1, latent_channels=4,
+        norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035,
+    ),
+}
+# get_dummy_inputs (output_type aside)
+DIFFUSERS_TEST_CASE = dict(prompt="A painting of a squirrel eating a burger", num_inference_steps=2, guidance_scale=5.0, seed=0)
+
+
+def build(tmp, spec):
     cfg = lambda name: component_config(spec, name)  # noqa: E731
     modules = {
         "text_encoder": CLIPTextModelWithProjection(CLIPTextConfig(**cfg("text_encoder"))),
@@ -77,7 +112,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     tensors = {}
     with tempfile.TemporaryDirectory() as tmp:
-        pipe, keys = build(tmp)
+        pipe, keys = build(tmp, tiny_spec("tiny-sd3"))
         for name, case in CASES.items():
             args = {k: v for k, v in case.items() if k != "seed"}
             for output_type, key in (("latent", "latents"), ("pt", "images")):
@@ -97,6 +132,27 @@ def main():
     (out / "tiny-sd3-keys.json").write_text(json.dumps(keys, indent=1) + "\n")
     for k, t in tensors.items():
         print(k, list(t.shape))
+    diffusers_test()
+
+
+@torch.no_grad()
+def diffusers_test():
+    tensors = {}
+    case = DIFFUSERS_TEST_CASE
+    with tempfile.TemporaryDirectory() as tmp:
+        pipe, _ = build(tmp, DIFFUSERS_TEST_SPEC)
+        args = {k: v for k, v in case.items() if k != "seed"}
+        for output_type, key in (("latent", "latents"), ("pt", "images")):
+            result = pipe(**args, generator=torch.Generator("cpu").manual_seed(case["seed"]), output_type=output_type)
+            tensors[key] = result.images.float().contiguous()
+        embeds = pipe.encode_prompt(prompt=case["prompt"], prompt_2=None, prompt_3=None, do_classifier_free_guidance=True)
+        for key, t in zip(("prompt_embeds", "negative_prompt_embeds", "pooled_prompt_embeds", "negative_pooled_prompt_embeds"), embeds):
+            tensors[key] = t.float().contiguous()
+    assert tensors["prompt_embeds"].shape[-1] == 32 and tensors["pooled_prompt_embeds"].shape[-1] == 64
+    save_file(tensors, out / "sd3-diffusers-test.safetensors")
+    (out / "sd3-diffusers-test.json").write_text(json.dumps({"spec": DIFFUSERS_TEST_SPEC, "case": case}, indent=1) + "\n")
+    for k, t in tensors.items():
+        print("sd3-diffusers-test", k, list(t.shape))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 // Stable Diffusion 3's prompt encoding, as diffusers' StableDiffusion3Pipeline.encode_prompt: each
 // CLIP (CLIP-L, then CLIP-G) gives its penultimate hidden state (clipSkip layers further back)
 // and its pooled projection; the two hidden states are joined along features and zero-padded to
-// T5's width, then T5's last hidden state at maxSequenceLength tokens (zeros without a T5) is
-// joined after them along tokens; the pooled projections are joined along features. The
-// negative prompt ('' by default) is encoded the same way for classifier-free guidance.
+// T5's width (cropped to it when wider, as F.pad's negative pad does), then T5's last hidden
+// state at maxSequenceLength tokens (zeros without a T5) is joined after them along tokens; the
+// pooled projections are joined along features. The negative prompt ('' by default) is encoded
+// the same way for classifier-free guidance.
 // Prompts longer than a tokenizer's limit are truncated with a warning, as diffusers does.
 // The embeddings are returned on `mesh` (the transformer's), whole on every device.
 import * as dt from '@dtorch/api';
@@ -67,7 +68,7 @@ export interface SD3EncodePromptOptions {
 
 /** encodePrompt's result: [batch, 77 + maxSequenceLength, joint_attention_dim] and [batch, pooled_projection_dim]. */
 export interface SD3PromptEmbeds {
-  /** The CLIPs' penultimate hidden states (zero-padded to T5's width), then T5's: [batch, 77 + maxSequenceLength, joint_attention_dim]. */
+  /** The CLIPs' penultimate hidden states (zero-padded or cropped to T5's width), then T5's: [batch, 77 + maxSequenceLength, joint_attention_dim]. */
   promptEmbeds: dt.Tensor;
   /** The two CLIPs' pooled projections, joined: [batch, pooled_projection_dim]. */
   pooledPromptEmbeds: dt.Tensor;
@@ -158,9 +159,8 @@ async function encodeOne(e: SD3TextEncoders, target: SD3PromptTarget, { prompts,
       : dt.zeros([batch, maxSequenceLength, target.jointAttentionDim], { mesh: target.mesh, dtype });
     const clip = dt.cat([l, g], -1);
     const width = t5.shape[2]!;
-    if (clip.shape[2]! > width) {
-      throw new DTorchError(ErrorCode.ShapeMismatch, `StableDiffusion3Pipeline: the CLIP embeddings are ${clip.shape[2]} wide together, wider than T5's ${width}; the text encoders do not belong together`);
-    }
+    // as diffusers' F.pad: a negative pad crops, keeping the first `width` channels (CLIPs wider
+    // than T5 together, as in diffusers' own tiny test configuration)
     const padded = clip.shape[2] === width ? clip : dt.pad(clip, [0, width - clip.shape[2]!]);
     const embeds = dt.cat([padded, t5.to(padded.dtype)], -2);
     const pooled = dt.cat([pooledL, pooledG], -1);
