@@ -19,6 +19,10 @@ wrong one shows.
 tests/fixtures/hf/models/flux_state_dict_shapes.json: FLUX.1-dev's config (diffusers' defaults with
 guidance_embeds true) and every state-dict key with its shape, built on the meta device (no
 weights), and the keys FLUX.1-schnell's (guidance_embeds false) lacks beside them.
+tests/fixtures/hf/models/flux_rotary.safetensors: the rotary tables of FLUX.1-dev's pos_embed (its
+FluxPosEmbed, as the model builds it: theta 10000, axes_dims_rope [16, 56, 56]) at large position
+ids: "ids" [32, 3] (hundreds to thousands, as a large image's or a long prompt's), "cos" and "sin"
+[32, 128] (float32), where a wrong rotary base shows (the tiny models see small positions only).
 """
 import json
 import pathlib
@@ -97,9 +101,20 @@ def state_dict_shapes():
     (out / "flux_state_dict_shapes.json").write_text(json.dumps(shapes, separators=(",", ":")))
 
 
+def rotary_tables():
+    with torch.device("meta"):
+        pos_embed = FluxTransformer2DModel(guidance_embeds=True).pos_embed
+    g = torch.Generator().manual_seed(21)
+    ids = torch.randint(100, 4096, (32, 3), generator=g).float()
+    ids[:4] = torch.tensor([[0, 0, 0], [1, 127, 255], [511, 1023, 2047], [4095, 3000, 4000]])
+    cos, sin = pos_embed(ids)
+    save_file({"ids": ids, "cos": cos.contiguous(), "sin": sin.contiguous()}, str(out / "flux_rotary.safetensors"))
+
+
 def main():
     out.mkdir(parents=True, exist_ok=True)
     state_dict_shapes()
+    rotary_tables()
     io = {}
     run("flux-dev", True, 11, io)
     run("flux-schnell", False, 12, io)
