@@ -16,13 +16,20 @@ io.safetensors, for each <name>: "<name>.input_ids", "<name>.attention_mask" (in
   CLIP: "<name>.pooler_output" / "<name>.text_embeds", "<name>.hidden_states.<i>" (with the mask).
 Everything in float32 unless named bf16 (stored as float32). Weights are transformers' own
 initialisation from a fixed seed, scaled up where they are tiny so that every layer matters.
+t5_relative_position_buckets.json: transformers' T5Attention._relative_position_bucket at T5's real
+settings (32 buckets, max distance 128, the config defaults) for every relative position (memory
+minus query) from -300 to 300, bidirectional (the encoder's) and not: {"settings", "positions",
+"bidirectional", "unidirectional"}, where the tiny models' 8 buckets over 14 tokens cannot tell a
+wrong max distance.
 """
+import json
 import pathlib
 import shutil
 
 import torch
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
+from transformers.models.t5.modeling_t5 import T5Attention
 from fixture_weights import perturb
 
 root = pathlib.Path(__file__).resolve().parents[2]
@@ -111,8 +118,17 @@ def run_clip(name, cls, hidden_act, eos, seed, io):
         io[f"{name}.bf16.last_hidden_state"] = bf16(input_ids=ids, attention_mask=mask).last_hidden_state.float()
 
 
+def t5_buckets():
+    settings = dict(num_buckets=32, max_distance=128)
+    positions = torch.arange(-300, 301)
+    bucket = lambda bidirectional: T5Attention._relative_position_bucket(positions, bidirectional=bidirectional, **settings).tolist()  # noqa: E731
+    buckets = {"settings": settings, "positions": positions.tolist(), "bidirectional": bucket(True), "unidirectional": bucket(False)}
+    (out / "t5_relative_position_buckets.json").write_text(json.dumps(buckets, separators=(",", ":")) + "\n")
+
+
 def main():
     out.mkdir(parents=True, exist_ok=True)
+    t5_buckets()
     io = {}
     run_t5("t5-v1_0", "relu", 1, 1, io)
     run_t5("t5-v1_1", "gated-gelu", 2, 2, io)
