@@ -1,7 +1,8 @@
 // What a new user does, outside the repository: pack every published package, install the
 // tarballs into a fresh project (npm runs @dtorch/common's install script, which builds the addon
 // there from the package's own copy of the native sources), then use it: a 2-device program with
-// @dtorch/api and @dtorch/nn, a strict TypeScript consumer compiled and run, `npx dtorch generate`,
+// @dtorch/api and @dtorch/nn, a strict TypeScript consumer of every package compiled (its
+// dependencies' declarations checked too: skipLibCheck off) and run, `npx dtorch generate`,
 // and the errors when LibTorch moves or the addon is missing. Minutes (a full native build):
 // `npm run test:packaging`, also part of `npm test`.
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
@@ -121,11 +122,14 @@ describe('the packed packages, installed outside the repository', () => {
     out.y.flat().forEach((v: number, i: number) => expect(v).toBeCloseTo(out.reference.flat()[i], 5));
   });
 
-  it('compiles a consumer with tsc --strict and no types or lib configured, and runs it', () => {
+  it('compiles a consumer of every package with tsc --strict, skipLibCheck off and no types or lib configured, and runs it', () => {
+    const consumer = readFileSync(join(app, 'consumer.ts'), 'utf8');
+    for (const p of published) expect(consumer, `the consumer imports @dtorch/${p}`).toContain(`from '@dtorch/${p}'`);
+    expect(JSON.parse(readFileSync(join(app, 'tsconfig.json'), 'utf8').replace(/^\s*\/\/.*$/gm, '')).compilerOptions).toMatchObject({ strict: true, skipLibCheck: false });
     ok(run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.']), 'tsc');
     const r = ok(run(process.execPath, [join('out', 'consumer.js')]), 'the compiled consumer');
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
-    expect(out).toMatchObject({ rows: 4, code: 'INVALID_ARGUMENT', latentShape: [1, 16, 64] });
+    expect(out).toMatchObject({ rows: 4, code: 'INVALID_ARGUMENT', latentShape: [1, 16, 64], runtime: true, dtype: 'float32', ids: 4, vocabulary: 49408 });
     expect(out.pngBytes).toBeGreaterThan(100);
   });
 

@@ -1,6 +1,10 @@
 // Compiled by the packaging test with tsc --strict in a fresh project (tsconfig.json beside it:
-// no `types`, no `lib`), then run: the published declarations must be enough on their own.
+// no `types`, no `lib`, skipLibCheck off), then run: the published declarations of every package
+// must be enough on their own, and compile.
 import { writeFileSync } from 'node:fs';
+import * as common from '@dtorch/common';
+import * as external from '@dtorch/external';
+import * as core from '@dtorch/core';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import * as hf from '@dtorch/hf';
@@ -15,12 +19,17 @@ let rows: number;
   rows = values.length;
 }
 
-let code: string | undefined;
+let code: common.ErrorCode | undefined;
 try {
   dt.zeros([-1]);
 } catch (err) {
-  if (dt.isDTorchError(err)) code = err.code;
+  if (common.isDTorchError(err)) code = err.code;
 }
+const runtime: string = external.describeRuntime();
+const float32: core.DTypeName = 'float32';
+const tokenizer: hf.PreTrainedTokenizer = await hf.AutoTokenizer.fromPretrained(hf.tinyTokenizerFolder('clip'));
+const { inputIds } = await tokenizer.encode('a cat');
+const vocabulary: number = tokenizer.backendTokenizer.getVocabSize(true);
 
 const pipe: hf.FluxPipeline = await hf.FluxPipeline.tiny({ mesh });
 const call = { prompt: 'a cat', height: 64, width: 64, numInferenceSteps: 2, seed: 0 } satisfies hf.FluxGenerateOptions;
@@ -31,4 +40,4 @@ const { images: latents } = await pipe.generate({ ...call, outputType: 'latent' 
 const latentShape: readonly number[] = latents.shape;
 latents.dispose();
 pipe.dispose();
-console.log(JSON.stringify({ rows, code, pngBytes: png.length, latentShape }));
+console.log(JSON.stringify({ rows, code, pngBytes: png.length, latentShape, runtime: runtime.length > 0, dtype: float32, ids: inputIds[0]!.length, vocabulary }));

@@ -1,7 +1,6 @@
 // AddedToken: a token matched in the text before the model runs (special tokens, T5's sentinels),
 // with the flags of tokenizers' AddedToken. Configs write one as a string or as an object
 // ({content, lstrip, rstrip, normalized, single_word, special}; transformers v4 adds "__type").
-import { AddedToken } from 'tokenizers';
 import { DTorchError, ErrorCode, describeValue } from '@dtorch/common';
 
 /** An added token with tokenizers' AddedToken flags, camelCase. */
@@ -73,14 +72,4 @@ export function sameAddedToken(a: AddedTokenSpec, b: AddedTokenSpec): boolean {
     a.normalized === b.normalized &&
     a.special === b.special
   );
-}
-
-/** `token` as a tokenizers AddedToken, for the backend. */
-export function nativeAddedToken(token: AddedTokenSpec): AddedToken {
-  return new AddedToken(token.content, token.special, {
-    singleWord: token.singleWord,
-    leftStrip: token.lstrip,
-    rightStrip: token.rstrip,
-    normalized: token.normalized,
-  });
 }

@@ -4,11 +4,11 @@
 // tokenizer.json, else of the slow files), any other class from tokenizer.json as it is; then the
 // config's special tokens added, then the class's post-processor.
 import { readFile } from 'node:fs/promises';
-import { Tokenizer } from 'tokenizers';
+import { AddedToken, Tokenizer } from 'tokenizers';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { openRepo, type RepoFiles } from '@dtorch/external';
 import { checkPretrainedOptions, inSubfolder, repoOptions, type SourceOptions } from '../loading/options.js';
-import { nativeAddedToken, type AddedTokenSpec } from './added_token.js';
+import type { AddedTokenSpec } from './added_token.js';
 import { PreTrainedTokenizer } from './pretrained_tokenizer.js';
 import { namedSpecialTokens, specialTokensToAdd } from './special_tokens.js';
 import type { Backend, TokenizerClass } from './tokenizer_class.js';
@@ -154,6 +154,16 @@ async function fromSlowFiles(
     `${description} has no ${TOKENIZER_FILE}, and ${found}; ${why}. ` +
       `Give a folder with ${TOKENIZER_FILE} (Python: AutoTokenizer.from_pretrained(path).save_pretrained(path) writes it)`,
   );
+}
+
+/** `token` as a tokenizers AddedToken, for the backend. */
+function nativeAddedToken(token: AddedTokenSpec): AddedToken {
+  return new AddedToken(token.content, token.special, {
+    singleWord: token.singleWord,
+    leftStrip: token.lstrip,
+    rightStrip: token.rstrip,
+    normalized: token.normalized,
+  });
 }
 
 function loadBackend(text: string, what: string): Tokenizer {

@@ -2,9 +2,9 @@
 // give them. The work is tokenizers' (HF's Rust core, the same as Python's); this class holds what
 // transformers adds on top: the special tokens and lengths of tokenizer_config.json, the rules
 // for padding and truncation, and the class's step after decoding.
-import type { Tokenizer } from 'tokenizers';
 import { DTorchError, ErrorCode, checkBoolean, describeValue, checkKnownOptions } from '@dtorch/common';
 import type { AddedTokenSpec } from './added_token.js';
+import type { BackendTokenizer } from './backend_tokenizer.js';
 import { planEncode, type EncodeOptions, type EncodePlan } from './encode_options.js';
 import { tokenIdOf } from './special_tokens.js';
 import type { Side } from './tokenizer_config.js';
@@ -28,7 +28,7 @@ export interface DecodeOptions {
 /** What AutoTokenizer assembles; not for users to build. */
 export interface TokenizerParts {
   /** The tokenizers.Tokenizer. */
-  readonly backend: Tokenizer;
+  readonly backend: BackendTokenizer;
   /** The source and subfolder, for messages. */
   readonly description: string;
   /** PreTrainedTokenizer.tokenizerClass. */
@@ -59,8 +59,8 @@ const DECODE_OPTIONS = ['skipSpecialTokens', 'cleanUpTokenizationSpaces'] as con
  * AutoTokenizer.fromPretrained.
  */
 export class PreTrainedTokenizer {
-  /** The tokenizers.Tokenizer doing the work (transformers' backend_tokenizer). */
-  readonly backendTokenizer: Tokenizer;
+  /** The tokenizers.Tokenizer doing the work (transformers' backend_tokenizer), typed by the calls DTorch makes. */
+  readonly backendTokenizer: BackendTokenizer;
   /** transformers' class name ("CLIPTokenizer"), when tokenizer_config.json gives one. */
   readonly tokenizerClass: string | undefined;
   /** model_max_length (transformers' 1e30 when the config gives none). */

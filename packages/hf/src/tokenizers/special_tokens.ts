@@ -3,8 +3,8 @@
 // every named special token and extra special token whose text the backend does not know as an
 // added token yet. They go through tokenizers' add_tokens in this order, which keeps the flags of
 // the last of two tokens with the same text.
-import type { Tokenizer } from 'tokenizers';
 import { addedToken, sameAddedToken, type AddedTokenSpec } from './added_token.js';
+import type { BackendTokenizer } from './backend_tokenizer.js';
 import { SPECIAL_TOKEN_NAMES, type TokenizerConfig } from './tokenizer_config.js';
 
 /**
@@ -51,7 +51,7 @@ export function specialTokensToAdd(
 }
 
 /** The id of a token, else of the unknown token, as transformers' convert_tokens_to_ids gives it. */
-export function tokenIdOf(backend: Tokenizer, token: string, named: ReadonlyMap<string, AddedTokenSpec>): number | undefined {
+export function tokenIdOf(backend: Pick<BackendTokenizer, 'tokenToId'>, token: string, named: ReadonlyMap<string, AddedTokenSpec>): number | undefined {
   const id = backend.tokenToId(token);
   if (id !== null) return id;
   const unk = named.get('unk_token');
