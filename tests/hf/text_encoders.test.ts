@@ -3,7 +3,8 @@
 // float32 within 1e-4 of the largest reference value (max |got - want| / max |want|), on one
 // CPU device, tp=2, tp=4 and dp=2 x tp=2; loaded as bfloat16 from the float32 checkpoint
 // (converted while loading) within 3e-2 of transformers run in bfloat16 (8-bit mantissas,
-// rounded at every op of two layers); T5 as float16 within 1e-2, with `wo` kept in float32.
+// rounded at every op of two layers); T5 as float16 within 1e-2, with `wo` kept in float32; CLIP
+// on rows padded with the end-of-text token (SD3's tokenizers) pools at the first one.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -78,6 +79,21 @@ describe.each(meshes)('text encoders on $name match transformers', ({ make, skip
     dt.dispose([plain, masked, ids, mask]);
     model.dispose();
     expect(dt.memory().numTensors, 'every tensor released').toBeLessThanOrEqual(before);
+  });
+});
+
+// rows padded with the end-of-text token itself, as SD3's CLIP tokenizers pad (no mask, as SD3
+// runs its CLIPs): several end-of-text tokens a row, the pooled output is the first one's
+describe.each([meshes[0]!, meshes[1]!, meshes[4]!])('CLIP on rows padded with end-of-text on $name', ({ make, skip }) => {
+  it.skipIf(skip).each(models.filter((m) => m.pooled))('$name pools at the first end-of-text token', async ({ name, load, pooled }) => {
+    const mesh = make();
+    const model = await load({ mesh });
+    const ids = reference(`${name}.eos_padded.input_ids`, mesh);
+    const out = run(model, ids);
+    await expectClose(out.lastHiddenState, reference(`${name}.eos_padded.last_hidden_state`, mesh), 1e-4, `${name} eos-padded last_hidden_state`);
+    await expectClose(out[pooled![1]]!, reference(`${name}.eos_padded.${pooled![0]}`, mesh), 1e-4, `${name} eos-padded ${pooled![0]}`);
+    dt.dispose([out, ids]);
+    model.dispose();
   });
 });
 

@@ -13,7 +13,11 @@ io.safetensors, for each <name>: "<name>.input_ids", "<name>.attention_mask" (in
   "<name>.last_hidden_state" (no mask), "<name>.masked.last_hidden_state" (with the mask),
   "<name>.bf16.last_hidden_state" (weights and compute in bfloat16, with the mask),
   T5: "<name>.fp16.last_hidden_state" (loaded as float16 by from_pretrained: `wo` stays float32),
-  CLIP: "<name>.pooler_output" / "<name>.text_embeds", "<name>.hidden_states.<i>" (with the mask).
+  CLIP: "<name>.pooler_output" / "<name>.text_embeds", "<name>.hidden_states.<i>" (with the mask);
+  "<name>.eos_padded.input_ids" (the same rows padded with the end-of-text token, as SD3's CLIP
+  tokenizer pads: several end-of-text tokens a row, the pooled output at the first) and its
+  "<name>.eos_padded.last_hidden_state", "<name>.eos_padded.pooler_output" / ".text_embeds"
+  (no mask, as SD3's pipeline runs its CLIPs).
 Everything in float32 unless named bf16 (stored as float32). Weights are transformers' own
 initialisation from a fixed seed, scaled up where they are tiny so that every layer matters.
 t5_relative_position_buckets.json: transformers' T5Attention._relative_position_bucket at T5's real
@@ -114,6 +118,13 @@ def run_clip(name, cls, hidden_act, eos, seed, io):
         io[f"{name}.masked.{pooled}"] = getattr(masked, pooled)
         for i, h in enumerate(masked.hidden_states):
             io[f"{name}.hidden_states.{i}"] = h
+        # rows padded with their end-of-text token (the legacy rule's largest id, which it is)
+        padded = torch.where(mask.bool(), ids, ids[torch.arange(BATCH), mask.sum(1) - 1][:, None])
+        assert ((padded == padded[0, -1]).sum(1) > 1).any(), "some row holds several end-of-text tokens"
+        eos_padded = model(input_ids=padded)
+        io[f"{name}.eos_padded.input_ids"] = padded
+        io[f"{name}.eos_padded.last_hidden_state"] = eos_padded.last_hidden_state
+        io[f"{name}.eos_padded.{pooled}"] = getattr(eos_padded, pooled)
         bf16 = model.to(torch.bfloat16)
         io[f"{name}.bf16.last_hidden_state"] = bf16(input_ids=ids, attention_mask=mask).last_hidden_state.float()
 
