@@ -9,7 +9,11 @@ Writes tests/fixtures/nn/:
   conv.safetensors       state dict of ConvBlock (Conv2d, GroupNorm, SiLU, Conv2d)
   sharded/model.safetensors.index.json + two shards: Transformer's state dict split as
                          transformers' save_pretrained splits checkpoints (weight_map)
-  io.safetensors         inputs "<model>.in" and PyTorch's outputs "<model>.out"
+  io.safetensors         inputs "<model>.in" and PyTorch's outputs "<model>.out"; "f16.weight" and
+                         "f16.bias": f16.safetensors' values widened to float32 by PyTorch
+  f16.safetensors        state dict of a float16 Linear(8, 2) holding what a float16 reader or
+                         writer gets wrong: zeros of both signs, subnormals (the smallest, the
+                         largest), the smallest normal, values at and near 65504, infinities
 Key names are PyTorch's state-dict keys; the TypeScript modules in tests/nn mirror these classes.
 """
 import json
@@ -110,6 +114,19 @@ def randomize(module, g):
             p.copy_(torch.randn(p.shape, generator=g) * 0.5)
 
 
+def float16_linear():
+    linear = nn.Linear(8, 2, dtype=torch.float16)
+    tiny = 2.0**-24  # the smallest subnormal
+    weight = [
+        [0.0, -0.0, tiny, -tiny, 3 * tiny, 1023 * tiny, 2.0**-14, -(2.0**-14)],
+        [65504.0, -65504.0, 65472.0, 32784.0, 1 / 3, -2.5, float("inf"), float("-inf")],
+    ]
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(weight))
+        linear.bias.copy_(torch.tensor([0.1, -1000.5]))
+    return linear
+
+
 def main():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(6)
@@ -130,6 +147,9 @@ def main():
         io["conv.out"] = conv(io["conv.in"])
     for name, m in (("mlp", mlp), ("attention", transformer), ("conv", conv)):
         save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(root / f"{name}.safetensors"), metadata=meta)
+    f16 = float16_linear()
+    io.update({f"f16.{k}": v.float() for k, v in f16.state_dict().items()})
+    save_file({k: v.contiguous() for k, v in f16.state_dict().items()}, str(root / "f16.safetensors"), metadata=meta)
     save_file(io, str(root / "io.safetensors"), metadata=meta)
 
     # a sharded checkpoint: the blocks in one file, everything else in the other
