@@ -1,7 +1,11 @@
 // Gloo groups of 2 and 3 participants on threads of this process, over real Gloo TCP on
 // loopback: each CommunicatorCall collective (no in-process rendezvous, as between processes)
 // equals its plain ATen reference; two groups share one store; a group whose last participant
-// never comes fails within its timeout.
+// never comes fails within its timeout. Participants that reach the store through relays (as a
+// worker node's do: each call answered by the store's own process, on threads of their own) form
+// groups with one that uses it directly; a relay that ends fails its waits at once. Aborted
+// groups (abortGlooGroups) end their waits within a fraction of a second, and groups made later
+// work.
 #include <ATen/ATen.h>
 
 #include <atomic>
@@ -14,6 +18,7 @@
 #include "common/error.h"
 #include "core/communication/communicator_call.h"
 #include "external/torch/process_group.h"
+#include "external/torch/relay_store.h"
 #include "external/torch/rendezvous_store.h"
 #include "tests/check.h"
 
@@ -22,8 +27,11 @@ namespace {
 using dtorch::common::DTorchError;
 using dtorch::core::CommunicatorCall;
 using dtorch::core::ReduceOp;
+using dtorch::external::torch::abortGlooGroups;
 using dtorch::external::torch::glooCommunicator;
 using dtorch::external::torch::RendezvousStore;
+using dtorch::external::torch::StoreRelay;
+using dtorch::external::torch::StoreRequest;
 using namespace std::chrono_literals;
 
 constexpr const char* kHost = "127.0.0.1";  // Gloo's device: loopback, every participant here
@@ -215,10 +223,98 @@ int missingParticipant() {
   });
 }
 
+// A relayed view of `store` for node `origin`: each request is answered on a thread of its own
+// (gets and waits block there), as the main node answers a worker's.
+std::shared_ptr<RendezvousStore> relayedStore(int origin, std::shared_ptr<std::weak_ptr<StoreRelay>> self = nullptr) {
+  auto relay = std::make_shared<std::weak_ptr<StoreRelay>>();
+  auto r = std::make_shared<StoreRelay>([relay, origin](uint64_t id, const StoreRequest& request) {
+    std::thread([relay, origin, id, request] {
+      auto reply = store->answer(origin, request);
+      if (auto live = relay->lock()) live->reply(id, std::move(reply));
+    }).detach();
+  });
+  *relay = r;
+  if (self) *self = r;
+  return RendezvousStore::relayed(r, 30000);
+}
+
+// A group of 3: participant 0 on the store itself, 1 and 2 through relays; every collective.
+int relayed() {
+  std::vector<std::shared_ptr<RendezvousStore>> views{store, relayedStore(1), relayedStore(2)};
+  return onThreads(3, [&](int p) {
+    CommunicatorCall call(nullptr, p, 3, [&, p] { return glooCommunicator(views[p], "relayed", p, 3, 20s, kHost); }, 20s);
+    return collectives(call, p, 3);
+  });
+}
+
+// A participant whose relay ends while it waits for its peer fails at once (NETWORK_ERROR), not
+// at the group's timeout.
+int relayEnded() {
+  auto relay = std::make_shared<std::weak_ptr<StoreRelay>>();
+  auto view = relayedStore(7, relay);
+  std::thread ender([relay] {
+    std::this_thread::sleep_for(300ms);
+    if (auto r = relay->lock()) r->end("the session ended");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int result = 1;
+  try {
+    glooCommunicator(view, "ended", 0, 2, 20s, kHost);
+  } catch (const DTorchError& e) {
+    std::fprintf(stderr, "as expected: [%s] %s\n", e.code().c_str(), e.what());
+    result = std::chrono::steady_clock::now() - start < 5s && std::string(e.what()).find("the session ended") != std::string::npos ? 0 : 1;
+  }
+  ender.join();
+  return result;
+}
+
+// Groups whose participant 1 goes away after forming: participant 0's all-reduce and exchange
+// (send/recv) wait for it until abortGlooGroups, then fail at once; a group made afterwards works.
+int aborted() {
+  std::atomic<int> failedFast{0};
+  CHECK(onThreads(2, [&](int p) {
+          CommunicatorCall reduce = glooCall("abandoned-reduce", p, 2);
+          CommunicatorCall ring = glooCall("abandoned-ring", p, 2);
+          CHECK(same(reduce.allReduce(at::ones({2}), ReduceOp::kSum), at::full({2}, 2.0f)));  // both formed
+          CHECK(same(ring.shift(at::full({1}, p, at::kFloat), 1), at::full({1}, 1 - p, at::kFloat)));
+          if (p == 1) return 0;  // goes away
+          std::thread aborter([] {
+            std::this_thread::sleep_for(300ms);
+            abortGlooGroups("the test left the cluster");
+          });
+          const auto start = std::chrono::steady_clock::now();
+          std::thread second([&] {
+            try {
+              ring.shift(at::ones({1}), 1);
+            } catch (const DTorchError& e) {
+              if (std::string(e.what()).find("aborted") != std::string::npos && std::chrono::steady_clock::now() - start < 3s) failedFast++;
+            }
+          });
+          try {
+            reduce.allReduce(at::ones({2}), ReduceOp::kSum);
+          } catch (const DTorchError& e) {
+            std::fprintf(stderr, "as expected: [%s] %s\n", e.code().c_str(), e.what());
+            if (e.code() == dtorch::common::code::kNetwork && std::string(e.what()).find("the test left the cluster") != std::string::npos &&
+                std::chrono::steady_clock::now() - start < 3s) {
+              failedFast++;
+            }
+          }
+          second.join();
+          aborter.join();
+          return 0;
+        }) == 0);
+  CHECK(failedFast == 2);
+  return onThreads(2, [](int p) {
+    CommunicatorCall call = glooCall("after-abort", p, 2);
+    CHECK(same(call.allReduce(at::full({2}, p + 1, at::kFloat), ReduceOp::kSum), at::full({2}, 3.0f)));
+    return 0;
+  });
+}
+
 }  // namespace
 
 int main() {
-  store = RendezvousStore::serve(kHost, 0, 30000);
+  store = RendezvousStore::local(30000);
   for (int n : {2, 3}) {
     const std::string key = "group" + std::to_string(n);
     CHECK(onThreads(n, [&](int p) {
@@ -231,6 +327,9 @@ int main() {
   CHECK(twoGroups() == 0);
   CHECK(defaultDevice() == 0);
   CHECK(missingParticipant() == 0);
+  CHECK(relayed() == 0);
+  CHECK(relayEnded() == 0);
+  CHECK(aborted() == 0);  // last: it ends every group made before it
   std::printf("gloo groups: ok\n");
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/format.h"
 #include "core/cluster/stream_codec.h"
+#include "external/torch/process_group.h"
 #include "external/torch/torch_info.h"
 
 namespace dtorch::core {
@@ -225,6 +226,9 @@ void Engine::leaveCluster(const std::string& message) {
   streaming_ = false;
   recorder_.setSegmentTap(nullptr);
   remote_.failAll(common::code::kShutdown, message);
+  // collectives with other nodes end now: a peer that stopped answering (a main node stopped or
+  // cut off) would hold them, and this process's exit, for the whole collective timeout
+  external::torch::abortGlooGroups(message);
   ClusterMembership::instance().leave();
 }
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -21,6 +22,24 @@ namespace {
 
 using common::DTorchError;
 using Clock = std::chrono::steady_clock;
+
+// How often a wait for a collective looks whether its groups were aborted (abortGlooGroups).
+constexpr std::chrono::milliseconds kAbortSlice{100};
+
+// abortGlooGroups' record: the groups opened before the latest abort are done for. The sends and
+// receives being waited for are kept here so that an abort can wake their waits (their Work's
+// abort()); a collective's wait looks at the epoch every kAbortSlice instead.
+struct Aborts {
+  std::atomic<uint64_t> epoch{0};
+  std::mutex mutex;
+  std::string why;
+  std::map<c10d::Work*, c10::intrusive_ptr<c10d::Work>> pointToPoint;
+};
+
+Aborts& aborts() {
+  static auto* a = new Aborts();  // never destroyed: a worker thread may still look at it at exit
+  return *a;
+}
 
 // A c10d failure as a DTorchError naming `what` (the group and the call). Gloo's own timeouts
 // are plain runtime_errors whose type we cannot name here, so past the deadline any failure is a
@@ -61,8 +80,8 @@ at::Tensor bytes(const at::Tensor& t) { return t.as_strided({t.numel()}, {1}).vi
 // Every call waits for its Work, bounded by the group's timeout.
 class BackendCommunicator final : public Communicator {
  public:
-  BackendCommunicator(c10::intrusive_ptr<c10d::Backend> backend, std::string name, std::chrono::milliseconds timeout)
-      : backend_(std::move(backend)), name_(std::move(name)), timeout_(timeout) {}
+  BackendCommunicator(c10::intrusive_ptr<c10d::Backend> backend, std::string name, std::chrono::milliseconds timeout, uint64_t epoch)
+      : backend_(std::move(backend)), name_(std::move(name)), timeout_(timeout), epoch_(epoch) {}
   int size() const override { return backend_->getSize(); }
   int position() const override { return backend_->getRank(); }
   bool reducesNatively(at::ScalarType dtype) const override { return glooReduces(dtype); }
@@ -100,7 +119,9 @@ class BackendCommunicator final : public Communicator {
     const Clock::time_point start = Clock::now();
     const std::string what = name_ + " exchange";
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    PointToPoint registered;
     try {
+      checkAborted(what);
       for (int p = 0; p < size(); ++p) {
         const bool sending = sends[p].defined() && sends[p].numel() > 0;
         const bool receiving = recvs[p].defined() && recvs[p].numel() > 0;
@@ -119,7 +140,10 @@ class BackendCommunicator final : public Communicator {
           works.push_back(backend_->recv(t, p, tag));
         }
       }
-      for (const auto& work : works) waitFor(*work, what, start);
+      registered.add(works, epoch_);
+      for (const auto& work : works) {
+        if (!work->wait(left(start))) throw DTorchError(common::code::kNetwork, what + " failed: aborted" + abortReason());
+      }
     } catch (const DTorchError&) {
       throw;
     } catch (const std::exception& e) {
@@ -142,12 +166,36 @@ class BackendCommunicator final : public Communicator {
     });
   }
 
+  // The sends and receives of one exchange, registered for abortGlooGroups while they are waited for.
+  class PointToPoint {
+   public:
+    // `epoch`: the group's; an abort since then aborts them at once
+    void add(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, uint64_t epoch) {
+      Aborts& a = aborts();
+      std::lock_guard<std::mutex> lock(a.mutex);
+      for (const auto& w : works) {
+        a.pointToPoint[w.get()] = w;
+        if (a.epoch.load() != epoch) w->abort();
+      }
+      works_ = works;
+    }
+    ~PointToPoint() {
+      Aborts& a = aborts();
+      std::lock_guard<std::mutex> lock(a.mutex);
+      for (const auto& w : works_) a.pointToPoint.erase(w.get());
+    }
+
+   private:
+    std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  };
+
   // Starts a Work with `body` and waits for it.
   template <typename Body>
   void run(const char* call, Body&& body) {
     const Clock::time_point start = Clock::now();
     const std::string what = name_ + " " + call;
     try {
+      checkAborted(what);
       waitFor(*body(), what, start);
     } catch (const DTorchError&) {
       throw;
@@ -156,16 +204,43 @@ class BackendCommunicator final : public Communicator {
     }
   }
 
-  // Work::wait throws the work's own failure, or on timeout; a send or receive that was aborted
-  // returns false instead.
+  std::chrono::milliseconds left(Clock::time_point start) const {
+    return std::max(std::chrono::milliseconds(1), timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+  }
+
+  bool aborted() const { return aborts().epoch.load() != epoch_; }
+
+  std::string abortReason() const {
+    if (!aborted()) return "";
+    Aborts& a = aborts();
+    std::lock_guard<std::mutex> lock(a.mutex);
+    return " (" + a.why + ")";
+  }
+
+  void checkAborted(const std::string& what) const {
+    if (aborted()) throw DTorchError(common::code::kNetwork, what + " failed: the group was aborted" + abortReason());
+  }
+
+  // A collective's Work (c10d's plain Work::wait: it throws the work's own failure, or "timed
+  // out" and may be waited for again), waited for in slices so that an abort ends the wait.
   void waitFor(c10d::Work& work, const std::string& what, Clock::time_point start) {
-    const auto left = std::max(std::chrono::milliseconds(1), timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
-    if (!work.wait(left)) throw DTorchError(common::code::kNetwork, what + " failed: aborted");
+    for (;;) {
+      checkAborted(what);
+      const std::chrono::milliseconds rest = left(start);
+      const std::chrono::milliseconds slice = std::min(rest, kAbortSlice);
+      try {
+        work.wait(slice);
+        return;
+      } catch (const std::exception&) {
+        if (slice == rest || work.isCompleted()) throw;  // its own failure, or the group's timeout
+      }
+    }
   }
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::string name_;  // "gloo group <key> (participant p of n)", for messages
   std::chrono::milliseconds timeout_;
+  uint64_t epoch_;  // aborts().epoch when it was made: once that moves on, the group is done for
   int nextTag_ = 0;
 };
 
@@ -182,6 +257,7 @@ std::shared_ptr<Communicator> createGloo(RendezvousStore& store, const std::stri
                                          std::chrono::milliseconds timeout, const std::string& host) {
   const std::string name = "gloo group " + groupKey + " (participant " + std::to_string(position) + " of " + std::to_string(size) + ")";
   const Clock::time_point start = Clock::now();
+  const uint64_t epoch = aborts().epoch.load();
   try {
     // A connection of its own: a c10d TCPStore client does one operation at a time, and Gloo
     // waits in the store for its peers, which would hold up every other participant in this
@@ -190,7 +266,7 @@ std::shared_ptr<Communicator> createGloo(RendezvousStore& store, const std::stri
     connection->setTimeout(timeout);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupKey, std::move(connection));
     auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, position, size, glooOptions(host, timeout));
-    return std::make_shared<BackendCommunicator>(std::move(backend), name, timeout);
+    return std::make_shared<BackendCommunicator>(std::move(backend), name, timeout, epoch);
   } catch (const DTorchError&) {
     throw;
   } catch (const std::exception& e) {
@@ -199,6 +275,14 @@ std::shared_ptr<Communicator> createGloo(RendezvousStore& store, const std::stri
 }
 
 }  // namespace
+
+void abortGlooGroups(const std::string& why) {
+  Aborts& a = aborts();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  a.why = why;
+  a.epoch.fetch_add(1);
+  for (auto& [raw, work] : a.pointToPoint) work->abort();  // their waits return false at once
+}
 
 std::shared_ptr<Communicator> glooCommunicator(std::shared_ptr<RendezvousStore> store, const std::string& groupKey, int position,
                                                int size, std::chrono::milliseconds timeout, const std::string& host) {

@@ -48,7 +48,8 @@ export {
   type WorkerMessage,
   type MainMessage,
 } from './cluster/control_service.js';
-export { RendezvousStore } from './cluster/rendezvous_store.js';
+export { RendezvousStore, type StoreOp, type StoreReply, type StoreRequest } from './cluster/rendezvous_store.js';
+export { storeReplyMessage, storeReplyOf, storeRequestMessage, storeRequestOf, type StoreReplyMessage, type StoreRequestMessage } from './cluster/store_relay.js';
 export {
   OpStreamServer,
   OpStreamClient,

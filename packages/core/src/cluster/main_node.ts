@@ -2,7 +2,8 @@
 // service). It checks each worker's token, numbers the nodes and their devices in join order,
 // watches their heartbeats, runs barriers, and ends the cluster. It also streams the engine's op
 // stream to every worker (ZeroMQ, packages/external's OpStreamServer) and hands their answers
-// (read values, syncs) back to the engine. A node that is killed, cut off or silent for
+// (read values, syncs) back to the engine, and holds the cluster's rendezvous store, which has no
+// port: a worker's store calls come on its authenticated session and are answered there. A node that is killed, cut off or silent for
 // `lostAfterMs` is lost: every pending wait that depends on it rejects with NODE_LOST naming it,
 // and the onNodeLost listeners hear of it. Every wait has a deadline.
 import { randomBytes } from 'node:crypto';
@@ -15,10 +16,14 @@ import {
   TOKEN_METADATA,
   controlServiceDefinition,
   grpc,
+  storeReplyMessage,
+  storeRequestOf,
   tokensEqual,
   torchInfo,
   type JoinMessage,
   type MainMessage,
+  type StoreReply,
+  type StoreRequestMessage,
   type WorkerMessage,
 } from '@dtorch/external';
 import { engine } from '../engine.js';
@@ -97,7 +102,12 @@ interface Session {
   lastHeard: number;
   /** It receives the op stream (it has been sent what joining needs). */
   streaming: boolean;
+  /** Its rendezvous store calls not answered yet. */
+  storeCalls: number;
 }
+
+/** How many store calls of one worker may wait at once (its process groups make a few each). */
+const MAX_STORE_CALLS = 1024;
 
 interface PendingBarrier {
   id: number;
@@ -177,7 +187,10 @@ export class MainNode {
   #rejected = 0;
   #address = '';
 
-  /** The rendezvous store (a c10d TCPStore) the workers reach at Welcome.storePort: where c10d process groups meet. */
+  /**
+   * The rendezvous store where c10d process groups meet: in this process, without a port; the
+   * workers' calls reach it over their sessions (StoreRequest), and only theirs.
+   */
   readonly store: RendezvousStore;
   /** The op stream to the workers (ZeroMQ), on Welcome.opStreamPort. */
   readonly #stream: OpStreamServer;
@@ -207,10 +220,10 @@ export class MainNode {
     const heartbeatMs = Math.max(50, nonNegative('heartbeatMs', options.heartbeatMs, 1000));
     const lostAfterMs = Math.max(2 * heartbeatMs, nonNegative('lostAfterMs', options.lostAfterMs, 3000));
     const server = new grpc.Server({ 'grpc.keepalive_time_ms': 1000, 'grpc.keepalive_timeout_ms': 2000, 'grpc.keepalive_permit_without_calls': 1 });
-    // the rendezvous store of c10d process groups, on the same host as the control plane
     const own = ownDevices(options.devices);
     const bareHost = host.replace(/^\[(.*)\]$/, '$1');
-    const store = RendezvousStore.serve(bareHost, 0, joinTimeoutMs || 60_000);
+    // the rendezvous store of c10d process groups: in this process, reached only through the sessions
+    const store = RendezvousStore.local(joinTimeoutMs || 60_000);
     let stream: OpStreamServer;
     try {
       stream = await OpStreamServer.listen({ host: bareHost });
@@ -324,7 +337,7 @@ export class MainNode {
     this.#stream.close();
     await new Promise<void>((resolve) => this.#server.tryShutdown(() => resolve()));
     this.#server.forceShutdown();
-    this.store.close();
+    this.store.close(`the cluster was shut down (${reason})`);
   }
 
   // Joins this process's engine as node 0: from now on it streams what it records.
@@ -377,6 +390,7 @@ export class MainNode {
         }
         session.lastHeard = Date.now();
         if (message.body === 'arrived' && message.arrived) this.#arrived(session, message.arrived.barrier);
+        else if (message.body === 'storeRequest' && message.storeRequest) this.#storeRequest(session, message.storeRequest);
         else if (message.body === 'join') {
           this.#rejected++;
           this.#lose(session, 'it sent Join twice (a replayed or mixed-up session)', grpc.status.FAILED_PRECONDITION);
@@ -426,7 +440,7 @@ export class MainNode {
     });
     const firstDevice = devices[0]!.index;
     const info: ClusterNode = { node, hostname: join.hostname.slice(0, 255), pid: join.pid, peer, dtorchVersion: join.dtorchVersion, libtorchVersion: join.libtorchVersion, devices, alive: true };
-    const session: Session = { info, call, lastHeard: Date.now(), streaming: false };
+    const session: Session = { info, call, lastHeard: Date.now(), streaming: false, storeCalls: 0 };
     this.#sessions.set(node, session);
     // The op stream: the workers already there get what was posted so far and the new devices;
     // this one gets every device and mesh first, then what everyone gets.
@@ -437,10 +451,43 @@ export class MainNode {
     this.#pump();
     for (const p of engine().cluster.snapshot()) void this.#stream.send(node, p);
     session.streaming = true;
-    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs, storePort: this.store.port, opStreamPort: this.#stream.port, opStreamKey: key } });
+    call.write({ welcome: { node, firstDevice, heartbeatMs: this.#heartbeatMs, opStreamPort: this.#stream.port, opStreamKey: key } });
     log.info(`cluster: node ${node} joined: ${describeNode(info)} with ${devices.map((d) => d.device).join(', ')}`);
     for (const wake of this.#joinWaiters) wake();
     return session;
+  }
+
+  // A worker's call on the rendezvous store: run off the JS thread (a get or wait blocks until its
+  // keys are set, its timeout, or the session's end), answered on the session. A malformed call
+  // is answered with its error; none of them can stop this node.
+  #storeRequest(session: Session, message: StoreRequestMessage): void {
+    const parsed = storeRequestOf(message);
+    const id = Number.isSafeInteger(message.id) ? message.id : 0;
+    const answer = (errorCode: string, errorMessage: string): void => void session.call.write({ storeReply: storeReplyMessage(id, { errorCode, errorMessage, value: new Uint8Array(0), number: 0 }) });
+    if ('problem' in parsed) {
+      this.#rejected++;
+      log.warn(`cluster: refused a store request of node ${session.info.node}: ${parsed.problem}`);
+      return answer(ErrorCode.InvalidArgument, `refused ${parsed.problem}`);
+    }
+    if (session.storeCalls >= MAX_STORE_CALLS) return answer(ErrorCode.InvalidArgument, `more than ${MAX_STORE_CALLS} store calls wait at once`);
+    session.storeCalls++;
+    let answered: Promise<StoreReply>;
+    try {
+      answered = this.store.answer(session.info.node, parsed.request);
+    } catch (err) {
+      session.storeCalls--;
+      return answer(ErrorCode.Network, (err as Error).message);
+    }
+    void answered.then(
+      (reply) => {
+        session.storeCalls--;
+        if (session.info.alive && !this.#closed) session.call.write({ storeReply: storeReplyMessage(parsed.id, reply) });
+      },
+      (err: unknown) => {
+        session.storeCalls--;
+        if (session.info.alive && !this.#closed) answer(ErrorCode.Internal, (err as Error).message);
+      },
+    );
   }
 
   #arrived(session: Session, barrier: number): void {
@@ -469,6 +516,7 @@ export class MainNode {
     log.warn(err.message);
     engine().cluster.nodeLost(session.info.node, err.message);
     this.#stream.forget(session.info.node);
+    this.store.forget(session.info.node);
     if (code !== undefined) endWithStatus(session.call, code, why);
     for (const b of this.#barriers.values()) {
       clearTimeout(b.timer);

@@ -1,12 +1,28 @@
 // A worker node: joins the main node's Control service, sends its heartbeat, answers barriers,
 // applies the main node's op stream (ZeroMQ) to this process's engine, which lowers the ranks
 // this node holds and sends back the reads and syncs it answers, and ends when the main node
-// says so or is gone. Started by `dtorch worker` (or runWorker from
-// code) on each host, by whatever the site uses (ssh, Slurm, Kubernetes). A main node that dies
-// or is cut off ends the worker within 5 s: gRPC keepalive pings every second, 2 s to answer.
+// says so or is gone. Its c10d process groups meet in the main node's rendezvous store through a
+// relay over this session (the store has no port). Started by `dtorch worker` (or runWorker from
+// code) on each host, by whatever the site uses (ssh, Slurm, Kubernetes). A main node that dies,
+// is cut off or stops answering (SIGSTOP: no reset comes) ends the worker within 5 s: gRPC
+// keepalive pings every second, 2 s to answer; the session's end fails the store calls and aborts
+// the collectives with other nodes, so nothing holds the process.
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { CONTROL_PROTOCOL, OpStreamClient, RendezvousStore, TOKEN_METADATA, controlClient, dtorchVersion, grpc, torchInfo, type ControlDevice, type MainMessage } from '@dtorch/external';
+import {
+  CONTROL_PROTOCOL,
+  OpStreamClient,
+  RendezvousStore,
+  TOKEN_METADATA,
+  controlClient,
+  dtorchVersion,
+  grpc,
+  storeReplyOf,
+  storeRequestMessage,
+  torchInfo,
+  type ControlDevice,
+  type MainMessage,
+} from '@dtorch/external';
 import { engine } from '../engine.js';
 
 /** How a worker joins (dtorch worker's flags). */
@@ -60,17 +76,17 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
     let settled = false;
     let store: RendezvousStore | undefined;
     let stream: OpStreamClient | undefined;
+    let joined = false; // this process's engine follows the main node's
     let refusals = 0;
     const finish = (outcome: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(joinTimer);
       clearInterval(heartbeat);
-      if (stream) {
-        engine().cluster.leave('the worker left the cluster');
-        stream.close();
-      }
-      store?.close();
+      // first the store (a group being made fails at once), then the collectives (aborted)
+      store?.close('the session with the main node ended');
+      if (joined) engine().cluster.leave('the worker left the cluster');
+      stream?.close();
       call.end();
       client.close();
       outcome();
@@ -81,28 +97,34 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
       joinTimeoutMs,
     );
     call.on('data', (message: MainMessage) => {
+      if (settled) return;
       if (message.body === 'welcome' && message.welcome && node === 0) {
         clearTimeout(joinTimer);
         node = message.welcome.node;
         let sequence = 0;
         heartbeat = setInterval(() => call.write({ heartbeat: { sequence: ++sequence } }), Math.max(50, message.welcome.heartbeatMs));
         log.info(`cluster: joined ${options.main} as node ${node}`);
-        const { firstDevice, storePort, opStreamPort, opStreamKey } = message.welcome;
-        // registers in the rendezvous store, where c10d process groups will meet: node/<n> holds
-        // this host's name, nodes counts the workers that reached the store
+        const { firstDevice, opStreamPort, opStreamKey } = message.welcome;
         const mainHost = options.main.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
-        void RendezvousStore.connect(mainHost, storePort, joinTimeoutMs)
-          .then(async (s) => {
-            store = s;
-            await s.set(`node/${node}`, hostname());
-            await s.add('nodes', 1);
+        // the rendezvous store, where c10d process groups meet: the main node's, each call a
+        // StoreRequest on this session (answered by a StoreReply of the same id)
+        const relay = RendezvousStore.relay((id, request) => {
+          if (settled) throw new DTorchError(ErrorCode.Network, 'the session with the main node ended');
+          call.write({ storeRequest: storeRequestMessage(id, request) });
+        }, joinTimeoutMs);
+        store = relay;
+        // registers: node/<n> holds this host's name, nodes counts the workers that reached the store
+        void relay.set(`node/${node}`, hostname())
+          .then(() => relay.add('nodes', 1))
+          .then(() => {
             if (settled) return;
             // the op stream: what the main node records, applied here; answers go back
             // Gloo groups: loopback when the main node is on this host, else c10d's choice of this host's address
             const glooHost = /^(127\.|localhost$|::1$)/.test(mainHost) ? '127.0.0.1' : '';
-            engine().cluster.join(node, 0, s.handle, [], () => {
+            engine().cluster.join(node, 0, relay.handle, [], () => {
               for (const p of engine().cluster.takeOutgoing()) void stream?.send(p);
             }, glooHost);
+            joined = true;
             if (!opStreamPort || !opStreamKey) throw new DTorchError(ErrorCode.Protocol, 'the Welcome names no op stream (run the same DTorch version on every node)');
             stream = OpStreamClient.connect({ host: mainHost, port: opStreamPort, key: opStreamKey });
             stream.onMessage((payload) => {
@@ -115,9 +137,12 @@ export function runWorker(options: WorkerOptions): Promise<WorkerEnd> {
             });
             options.onWelcome?.({ node, firstDevice });
           })
-          .catch((err: unknown) => finish(() => reject(new DTorchError(ErrorCode.Network, `dtorch worker: cannot use the rendezvous store at ${mainHost}:${storePort} (${(err as Error).message})`))));
+          .catch((err: unknown) => finish(() => reject(new DTorchError(ErrorCode.Network, `dtorch worker: cannot use the main node's rendezvous store (${(err as Error).message})`))));
       } else if (message.body === 'barrier' && message.barrier) {
         call.write({ arrived: { barrier: message.barrier.barrier } }); // nothing runs on workers yet that a barrier waits for
+      } else if (message.body === 'storeReply' && message.storeReply) {
+        const { id, reply } = storeReplyOf(message.storeReply);
+        store?.reply(id, reply);
       } else if (message.body === 'shutdown') {
         const reason = message.shutdown?.reason ?? '';
         finish(() => resolve({ node, reason }));

@@ -6,9 +6,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import type { StoreReplyMessage, StoreRequestMessage } from './store_relay.js';
 
-/** The revision of control.proto this build speaks (Join.protocol). */
-export const CONTROL_PROTOCOL = 1;
+/** The revision of control.proto this build speaks (Join.protocol): 2, the rendezvous store over the session. */
+export const CONTROL_PROTOCOL = 2;
 
 /** The call metadata key that carries the cluster's token (checked before any message is read). */
 export const TOKEN_METADATA = 'dtorch-token';
@@ -55,8 +56,10 @@ export interface WorkerMessage {
     /** The Barrier's number. */
     barrier: number;
   } | null;
+  /** A call of the worker's process groups on the cluster's rendezvous store (after Welcome). */
+  storeRequest?: StoreRequestMessage | null;
   /** Which field is set (proto-loader's `oneofs`). */
-  body?: 'join' | 'heartbeat' | 'arrived';
+  body?: 'join' | 'heartbeat' | 'arrived' | 'storeRequest';
 }
 
 /** What the main node sends: exactly one of the fields. */
@@ -69,8 +72,6 @@ export interface MainMessage {
     firstDevice: number;
     /** How often the worker must send a Heartbeat, in ms. */
     heartbeatMs: number;
-    /** The port of the rendezvous store (a c10d TCPStore) on the main node's host. */
-    storePort: number;
     /** The port of the op stream (OpStreamServer) on the main node's host; 0 or absent: none yet. */
     opStreamPort?: number;
     /** The worker's op stream session key (32 bytes; empty or absent: none yet). Never printed. */
@@ -86,8 +87,10 @@ export interface MainMessage {
     /** Why, in words, for the worker's last line. */
     reason: string;
   } | null;
+  /** The answer to a StoreRequest. */
+  storeReply?: StoreReplyMessage | null;
   /** Which field is set (proto-loader's `oneofs`). */
-  body?: 'welcome' | 'barrier' | 'shutdown';
+  body?: 'welcome' | 'barrier' | 'shutdown' | 'storeReply';
 }
 
 const protoPath = fileURLToPath(new URL('../../proto/dtorch/control/v1/control.proto', import.meta.url));
