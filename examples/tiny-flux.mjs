@@ -6,11 +6,12 @@
 // FLUX.1-dev's.
 //   node examples/tiny-flux.mjs [out.png]
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 
-const out = process.argv[2] ?? 'examples/output/tiny-flux.png';
+const out = process.argv[2] ?? join(tmpdir(), 'dtorch', 'tiny-flux.png'); // not into the source tree
 const mesh = new dt.DeviceMesh('cpu', [0, 1], ['ulysses']);
 const pipe = await hf.FluxPipeline.tiny({ mesh });
 const { images, timings } = await pipe.generate({

@@ -163,6 +163,7 @@ describe('the packed packages, installed outside the repository', () => {
       expect(r.status).not.toBe(0);
       expect(r.stderr).toContain('The addon has not been built');
       expect(r.stderr).toContain('Run `npm rebuild @dtorch/common` in your project');
+      expect(r.stderr).toContain('`npm install-scripts approve @dtorch/common zeromq protobufjs`');
     } finally {
       renameSync(`${build}.away`, build);
     }

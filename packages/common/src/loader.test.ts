@@ -44,6 +44,13 @@ describe('addon loader', () => {
     expect(formatLoadFailure([{ path: '/z', error: 'undefined symbol: _ZN2at4_ops' }])).toContain('do not match');
   });
 
+  it('in a project that installed the packages, names npm 11\'s script approval and the rebuild when the addon is missing', () => {
+    const text = formatLoadFailure([{ path: '/app/node_modules/@dtorch/common/build/Release/dtorch.node', error: 'not found' }], false);
+    expect(text).toContain('its install script not approved (npm 11: `npm install-scripts approve @dtorch/common zeromq protobufjs`)');
+    expect(text).toContain('Run `npm rebuild @dtorch/common` in your project');
+    expect(text).not.toContain('repository root');
+  });
+
   it('names the LibTorch the addon was built against when it is gone, and the command that rebuilds', () => {
     const dir = mkdtempSync(join(tmpdir(), 'dtorch-loader-'));
     writeFileSync(join(dir, 'torch.json'), JSON.stringify({ cmakePrefixPath: '/gone/torch', version: '2.13.0' }));

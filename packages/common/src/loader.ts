@@ -39,8 +39,13 @@ const repoRoot = resolve(packageRoot, '..', '..');
 export const inRepository =
   existsSync(join(repoRoot, 'turbo.json')) && existsSync(join(repoRoot, 'native')) && resolve(repoRoot, 'packages', 'common') === packageRoot;
 
-/** The command that builds the addon again where this package lives. */
-const rebuildCommand = inRepository ? '`npm run setup` at the repository root' : '`npm rebuild @dtorch/common` in your project';
+/** The command that builds the addon again: in a checkout, or where the package is installed. */
+function rebuildCommandOf(checkout: boolean): string {
+  return checkout ? '`npm run setup` at the repository root' : '`npm rebuild @dtorch/common` in your project';
+}
+
+/** npm 11 runs (and later, by default, skips) dependencies' install scripts only once approved. */
+const approveScripts = '`npm install-scripts approve @dtorch/common zeromq protobufjs`';
 
 /**
  * Where the addon may be: the file DTORCH_NATIVE_PATH names, alone (a setting that names a file
@@ -63,7 +68,8 @@ function builtAgainst(addonPath: string): { cmakePrefixPath: string; version: st
   return undefined;
 }
 
-function remedies(attempts: LoadAttempt[]): string[] {
+function remedies(attempts: LoadAttempt[], checkout: boolean): string[] {
+  const rebuildCommand = rebuildCommandOf(checkout);
   const text = attempts.map((a) => a.error).join('\n');
   const out: string[] = [];
   const named = config.nativePath ? resolve(config.nativePath) : undefined;
@@ -71,13 +77,14 @@ function remedies(attempts: LoadAttempt[]): string[] {
     out.push(`DTORCH_NATIVE_PATH=${config.nativePath} names this addon${existsSync(named) ? ', which does not load (below)' : ', which does not exist'}: point it at a`);
     out.push('built dtorch.node, or unset it to load the build of this checkout or package.');
   } else if (attempts.every((a) => a.error.startsWith('not found'))) {
-    if (inRepository) {
+    if (checkout) {
       out.push('The addon has not been built. Run `npm install` at the repository root (it finds LibTorch and builds),');
       out.push('or `npm run build:native` if setup already ran. Set DTORCH_NATIVE_PATH to use a build elsewhere.');
     } else {
       out.push('The addon has not been built: @dtorch/common builds it when it is installed (installed with --ignore-scripts,');
-      out.push('or its build failed?). Run `npm rebuild @dtorch/common` in your project: it needs a C++ compiler, cmake and a');
-      out.push('LibTorch (LIBTORCH=/path/to/libtorch picks one; else a Python torch, else it pip-installs one). Set');
+      out.push(`its install script not approved (npm 11: ${approveScripts}), or its build failed?).`);
+      out.push('Run `npm rebuild @dtorch/common` in your project: it needs a C++ compiler, cmake and a LibTorch');
+      out.push('(LIBTORCH=/path/to/libtorch picks one; else a Python torch, else it pip-installs one). Set');
       out.push('DTORCH_NATIVE_PATH to use a build elsewhere.');
     }
   }
@@ -110,13 +117,14 @@ function remedies(attempts: LoadAttempt[]): string[] {
 /**
  * The NATIVE_ADDON_MISSING message for `attempts`: each path and why it failed, then the remedies
  * for the failures seen (a DTORCH_NATIVE_PATH that does not load, not built, LibTorch moved, an
- * old C++ runtime, a mismatched build).
+ * old C++ runtime, a mismatched build), with the commands of a checkout or, `checkout` false, of
+ * a project that installed the packages.
  */
-export function formatLoadFailure(attempts: LoadAttempt[]): string {
+export function formatLoadFailure(attempts: LoadAttempt[], checkout = inRepository): string {
   const lines = ['Could not load the DTorch native addon (dtorch.node). Tried:'];
   for (const a of attempts) lines.push(`  - ${a.path}: ${a.error}`);
   lines.push('How to fix:');
-  for (const r of remedies(attempts)) lines.push(`  ${r}`);
+  for (const r of remedies(attempts, checkout)) lines.push(`  ${r}`);
   return lines.join('\n');
 }
 

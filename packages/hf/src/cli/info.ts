@@ -27,6 +27,24 @@ export function gib(bytes: number): string {
   return `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 }
 
+/** What {@link cudaLines} reads of dt.torchInfo(). */
+export type CudaFacts = Pick<ReturnType<typeof dt.torchInfo>, 'libtorchVersion' | 'builtWithCuda' | 'cudaDeviceCount'>;
+
+/** `dtorch info`'s CUDA line; without CUDA or without a GPU, the lines after it say how to get them. */
+export function cudaLines(info: CudaFacts): string[] {
+  if (!info.builtWithCuda) {
+    return [
+      `CUDA: not available: the addon was built against a CPU-only LibTorch (${info.libtorchVersion}). To use GPUs, rebuild it against a CUDA one:`,
+      '  in a checkout rm -rf build && LIBTORCH=/path/to/libtorch npm run setup, in a project LIBTORCH=/path/to/libtorch npm rebuild @dtorch/common',
+      '  (or with a CUDA torch in the Python that setup finds; it needs the CUDA toolkit: README.md, "Generate a real image")',
+    ];
+  }
+  if (info.cudaDeviceCount === 0) {
+    return ['CUDA: built with CUDA, but no GPU is visible: check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES'];
+  }
+  return [`CUDA: built with CUDA, ${info.cudaDeviceCount} GPU(s) visible`];
+}
+
 /** The lines `dtorch info` prints. */
 export function infoLines(): string[] {
   const v = versions();
@@ -34,7 +52,7 @@ export function infoLines(): string[] {
   const lines = [
     `DTorch ${v.hf} (@dtorch/hf ${v.hf}, @dtorch/api ${v.api}), Node.js ${process.versions.node}`,
     `LibTorch ${info.libtorchVersion}`,
-    `CUDA: ${info.builtWithCuda ? `built with CUDA, ${info.cudaDeviceCount} GPU(s) visible` : 'not available (the addon was built without CUDA)'}`,
+    ...cudaLines(info),
     `NCCL: ${info.ncclVersion ? info.ncclVersion : info.builtWithCuda ? 'not found (GPUs exchange data by peer copies)' : 'not available'}`,
     'devices:',
     `  cpu:0-${dt.nativeSettings().cpuDevices - 1} ${info.cpuCores} cores, ${gib(totalmem())} host memory (${gib(freemem())} free), shared by the ${dt.nativeSettings().cpuDevices} CPU devices (worker threads; DTORCH_CPU_DEVICES sets how many)`,
