@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as zmq from 'zeromq';
 import { OpStreamClient, OpStreamServer, newOpStreamKey, type OpStreamReject } from './op_stream.js';
 import { MessageType, decodeFrame, encodeFrame } from './op_stream_frame.js';
+import { RejectLog } from './op_stream_socket.js';
 
 // Everything a test opens, closed after it whatever happened.
 const open: { close(): void }[] = [];
@@ -165,6 +166,43 @@ describe('OpStreamServer and OpStreamClient', () => {
     expect(warned[0]).toMatch(/\[dtorch warn\] op stream: dropped a message from an unadmitted peer .*no admitted key/);
     expect(warned[0]).not.toContain(good.toString('hex'));
   }, 15_000);
+
+  it('logs a flood of garbage peers with 255-byte routing ids once, the id cut short, and tells every one to onReject', async () => {
+    const errors = errorLines();
+    const debug = vi.spyOn(console, 'debug').mockImplementation(() => undefined);
+    const server = await listen();
+    const rejects: OpStreamReject[] = [];
+    server.onReject((r) => rejects.push(r));
+    const peers = 100;
+    for (let i = 0; i < peers; i++) {
+      // a routing id of the peer's choosing, as long as ZeroMQ allows
+      const garbage = track(new zmq.Dealer({ linger: 0, routingId: `peer-${i}-`.padEnd(255, 'z') }));
+      garbage.connect(`tcp://127.0.0.1:${server.port}`);
+      void garbage.send([Buffer.from('GET / HTTP/1.1')]);
+    }
+    await until('every garbage peer refused', () => rejects.length === peers);
+    expect(rejects.every((r) => r.kind === 'unadmitted')).toBe(true);
+    const warned = errors.mock.calls.map(([line]) => String(line)).filter((l) => l.includes('op stream'));
+    expect(warned, warned.join('\n')).toHaveLength(1); // one line for the lot, within the minute
+    expect(warned[0]).toMatch(/^\[dtorch warn\] op stream: dropped a message from an unadmitted peer \(routing id [0-9a-f]{16}\.\.\. \(255 bytes\)\): its first message is not a hello/);
+    expect(warned[0]!.length).toBeLessThan(250);
+    for (const line of [...warned, ...debug.mock.calls.map(([l]) => String(l))]) expect(line).not.toMatch(/7a7a7a7a7a7a7a7a7a7a/); // no whole id, at any level
+  }, 15_000);
+
+  it('logs a kind of drop again after its interval, with how many it held back', async () => {
+    const errors = errorLines();
+    const rejects = new RejectLog(100);
+    const garbage = { kind: 'malformed' as const, message: 'garbage' };
+    for (let i = 0; i < 5; i++) rejects.write(`peer ${i}`, garbage, 'unadmitted peers');
+    rejects.write('node 2', garbage); // another group: its own budget
+    await new Promise((r) => setTimeout(r, 150));
+    rejects.write('peer 9', garbage, 'unadmitted peers');
+    expect(errors.mock.calls.map(([l]) => String(l))).toEqual([
+      '[dtorch warn] op stream: dropped a message from peer 0: garbage',
+      '[dtorch warn] op stream: dropped a message from node 2: garbage',
+      expect.stringMatching(/^\[dtorch warn\] op stream: dropped a message from peer 9: garbage \(and 4 more like it from unadmitted peers in the last 0 s, logged at debug\)$/),
+    ]);
+  });
 
   it('carries a 64 MiB payload both ways', async () => {
     const server = await listen();

@@ -12,6 +12,7 @@ import {
   checkHost,
   payloadParts,
   sequenceMessage,
+  shortRoutingId,
   socketSettings,
   subscribe,
   tcpAddress,
@@ -224,7 +225,7 @@ export class OpStreamServer {
   }
 
   #hello(routingId: Buffer, id: string, message: Buffer[]): void {
-    const who = `an unadmitted peer (routing id ${id})`;
+    const who = `an unadmitted peer (routing id ${shortRoutingId(routingId)})`;
     const refused = this.#refused.get(id);
     if (refused) return this.#reject(who, { kind: 'unadmitted', message: refused });
     const refuse = (why: string) => {
@@ -247,7 +248,8 @@ export class OpStreamServer {
   }
 
   #reject(peer: string, reject: OpStreamReject): void {
-    this.#rejectLog.write(peer, reject);
+    // every unadmitted peer shares one budget: a flood of new connections is one source
+    this.#rejectLog.write(peer, reject, reject.node === undefined ? 'unadmitted peers' : peer);
     callEach(this.#onReject, 'onReject', reject);
   }
 }

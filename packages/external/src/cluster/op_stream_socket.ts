@@ -125,22 +125,39 @@ export class SendQueue {
   }
 }
 
-// Logs each kind of rejection the first time a peer earns it at warn, then at debug (a corrupt
-// stream must not flood the log); bounded, so a flood of peers cannot grow it without end.
+// Logs each kind of rejection at warn the first time a peer group earns it (a node; every
+// unadmitted peer together, since a new connection is a new peer), then at most once a minute
+// with how many were seen since, the rest at debug: neither a corrupt stream nor a flood of
+// garbage peers can flood the log. Bounded, so a flood of kinds cannot grow it without end.
 export class RejectLog {
-  #seen = new Set<string>();
+  #seen = new Map<string, { at: number; since: number }>();
+  readonly #intervalMs: number;
 
-  write(peer: string, reject: OpStreamReject): void {
-    const key = `${peer} ${reject.kind}`;
-    const first = !this.#seen.has(key);
-    if (first) {
-      if (this.#seen.size >= 4096) this.#seen.clear();
-      this.#seen.add(key);
-    }
-    const line = `op stream: dropped a message from ${peer}: ${reject.message}`;
-    if (first) log.warn(line);
-    else log.debug(line);
+  constructor(intervalMs = 60_000) {
+    this.#intervalMs = intervalMs;
   }
+
+  /** Logs `reject` from `peer`, rate-limited per `group` (default: the peer itself) and kind. */
+  write(peer: string, reject: OpStreamReject, group = peer): void {
+    const key = `${group} ${reject.kind}`;
+    const now = Date.now();
+    const seen = this.#seen.get(key);
+    const line = `op stream: dropped a message from ${peer}: ${reject.message}`;
+    if (seen && now - seen.at < this.#intervalMs) {
+      seen.since++;
+      log.debug(line);
+      return;
+    }
+    if (!seen && this.#seen.size >= 4096) this.#seen.clear();
+    const more = seen && seen.since > 0 ? ` (and ${seen.since} more like it from ${group} in the last ${Math.round((now - seen.at) / 1000)} s, logged at debug)` : '';
+    this.#seen.set(key, { at: now, since: 0 });
+    log.warn(line + more);
+  }
+}
+
+/** A peer-chosen ZeroMQ routing id (up to 255 bytes) as a log shows it: its first 8 bytes in hex, and its length when longer. */
+export function shortRoutingId(id: Buffer): string {
+  return id.length <= 8 ? id.toString('hex') : `${id.subarray(0, 8).toString('hex')}... (${id.length} bytes)`;
 }
 
 export function callEach<A extends unknown[]>(listeners: Set<(...args: A) => void>, what: string, ...args: A): void {
