@@ -2,41 +2,23 @@
 // runs it: `info` prints the versions, `generate --model tiny-flux` writes PNGs that decode to
 // the requested size, and each error is one line on stderr with a non-zero exit code.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import { checkBuilt, dtorch as runDtorch, expectOneLineError, type Run } from './dtorch_command.js';
 import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
-const main = fileURLToPath(new URL('../../packages/hf/dist/cli/main.js', import.meta.url));
 const bin = fileURLToPath(new URL('../../packages/hf/bin/dtorch.js', import.meta.url));
 const hfPackage = JSON.parse(readFileSync(fileURLToPath(new URL('../../packages/hf/package.json', import.meta.url)), 'utf8')) as { version: string };
 const work = mkdtempSync(join(tmpdir(), 'dtorch-cli-'));
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function dtorch(args: string[], env: Record<string, string> = {}): Run {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, HF_HOME: join(work, 'hf-home'), HF_HUB_OFFLINE: '1' };
-  delete childEnv['DTORCH_LOG'];
-  Object.assign(childEnv, env);
-  const r = spawnSync(process.execPath, [main, ...args], { env: childEnv, encoding: 'utf8', timeout: 120_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** An error run: exit code 1, and stderr one line starting `error: `, with no stack. */
-function expectOneLineError(r: Run, pattern: RegExp): void {
-  expect(r.status, r.stderr).toBe(1);
-  const lines = r.stderr.trimEnd().split('\n');
-  expect(lines, r.stderr).toHaveLength(1);
-  expect(lines[0]).toMatch(/^error: /);
-  expect(lines[0]).toMatch(pattern);
+  return runDtorch(work, args, env);
 }
 
 function decodePng(path: string): { width: number; height: number } {
@@ -44,9 +26,7 @@ function decodePng(path: string): { width: number; height: number } {
   return { width: png.width, height: png.height };
 }
 
-beforeAll(() => {
-  if (!existsSync(main)) throw new Error(`${main} is missing: build @dtorch/hf first (npm run build)`);
-});
+beforeAll(checkBuilt);
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe('dtorch info', () => {
@@ -177,5 +157,146 @@ describe('dtorch generate --model <folder>', () => {
     expect(readFileSync(join(work, 'folder.png')).equals(readFileSync(join(work, 'builtin.png')))).toBe(true);
     rmSync(join(dir, 'vae', 'diffusion_pytorch_model.safetensors'));
     expectOneLineError(dtorch(['generate', '--model', dir, '--out', join(work, 'never.png'), ...args]), /vae/);
+  });
+});
+
+describe('dtorch generate: every bad input is one line, and what can be checked before loading is', () => {
+  const base = ['generate', '--model', 'tiny-sd3', '--prompt', 'a cat', '--size', '32', '--steps', '1'];
+  const saved = join(work, 'base-sd3');
+  // a copy of the saved tiny-sd3 folder, changed by `change`
+  const variant = (name: string, change: (dir: string) => void): string => {
+    const dir = join(work, name);
+    cpSync(saved, dir, { recursive: true });
+    change(dir);
+    return dir;
+  };
+  const editConfig = (path: string, values: Record<string, unknown>) => writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), ...values }));
+  beforeAll(() => saveTinySd3(saved));
+
+  it('a bad DTORCH_* setting, even for --help', () => {
+    expectOneLineError(dtorch(['--help'], { DTORCH_READ_TIMEOUT_MS: '0' }), /environment variable DTORCH_READ_TIMEOUT_MS but received "0"/);
+    expectOneLineError(dtorch(['info'], { DTORCH_SEGMENT_NODES: 'many' }), /environment variable DTORCH_SEGMENT_NODES/);
+  });
+
+  it('--size in the error is WIDTHxHEIGHT as the flag is: the suggestion pasted back runs', () => {
+    const flux = ['generate', '--model', 'tiny-flux', '--prompt', 'a cat', '--steps', '1'];
+    expectOneLineError(dtorch([...flux, '--size', '33x17', '--out', join(work, 'never.png')]), /got 33x17 \(width x height\); e\.g\. 32x16$/);
+    const out = join(work, 'pasted.png');
+    const r = dtorch([...flux, '--size', '32x16', '--out', out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(decodePng(out)).toEqual({ width: 32, height: 16 });
+  });
+
+  it('an --out that is a folder or cannot be written, before the pipeline loads', () => {
+    mkdirSync(join(work, 'a-folder.png'));
+    const folder = dtorch([...base, '--out', join(work, 'a-folder.png')]);
+    expectOneLineError(folder, /--out: .*a-folder\.png is a folder; give a file name/);
+    expect(folder.stdout).not.toMatch(/loading/);
+    // sysfs takes no new file from anyone, root included
+    const readOnly = dtorch([...base, '--out', '/sys/dtorch-cli-test/cat.png']);
+    expectOneLineError(readOnly, /--out: cannot write \/sys\/dtorch-cli-test\/cat\.png \((EACCES|EPERM|EROFS): /);
+    expect(readOnly.stdout).not.toMatch(/loading/);
+  });
+
+  it('--no-overwrite refuses an existing file; without it the file is replaced, as --help says', () => {
+    const out = join(work, 'kept.png');
+    writeFileSync(out, 'not a png');
+    const refused = dtorch([...base, '--out', out, '--no-overwrite']);
+    expectOneLineError(refused, /kept\.png exists and --no-overwrite is given; remove it or choose another name/);
+    expect(refused.stdout).not.toMatch(/loading/);
+    expect(readFileSync(out, 'utf8')).toBe('not a png');
+    const replaced = dtorch([...base, '--out', out]);
+    expect(replaced.status, replaced.stderr).toBe(0);
+    expect(decodePng(out)).toEqual({ width: 32, height: 32 });
+  });
+
+  it('--guidance and --seed out of range name the flag and the range', () => {
+    const guidance = dtorch([...base, '--guidance', '1e308', '--out', join(work, 'never.png')]);
+    expectOneLineError(guidance, /argument '1e308' is invalid.*float32's range\) for --guidance/);
+    expect(guidance.stderr).not.toMatch(/full value/);
+    expectOneLineError(dtorch([...base, '--seed', '18446744073709551615', '--out', join(work, 'never.png')]), /from 0 to 281474976710655 for --seed \(DTorch's generator takes seeds below 2\^48/);
+    const largest = dtorch([...base, '--seed', '281474976710655', '--out', join(work, 'largest-seed.png')]);
+    expect(largest.status, largest.stderr).toBe(0);
+  });
+
+  it('a pipeline folder without a component folder names that folder', () => {
+    const dir = variant('no-vae', (d) => rmSync(join(d, 'vae'), { recursive: true }));
+    const r = dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]);
+    expectOneLineError(r, /has no vae\/config\.json: the pipeline's vae\/ folder is missing/);
+    expect(r.stderr).not.toMatch(/subfolder/);
+  });
+
+  it('an empty tokenizer vocabulary names its file', () => {
+    const dir = variant('empty-vocab', (d) => writeFileSync(join(d, 'tokenizer', 'vocab.json'), '{}'));
+    expectOneLineError(dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]), /empty-vocab\/tokenizer\/vocab\.json: the vocabulary is empty/);
+  });
+
+  it('a negative relative_attention_num_buckets names the config key', () => {
+    const dir = variant('negative-buckets', (d) => editConfig(join(d, 'text_encoder_3', 'config.json'), { relative_attention_num_buckets: -4 }));
+    expectOneLineError(dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]), /text_encoder_3\/config\.json: "relative_attention_num_buckets" must be a positive integer; got -4/);
+  });
+
+  it('a config.json that is a symbolic link loop says so', () => {
+    const dir = variant('link-loop', (d) => {
+      rmSync(join(d, 'transformer', 'config.json'));
+      symlinkSync('config.json', join(d, 'transformer', 'config.json'));
+    });
+    expectOneLineError(dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]), /transformer\/config\.json is a symbolic link that loops \(ELOOP\)/);
+  });
+
+  it('garbage in merges.txt is quoted escaped and short, never raw bytes on the terminal', () => {
+    // an escape sequence (ESC [ 2 J clears a terminal), C1's CSI, a bell, then 2,000 bytes of every value
+    const garbage = Buffer.concat([Buffer.from('\x1b[2J\x9b\x07 ', 'latin1'), Buffer.from(Array.from({ length: 2000 }, (_, i) => (i * 37) % 256))]);
+    const dir = variant('garbage-merges', (d) => writeFileSync(join(d, 'tokenizer', 'merges.txt'), garbage));
+    const r = dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]);
+    expectOneLineError(r, /merges\.txt line 1: expected a merge "a b" but found ".*"\.\.\. \(\d+ characters\)$/);
+    expect(r.stderr.trimEnd()).not.toMatch(/\p{Cc}/u); // no C0 or C1 control character, ESC included
+    expect(r.stderr.length).toBeLessThan(400);
+  });
+});
+
+describe('dtorch generate --seed', () => {
+  it('different seeds give different images, and --seed N the image of generate({ seed: N })', async () => {
+    for (const [model, pipeline] of [['tiny-sd3', hf.StableDiffusion3Pipeline], ['tiny-flux', hf.FluxPipeline]] as const) {
+      const args = ['generate', '--model', model, '--prompt', 'a cat', '--size', '32', '--steps', '1'];
+      const images = [5, 6].map((seed) => {
+        const out = join(work, `${model}-seed-${seed}.png`);
+        const r = dtorch([...args, '--seed', String(seed), '--out', out]);
+        expect(r.status, r.stderr).toBe(0);
+        return readFileSync(out);
+      });
+      expect(images[0]!.equals(images[1]!), `${model}: --seed 5 and --seed 6 give one image`).toBe(false);
+      const pipe: hf.DiffusionPipeline = await pipeline.tiny();
+      try {
+        const { images: library } = await pipe.generate({ prompt: 'a cat', height: 32, width: 32, numInferenceSteps: 1, seed: 5 });
+        expect((library as Buffer[])[0]!.equals(images[0]!), `${model}: --seed 5 differs from generate({ seed: 5 })`).toBe(true);
+      } finally {
+        pipe.dispose();
+      }
+    }
+  });
+});
+
+describe('dtorch generate: the defaults --help names', () => {
+  it('dtype by device kind, each built-in model\'s size, --out replacing a file', async () => {
+    const help = dtorch(['generate', '--help']).stdout.replace(/\s+/g, ' ');
+    expect(help).toContain("the parameters' dtype (default bfloat16 on CUDA devices, float32 on CPU devices)");
+    expect(help).toContain("default the pipeline's: 1024x1024 for FLUX.1, SD3 and tiny-flux, 32x32 for tiny-sd3");
+    expect(help).toContain('an existing file is replaced unless --no-overwrite');
+    // what it says is what runs
+    const flux = await hf.FluxPipeline.tiny();
+    expect(flux.defaultSampleSize * flux.vaeScaleFactor).toBe(1024);
+    flux.dispose();
+    const out = join(work, 'default-size.png');
+    const r = dtorch(['generate', '--model', 'tiny-sd3', '--prompt', 'a cat', '--steps', '1', '--out', out, '--devices', 'cpu:0']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(decodePng(out)).toEqual({ width: 32, height: 32 });
+    expect(r.stdout).toMatch(/^loading tiny-sd3 on cpu:0 in float32$/m);
+  });
+
+  it.skipIf(!dt.cuda.isAvailable())('runs in bfloat16 on a CUDA device without --dtype', () => {
+    const r = dtorch(['generate', '--model', 'tiny-sd3', '--prompt', 'a cat', '--steps', '1', '--out', join(work, 'cuda.png'), '--devices', 'cuda:0']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^loading tiny-sd3 on cuda:0 in bfloat16$/m);
   });
 });

@@ -262,7 +262,7 @@ describe('FluxPipeline.generate', () => {
 
   it('refuses bad calls with DTorchErrors naming the problem', async () => {
     const bad = (options: unknown) => pipe.generate(options as hf.FluxGenerateOptions);
-    await expect(bad({ ...small, height: 40 })).rejects.toThrow(/height and width must be multiples of 16 .* got 40x48; e\.g\. 48x48/);
+    await expect(bad({ ...small, height: 40 })).rejects.toThrow(/height and width must be multiples of 16 .* got 48x40 \(width x height\); e\.g\. 48x48/);
     await expect(bad({ ...small, width: 0 })).rejects.toThrow(dt.DTorchError);
     await expect(bad({ ...small, numSteps: 3 })).rejects.toThrow(/Unknown option "numSteps" in FluxPipeline.generate options/);
     await expect(bad({ ...small, max_sequence_length: 3 })).rejects.toThrow(/did you mean maxSequenceLength\?/);

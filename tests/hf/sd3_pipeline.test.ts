@@ -246,7 +246,7 @@ describe('StableDiffusion3Pipeline', () => {
       expect((err as dt.DTorchError).code).toBe(c);
       expect((err as Error).message).toMatch(message);
     };
-    await code({ prompt: 'a cat', height: 30 }, 'INVALID_ARGUMENT', /height and width must be multiples of 4 \(the VAE's scale factor times the patch size\), got 30x32; e\.g\. 32x32/);
+    await code({ prompt: 'a cat', height: 30 }, 'INVALID_ARGUMENT', /height and width must be multiples of 4 \(the VAE's scale factor times the patch size\), got 32x30 \(width x height\); e\.g\. 32x32/);
     await code({ prompt: 'a cat', height: 256, width: 64 }, 'INVALID_ARGUMENT', /64x256 \(width x height\) is larger than this model takes: at most 128 a side \(pos_embed_max_size 32 x patch 2 x VAE scale 2\)/);
     await code({ prompt: 'a cat', steps: 3 }, 'INVALID_ARGUMENT', /Unknown option "steps"/);
     await code({ prompt: 'a cat', num_inference_steps: 3 }, 'INVALID_ARGUMENT', /did you mean numInferenceSteps/);

@@ -22,6 +22,7 @@ export function isFloatingDtype(dtype: DType): boolean {
   return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16' || dtype === 'float64';
 }
 
+/** The bytes one element of `dtype` takes, as torch's `element_size()`: 4 for float32, 2 for bfloat16, 1 for bool. */
 export function bytesPerElement(dtype: DType): number {
   switch (dtype) {
     case 'float64':

@@ -20,7 +20,7 @@ export {
   placementFromCode,
   type ReduceOp,
 } from './placement.js';
-export { checkDtype, dtypeNames, type DType } from './dtype.js';
+export { bytesPerElement, checkDtype, dtypeNames, type DType } from './dtype.js';
 export { tidy, keep, dispose, memory, sync, workers, nativeSettings, resetPeakMemory, setCaptureStacks } from './scope.js';
 export {
   tensor,

@@ -14,6 +14,17 @@ export function describeValue(value: unknown): string {
 }
 
 /**
+ * `text` (a line of a file, say) quoted for a one-line message: JSON's escapes, and every other
+ * non-printing character (C1 controls, format and unassigned code points) as `\u` escapes, so
+ * that a binary file's bytes never reach the terminal raw; cut after `max` characters.
+ */
+export function quoteText(text: string, max = 40): string {
+  const chars = [...text];
+  const shown = JSON.stringify(chars.slice(0, max).join('')).replace(/[\p{C}\u2028\u2029]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
+  return chars.length > max ? `${shown}... (${chars.length} characters)` : shown;
+}
+
+/**
  * The INVALID_ARGUMENT {@link DTorchError} for parameter `name`, in the one message format:
  * "Expected `expected` for `name` but received `value` of type `type`". Returned, not thrown.
  */

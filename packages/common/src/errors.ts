@@ -23,7 +23,7 @@ export const ErrorCode = {
   MeshMismatch: 'MESH_MISMATCH',
   /** A device mesh that cannot be built or used: no devices, a repeated device, a shape that does not hold the devices, an unknown mesh dim, or a size a model cannot be split over. */
   InvalidMesh: 'INVALID_MESH',
-  /** A tensor used after `dispose()` (or after the engine released it). */
+  /** A tensor used after `dispose()` (or after the engine released it), or a pipeline used after its `dispose()` (a `generate` still queued then rejects with it). */
   Disposed: 'TENSOR_DISPOSED',
   /** Recorded work that failed when it ran (a LibTorch or NCCL error); `op` and `seq` name the node. Reads that depend on it throw the same. */
   KernelFailed: 'KERNEL_FAILED',

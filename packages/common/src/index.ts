@@ -16,5 +16,6 @@ export {
   formatShape,
   invalidParameter,
   isInteger,
+  quoteText,
 } from './check.js';
 export { native, loadNative, defaultCandidates, formatLoadFailure, type NativeAddon, type LoadAttempt } from './loader.js';

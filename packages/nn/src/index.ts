@@ -5,7 +5,7 @@
 // safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
 export { Module } from './module.js';
 export { Parameter } from './parameter.js';
-export { skipInit, initSkipped } from './init.js';
+export { skipInit, initSkipped, type SkipInitOptions } from './init.js';
 export { ModuleList } from './module_list.js';
 export { Sequential } from './sequential.js';
 export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';

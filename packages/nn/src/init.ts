@@ -2,24 +2,48 @@
 // loadStateDict; the distributions match so that an unloaded model still behaves sensibly).
 // Inside skipInit() parameters are left uninitialised instead: no random draws, no fills.
 import * as dt from '@dtorch/api';
-import { invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, invalidParameter } from '@dtorch/common';
 import { Parameter } from './parameter.js';
 
 let skipping = 0;
+// skipInit's element budget while one is given: what is left, and the error for going past it
+let budget: { left: number; tooLarge: (maxElements: number) => Error; maxElements: number } | undefined;
+
+/** skipInit's options. */
+export interface SkipInitOptions {
+  /**
+   * At most this many parameter elements in all: a build asking for more (a config whose sizes
+   * the weights to load cannot fill) is stopped before the parameter that passes it is made.
+   */
+  maxElements?: number;
+  /** The error thrown when maxElements is passed (default INVALID_ARGUMENT naming the budget). */
+  tooLarge?: (maxElements: number) => Error;
+}
 
 /**
  * Builds modules without initialising their parameters (as torch.nn.utils.skip_init): for a
  * model whose weights loadStateDict() replaces next, which spares drawing and filling every
  * weight (and, when the load follows at once, even allocating it: an uninitialised tensor
- * released unread is never created). Returns what `build` returns.
+ * released unread is never created). Returns what `build` returns. With `maxElements`, the
+ * build throws once its parameters would hold more elements than that.
  */
-export function skipInit<T>(build: () => T): T {
+export function skipInit<T>(build: () => T, options?: SkipInitOptions): T {
   if (typeof build !== 'function') throw invalidParameter('skipInit build', 'function', build);
+  const o = checkKnownOptions<SkipInitOptions>('skipInit options', options, ['maxElements', 'tooLarge']);
+  if (o.maxElements !== undefined) checkInteger('skipInit maxElements', o.maxElements, 0);
+  if (o.tooLarge !== undefined && typeof o.tooLarge !== 'function') throw invalidParameter('skipInit tooLarge', 'function', o.tooLarge);
+  const outer = budget;
+  if (o.maxElements !== undefined) {
+    const maxElements = o.maxElements;
+    const tooLarge = o.tooLarge ?? ((n: number) => new DTorchError(ErrorCode.InvalidArgument, `skipInit: the modules built ask for more than maxElements (${n}) parameter elements`));
+    budget = { left: maxElements, tooLarge, maxElements };
+  }
   skipping++;
   try {
     return build();
   } finally {
     skipping--;
+    budget = outer;
   }
 }
 
@@ -28,7 +52,17 @@ export function initSkipped(): boolean {
   return skipping > 0;
 }
 
-const uninitialised = (shape: readonly number[], layout: ParameterLayout) => new Parameter(dt.empty(shape, layout));
+// counts `shape`'s elements against skipInit's budget, before anything is made
+function spend(shape: readonly number[]): void {
+  if (!budget) return;
+  budget.left -= shape.reduce((n, d) => n * d, 1);
+  if (budget.left < 0) throw budget.tooLarge(budget.maxElements);
+}
+
+const uninitialised = (shape: readonly number[], layout: ParameterLayout) => {
+  spend(shape);
+  return new Parameter(dt.empty(shape, layout));
+};
 
 export interface ParameterLayout {
   mesh: dt.DeviceMesh;

@@ -3,7 +3,7 @@
 // resolved through the standard HF cache. The loaders above ask for files by their path inside
 // the repository (`text_encoder/config.json`) and get local paths back; only what they ask for
 // is ever downloaded.
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readlinkSync, statSync, type Stats } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 
@@ -27,6 +27,13 @@ export interface RepoFiles {
   fetch(paths: readonly string[]): Promise<string[]>;
 }
 
+// false for no entry at all; an error for a link whose target is missing (not "no such file")
+function brokenLink(path: string): false {
+  const link = lstatSync(path, { throwIfNoEntry: false });
+  if (link?.isSymbolicLink()) throw new DTorchError(ErrorCode.BadFile, `${path} is a symbolic link to ${readlinkSync(path)}, which does not exist`);
+  return false;
+}
+
 /** Relative paths of every file under `dir`, '/'-separated, sorted. */
 export function listFolder(dir: string): string[] {
   const out: string[] = [];
@@ -34,14 +41,24 @@ export function listFolder(dir: string): string[] {
     for (const entry of readdirSync(at, { withFileTypes: true })) {
       if (entry.name.startsWith('.')) continue; // .git, .cache: never model files
       const full = join(at, entry.name);
-      // a snapshot's files are symbolic links into blobs/: follow them
-      const isDir = entry.isDirectory() || (entry.isSymbolicLink() && statSync(full, { throwIfNoEntry: false })?.isDirectory());
+      // a snapshot's files are symbolic links into blobs/: follow them (a link that cannot be
+      // followed is listed, and has() says what is wrong with it)
+      const isDir = entry.isDirectory() || (entry.isSymbolicLink() && linkTarget(full)?.isDirectory());
       if (isDir) walk(full);
       else out.push(relative(dir, full).split(sep).join('/'));
     }
   };
   walk(dir);
   return out.sort();
+}
+
+// What the link at `path` leads to; undefined when it leads nowhere (a loop, a missing target)
+function linkTarget(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
 }
 
 /** A repository that is a folder on disk (nothing is ever downloaded). */
@@ -64,7 +81,17 @@ export class LocalRepoFiles implements RepoFiles {
   }
 
   has(path: string): boolean {
-    return existsSync(join(this.root, path)) && statSync(join(this.root, path)).isFile();
+    const full = join(this.root, path);
+    let stats: Stats | undefined;
+    try {
+      stats = statSync(full, { throwIfNoEntry: false });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ELOOP') throw new DTorchError(ErrorCode.BadFile, `${full} is a symbolic link that loops (ELOOP); point it at the file itself`);
+      if (code === 'ENOTDIR') return false; // a file where a folder of the path should be
+      throw new DTorchError(ErrorCode.BadFile, `${full}: cannot read: ${(err as Error).message}`);
+    }
+    return stats ? stats.isFile() : brokenLink(full);
   }
 
   async fetch(paths: readonly string[]): Promise<string[]> {

@@ -2,8 +2,9 @@
 // model a pipeline (tiny-flux / tiny-sd3: the built-in random-weight pipelines, made here with no
 // download; anything else a folder or hub id through DiffusionPipeline.fromPretrained), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+// The output files are checked before anything loads (output_files.ts). The parameters are
+// bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
+// float32 on CPU devices.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '../pipelines/diffusion_pipeline.js';
@@ -11,6 +12,7 @@ import { FluxPipeline } from '../pipelines/flux_pipeline.js';
 import { StableDiffusion3Pipeline } from '../pipelines/sd3_pipeline.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
+import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
 
 /** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
@@ -21,6 +23,8 @@ export interface GenerateFlags {
   prompt: string;
   /** --out: the PNG to write (default image.png); several images get -0, -1, ... (outputPath). */
   out: string;
+  /** false under --no-overwrite: an existing --out is refused instead of replaced. */
+  overwrite: boolean;
   /** --negative-prompt. */
   negativePrompt?: string;
   /** --steps: numInferenceSteps (default the pipeline's). */
@@ -37,7 +41,7 @@ export interface GenerateFlags {
   devices?: string;
   /** --parallel, for parseParallel. */
   parallel?: string;
-  /** --dtype of the parameters (default float32). */
+  /** --dtype of the parameters (default bfloat16 on CUDA devices, float32 on CPU devices). */
   dtype?: dt.DType;
   /** --images-per-prompt: numImagesPerPrompt. */
   imagesPerPrompt?: number;
@@ -68,12 +72,6 @@ export function parseSize(text: string): { width: number; height: number } {
   return { width, height };
 }
 
-/** The file of image `index` of `count`: `cat.png` alone, `cat-0.png`, `cat-1.png`, ... for several. */
-export function outputPath(out: string, index: number, count: number): string {
-  if (count === 1) return out;
-  return out.replace(/\.png$/i, '') + `-${index}.png`;
-}
-
 async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
   // fromPretrained picks the class by model_index.json's _class_name (both pipelines are imported above, so registered)
   const tiny = tinyModels[model];
@@ -99,19 +97,20 @@ function seconds(ms: number): string {
 
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
-  if (!/\.png$/i.test(flags.out)) throw invalid(`--out: ${JSON.stringify(flags.out)} is not a .png file; the images are written as PNG`);
   const size = flags.size === undefined ? undefined : parseSize(flags.size);
   const mesh = buildMesh(flags.devices === undefined ? undefined : parseDevices(flags.devices), parseParallel(flags.parallel));
+  const paths = checkOutputs(flags.out, flags.imagesPerPrompt ?? 1, flags.overwrite);
+  const dtype = flags.dtype ?? (mesh.deviceType === 'cuda' ? 'bfloat16' : 'float32');
   const started = performance.now();
   dt.resetPeakMemory();
   if (mesh.deviceType === 'cuda') for (const d of mesh.devices) dt.cuda.resetPeakMemoryStats(d);
 
   const builtIn = flags.model in tinyModels;
-  console.log(`loading ${flags.model} on ${describeMesh(mesh)}${flags.dtype ? ` in ${flags.dtype}` : ''}`);
+  console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}`);
   if (builtIn) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
   const pipe = await loadPipeline(flags.model, {
     mesh,
-    ...(flags.dtype && { dtype: flags.dtype }),
+    dtype,
     ...(!builtIn && flags.revision !== undefined && { revision: flags.revision }),
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });
@@ -146,16 +145,11 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
 
   const { images, timings } = output;
   if (!Array.isArray(images)) throw new DTorchError(ErrorCode.Internal, 'generate: asked for PNGs but the pipeline returned a tensor');
-  const written: string[] = [];
-  images.forEach((png, i) => {
-    const path = outputPath(flags.out, i, images.length);
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, png);
-    written.push(path);
-  });
+  if (images.length !== paths.length) throw new DTorchError(ErrorCode.Internal, `generate: asked for ${paths.length} images but the pipeline returned ${images.length}`);
+  writeOutputs(paths, images, flags.overwrite);
   const totalMs = performance.now() - started;
   const rate = steps > 0 && timings.denoiseMs > 0 ? `, ${(steps / (timings.denoiseMs / 1000)).toFixed(2)} steps/s` : '';
-  console.log(`wrote ${written.join(', ')}`);
+  console.log(`wrote ${paths.join(', ')}`);
   console.log(
     `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
       `decode ${seconds(timings.decodeMs)}, total ${seconds(totalMs)}`,

@@ -2,27 +2,37 @@
 // The `dtorch` command (the bin of @dtorch/hf): `dtorch generate`, `dtorch info` and `dtorch worker`, parsed by
 // commander. A failure is one line on stderr (the DTorchError's message as it is; the stack
 // too under DTORCH_LOG=debug) and exit code 1; commander's own errors (an unknown flag, a bad
-// number) are one line and exit code 1 as well. The subcommands are imported when they run,
-// so that --help works without the native addon.
+// number) are one line and exit code 1 as well. Nothing of DTorch is imported before fail() is
+// in place: the library reads its DTORCH_* settings when it loads, and a bad one is this
+// command's one-line error too. The subcommands are imported when they run, so that --help
+// works without the native addon.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GenerateFlags } from './generate.js';
 import type { WorkerFlags } from './worker.js';
-import { versions } from './info.js';
 
-function integer(what: string, min: number) {
+// DTorch's generator takes seeds below 2^48 (they travel to the engine as doubles; torch's
+// manual_seed takes up to 2^64 - 1)
+const MAX_SEED = 2 ** 48 - 1;
+// float32's largest finite value: guidance is float32 math or narrower
+const FLOAT32_MAX = 3.4028234663852886e38;
+
+function integer(what: string, min: number, max = Number.MAX_SAFE_INTEGER, note = '') {
   return (text: string): number => {
     const value = Number(text);
-    if (!/^-?\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min) {
-      throw new InvalidArgumentError(`Expected a whole number${min > 0 ? ` of at least ${min}` : ''} for ${what}.`);
+    if (!/^-?\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+      const range = max < Number.MAX_SAFE_INTEGER ? ` from ${min} to ${max}` : min > 0 ? ` of at least ${min}` : '';
+      throw new InvalidArgumentError(`Expected a whole number${range} for ${what}${note}.`);
     }
     return value;
   };
 }
 
-function finite(what: string) {
+function scale(what: string) {
   return (text: string): number => {
     const value = Number(text);
-    if (text.trim() === '' || !Number.isFinite(value)) throw new InvalidArgumentError(`Expected a number for ${what}.`);
+    if (text.trim() === '' || !Number.isFinite(value) || Math.abs(value) > FLOAT32_MAX) {
+      throw new InvalidArgumentError(`Expected a number of magnitude at most ${FLOAT32_MAX} (float32's range) for ${what}.`);
+    }
     return value;
   };
 }
@@ -43,17 +53,20 @@ The degrees' product must equal the number of devices: devices left over are an 
 to split the images over them), not a dim added silently.
 
 Several images (--images-per-prompt N) are written as cat-0.png, cat-1.png, ... beside --out.
+An existing file is replaced (as diffusers' image.save replaces it); --no-overwrite refuses
+instead, before anything loads. --out is checked before loading too: a folder, or a place that
+cannot be written, is an error at once.
 
 Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
-/** The `dtorch` command and its subcommands, generate, info and worker. */
-export function program(): Command {
+/** The `dtorch` command and its subcommands, generate, info and worker; `version`: @dtorch/hf's. */
+export function program(version: string): Command {
   const cli = new Command('dtorch')
     .description('DTorch: diffusion pipelines on any mesh of devices, from the command line')
-    .version(versions().hf, '-v, --version')
+    .version(version, '-v, --version')
     .showSuggestionAfterError(false);
 
   cli
@@ -61,16 +74,17 @@ export function program(): Command {
     .description('generate images from a prompt and write them as PNG')
     .requiredOption('--model <model>', 'a hub id, a diffusers pipeline folder, tiny-flux or tiny-sd3 (built in, random weights)')
     .requiredOption('--prompt <text>', 'the prompt')
-    .option('--out <file.png>', 'the PNG to write', 'image.png')
+    .option('--out <file.png>', 'the PNG to write; an existing file is replaced unless --no-overwrite', 'image.png')
+    .option('--no-overwrite', 'refuse to replace an existing --out file (for scripts that must not lose files)')
     .option('--negative-prompt <text>', 'the negative prompt (SD3: classifier-free guidance; Flux: with --true-cfg-scale > 1)')
-    .option('--steps <n>', 'denoising steps (default the pipeline\'s: 28)', integer('--steps', 1))
-    .option('--size <WxH>', 'WIDTHxHEIGHT in pixels, or one number for a square (default the pipeline\'s)')
-    .option('--seed <n>', 'the seed of the initial latents (as torch.Generator("cpu").manual_seed)', integer('--seed', 0), 0)
-    .option('--guidance <scale>', 'guidance scale (Flux: the embedded guidance, default 3.5; SD3: CFG, default 7)', finite('--guidance'))
-    .option('--true-cfg-scale <scale>', 'Flux: true classifier-free guidance with --negative-prompt when > 1', finite('--true-cfg-scale'))
+    .option('--steps <n>', 'denoising steps (default the pipeline\'s: 28; at most the scheduler\'s num_train_timesteps, 1000)', integer('--steps', 1))
+    .option('--size <WxH>', 'WIDTHxHEIGHT in pixels, or one number for a square (default the pipeline\'s: 1024x1024 for FLUX.1, SD3 and tiny-flux, 32x32 for tiny-sd3)')
+    .option('--seed <n>', `the seed of the initial latents, 0 to ${MAX_SEED} (as torch.Generator("cpu").manual_seed)`, integer('--seed', 0, MAX_SEED, ` (DTorch's generator takes seeds below 2^48; torch's go up to 2^64 - 1)`), 0)
+    .option('--guidance <scale>', 'guidance scale (Flux: the embedded guidance, default 3.5; SD3: CFG, default 7)', scale('--guidance'))
+    .option('--true-cfg-scale <scale>', 'Flux: true classifier-free guidance with --negative-prompt when > 1', scale('--true-cfg-scale'))
     .option('--devices <devices>', 'cuda:0,1 | cpu:0,1 | cpu (see below)')
     .option('--parallel <dims>', 'mesh dims and degrees, e.g. cfg=2,ulysses=2 (see below)')
-    .addOption(new Option('--dtype <dtype>', 'the parameters\' dtype (default float32)').choices(['float32', 'bfloat16', 'float16']))
+    .addOption(new Option('--dtype <dtype>', 'the parameters\' dtype (default bfloat16 on CUDA devices, float32 on CPU devices)').choices(['float32', 'bfloat16', 'float16']))
     .option('--images-per-prompt <n>', 'images per prompt', integer('--images-per-prompt', 1))
     .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
     .option('--local-files-only', 'use the HF cache only, no download')
@@ -102,6 +116,9 @@ export function program(): Command {
   return cli;
 }
 
-program()
-  .parseAsync(process.argv)
-  .catch(fail);
+async function main(): Promise<void> {
+  const { versions } = await import('./info.js');
+  await program(versions().hf).parseAsync(process.argv);
+}
+
+main().catch(fail);

@@ -5,9 +5,9 @@ import { stepRate } from './progress.js';
 
 describe('parseDevices', () => {
   it('takes a kind with indices, ranges, or the kind alone', () => {
-    expect(parseDevices('cuda:0,1')).toEqual({ kind: 'cuda', indices: [0, 1] });
+    expect(parseDevices('cuda:0,1', 8)).toEqual({ kind: 'cuda', indices: [0, 1] });
     expect(parseDevices('cpu:0-3')).toEqual({ kind: 'cpu', indices: [0, 1, 2, 3] });
-    expect(parseDevices('cuda:0,2-3')).toEqual({ kind: 'cuda', indices: [0, 2, 3] });
+    expect(parseDevices('cuda:0,2-3', 8)).toEqual({ kind: 'cuda', indices: [0, 2, 3] });
     expect(parseDevices('cpu')).toEqual({ kind: 'cpu', indices: undefined });
   });
 

@@ -36,27 +36,46 @@ function wholeNumber(text: string, what: string): number {
   return Number(text);
 }
 
-/** `cuda:0,1`, `cpu:0-3`, `cuda:0,2-3`, `cpu` (the first ones). */
-export function parseDevices(text: string): DeviceSpec {
+/** How many devices of `kind` this process has: its CPU devices (DTORCH_CPU_DEVICES), its GPUs. */
+export function deviceCount(kind: 'cpu' | 'cuda'): number {
+  return kind === 'cpu' ? dt.nativeSettings().cpuDevices : dt.cuda.deviceCount();
+}
+
+/**
+ * `cuda:0,1`, `cpu:0-3`, `cuda:0,2-3`, `cpu` (the first ones). Each index is checked against the
+ * `available` devices of its kind (default: this process's) before a range is expanded, so
+ * `cpu:0-300000000` is an error, not 300 million indices.
+ */
+export function parseDevices(text: string, available?: number): DeviceSpec {
   const match = /^(cpu|cuda)(?::(.+))?$/.exec(text.trim());
   if (!match) {
     throw invalid(`--devices: expected cpu or cuda, optionally with indices (cuda:0,1 or cpu:0-3), but received ${JSON.stringify(text)}`);
   }
   const kind = match[1] as 'cpu' | 'cuda';
   if (match[2] === undefined) return { kind, indices: undefined };
+  const count = available ?? deviceCount(kind);
+  const exists = (index: number) => {
+    if (index < count) return index;
+    const there = kind === 'cpu' ? `this process has cpu devices 0..${count - 1} (set DTORCH_CPU_DEVICES for more)` : count === 0 ? 'this process sees no CUDA device; use cpu' : `this process sees cuda devices 0..${count - 1}`;
+    throw invalid(`--devices: ${kind} device ${index} does not exist: ${there}`);
+  };
   const indices: number[] = [];
   for (const part of match[2].split(',')) {
     const range = /^(\d+)-(\d+)$/.exec(part.trim());
     if (range) {
       const [first, last] = [wholeNumber(range[1]!, '--devices'), wholeNumber(range[2]!, '--devices')];
       if (last < first) throw invalid(`--devices: the range ${part} runs backwards; write ${last}-${first}`);
+      exists(last);
       for (let i = first; i <= last; i++) indices.push(i);
     } else {
-      indices.push(wholeNumber(part.trim(), '--devices'));
+      indices.push(exists(wholeNumber(part.trim(), '--devices')));
     }
   }
-  const repeated = indices.find((d, i) => indices.indexOf(d) !== i);
-  if (repeated !== undefined) throw invalid(`--devices: ${kind}:${repeated} is named twice; each device holds one rank`);
+  const seen = new Set<number>();
+  for (const d of indices) {
+    if (seen.has(d)) throw invalid(`--devices: ${kind}:${d} is named twice; each device holds one rank`);
+    seen.add(d);
+  }
   return { kind, indices };
 }
 

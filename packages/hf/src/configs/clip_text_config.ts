@@ -47,7 +47,11 @@ export class CLIPTextConfig extends PretrainedConfig {
     this.padTokenId = reader.optionalInteger('pad_token_id', 1);
     this.bosTokenId = reader.optionalInteger('bos_token_id', 49406);
     this.eosTokenId = reader.optionalInteger('eos_token_id', 49407);
-    for (const [name, value] of [['hidden_size', this.hiddenSize], ['num_attention_heads', this.numAttentionHeads], ['num_hidden_layers', this.numHiddenLayers], ['vocab_size', this.vocabSize]] as const) {
+    const positive = [
+      ['hidden_size', this.hiddenSize], ['intermediate_size', this.intermediateSize], ['projection_dim', this.projectionDim], ['num_attention_heads', this.numAttentionHeads],
+      ['num_hidden_layers', this.numHiddenLayers], ['vocab_size', this.vocabSize], ['max_position_embeddings', this.maxPositionEmbeddings],
+    ] as const;
+    for (const [name, value] of positive) {
       if (value < 1) throw reader.bad(name, 'a positive integer', value);
     }
     if (this.hiddenSize % this.numAttentionHeads !== 0) {

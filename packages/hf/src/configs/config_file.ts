@@ -31,7 +31,8 @@ export function readJsonFile(path: string): JsonObject {
 type Kind = 'integer' | 'number' | 'string' | 'boolean';
 
 const is: Record<Kind, (v: unknown) => boolean> = {
-  integer: (v) => typeof v === 'number' && Number.isInteger(v),
+  // exact integers only: 1e300 is an integer to JS but no size or count
+  integer: (v) => typeof v === 'number' && Number.isSafeInteger(v),
   number: (v) => typeof v === 'number' && Number.isFinite(v),
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',

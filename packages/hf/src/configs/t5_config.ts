@@ -63,7 +63,11 @@ export class T5Config extends PretrainedConfig {
     reader.derived('dense_act_fn', 'is_gated_act');
     this.padTokenId = reader.optionalInteger('pad_token_id', 0);
     this.eosTokenId = reader.optionalInteger('eos_token_id', 1);
-    for (const [name, value] of [['d_model', this.dModel], ['d_kv', this.dKv], ['num_heads', this.numHeads], ['num_layers', this.numLayers], ['vocab_size', this.vocabSize]] as const) {
+    const positive = [
+      ['d_model', this.dModel], ['d_kv', this.dKv], ['d_ff', this.dFf], ['num_heads', this.numHeads], ['num_layers', this.numLayers], ['vocab_size', this.vocabSize],
+      ['relative_attention_num_buckets', this.relativeAttentionNumBuckets], ['relative_attention_max_distance', this.relativeAttentionMaxDistance],
+    ] as const;
+    for (const [name, value] of positive) {
       if (value < 1) throw reader.bad(name, 'a positive integer', value);
     }
     this.keepUnread(reader);

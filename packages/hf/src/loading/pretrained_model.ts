@@ -5,7 +5,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
-import { SafetensorsCheckpoint, openRepo } from '@dtorch/external';
+import { SafetensorsCheckpoint, openRepo, type RepoFiles } from '@dtorch/external';
 import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, inSubfolder, repoOptions, type FromPretrainedOptions } from './options.js';
@@ -59,16 +59,17 @@ export abstract class PreTrainedModel extends nn.Module {
     const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['mesh', 'dtype']);
     const repo = await openRepo(source, repoOptions(o));
     const configFile = inSubfolder(o.subfolder, 'config.json');
-    if (!repo.has(configFile)) {
-      const components = repo.has('model_index.json') ? [...new Set(repo.list().filter((f) => f.endsWith('/config.json')).map((f) => f.split('/')[0]))] : [];
-      const hint = components.length ? `; it is a diffusers pipeline: pass { subfolder } naming one of its components (${components.join(', ')})` : '';
-      throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no ${configFile}${hint}`);
-    }
+    if (!repo.has(configFile)) throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no ${configFile}${missingConfigHint(repo, o.subfolder)}`);
     const [configPath] = await repo.fetch([configFile]);
     const config = this.readConfig(configPath!);
     const weights = await fetchWeights(repo, o.subfolder);
     const dtype = o.dtype ?? config.dtype ?? 'float32';
-    const model = nn.skipInit(() => new this(config as never, { mesh: o.mesh ?? dt.defaultMesh(), dtype }));
+    // the config's sizes may not ask for more parameters than the weights can fill (num_layers:
+    // 1e9 would build blocks until memory ran out); twice the checkpoint leaves room for tied weights
+    const held = checkpointElements(weights);
+    const tooLarge = () =>
+      new DTorchError(ErrorCode.BadConfig, `${configPath}: its sizes ask for more than ${2 * held} parameters, but ${weights} holds ${held}: the config does not belong to these weights (check its layer counts and sizes)`);
+    const model = nn.skipInit(() => new this(config as never, { mesh: o.mesh ?? dt.defaultMesh(), dtype }), { maxElements: 2 * held, tooLarge });
     try {
       await loadWeights(model, this, weights);
     } catch (err) {
@@ -101,6 +102,31 @@ export abstract class PreTrainedModel extends nn.Module {
   /** Packs the groups the model itself owns (projections across its blocks); how many. */
   protected packOwnProjections(): number {
     return 0;
+  }
+}
+
+// What to do about a missing config.json: name the pipeline's components when no subfolder was
+// given, say which component's folder is missing when one was
+function missingConfigHint(repo: RepoFiles, subfolder: string | undefined): string {
+  if (!repo.has('model_index.json')) return '';
+  if (subfolder !== undefined) {
+    const folder = inSubfolder(subfolder, '');
+    const present = repo.list().some((f) => f.startsWith(folder));
+    return `: the pipeline's ${folder} folder is ${present ? 'incomplete' : 'missing'}; copy or download that component again`;
+  }
+  const components = [...new Set(repo.list().filter((f) => f.endsWith('/config.json')).map((f) => f.split('/')[0]))];
+  return components.length ? `; it is a diffusers pipeline: pass { subfolder } naming one of its components (${components.join(', ')})` : '';
+}
+
+// The parameter elements a checkpoint holds, from its headers alone
+function checkpointElements(weights: string): number {
+  const checkpoint = SafetensorsCheckpoint.open(weights);
+  try {
+    let elements = 0;
+    for (const t of checkpoint.tensors.values()) elements += t.shape.reduce((n, d) => n * d, 1);
+    return elements;
+  } finally {
+    checkpoint.close();
   }
 }
 

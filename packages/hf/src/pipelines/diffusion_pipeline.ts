@@ -135,10 +135,42 @@ export function registerPipeline(cls: PipelineClass): void {
  * DiffusionPipeline.fromPretrained loads the class model_index.json names.
  */
 export abstract class DiffusionPipeline {
+  #disposed = false;
+
   /** Images for the prompts, as diffusers' __call__ (each pipeline documents its options and defaults). */
   abstract generate(options: GenerateOptions): Promise<GenerateOutput>;
-  /** Frees every component's parameters. */
-  abstract dispose(): void;
+
+  /**
+   * Frees every component's parameters (each pipeline frees its own, then calls this). A
+   * generate() call still waiting or running then rejects with TENSOR_DISPOSED, as do later ones.
+   */
+  dispose(): void {
+    this.#disposed = true;
+  }
+
+  /** Whether dispose() has run. */
+  get isDisposed(): boolean {
+    return this.#disposed;
+  }
+
+  /**
+   * Runs `call` (a generate) if the pipeline is not disposed; a failure while or after dispose()
+   * ran is TENSOR_DISPOSED, not whatever the freed components made of it.
+   */
+  protected async whileLive<T>(what: string, call: () => Promise<T>): Promise<T> {
+    this.checkLive(what);
+    try {
+      return await call();
+    } catch (err) {
+      this.checkLive(what);
+      throw err;
+    }
+  }
+
+  /** A TENSOR_DISPOSED error once dispose() has run. */
+  protected checkLive(what: string): void {
+    if (this.#disposed) throw new DTorchError(ErrorCode.Disposed, `${what}: the pipeline was disposed (dispose() freed its models); load it again to generate`);
+  }
 
   /** The pipeline at `source` (a folder or hub id), of the class its model_index.json names. */
   static async fromPretrained(source: string, options?: PipelineOptions): Promise<DiffusionPipeline> {

@@ -6,7 +6,7 @@
 // work inside the transformer ('ulysses', 'ring': tokens; 'tp': heads; 'dp': the batch); the
 // same seed gives the same image on every mesh.
 import * as dt from '@dtorch/api';
-import { DTorchError, ErrorCode, checkFinite, checkInteger, checkKnownOptions, invalidParameter, log } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, invalidParameter, log } from '@dtorch/common';
 import { checkPretrainedOptions, repoOptions } from '../loading/options.js';
 import { AutoencoderKL } from '../models/autoencoder_kl/autoencoder_kl.js';
 import { CLIPTextModel } from '../models/clip/clip_text_model.js';
@@ -23,8 +23,9 @@ import { clipPooledEmbeds, t5PromptEmbeds } from './flux_prompt.js';
 import type { OutputType } from './image_output.js';
 import { componentClass } from './model_index.js';
 import {
-  checkDpDivides, checkGenerateOptions, checkImageSize, denoise, dpPlacements, imageOutput, imagesPerPrompt, initialLatents, promptList, promptsFor, repeatPerPrompt, tensorOption,
+  checkDpDivides, checkGenerateOptions, checkImageSize, checkScale, denoise, dpPlacements, imageOutput, imagesPerPrompt, initialLatents, promptList, promptsFor, repeatPerPrompt, tensorOption,
 } from './pipeline_inputs.js';
+import { checkMemoryFloor, generatePhases } from './memory_floor.js';
 import { tinyFluxComponents } from './tiny/tiny_flux.js';
 
 /** A FluxPipeline's parts, as diffusers' FluxPipeline(...) takes them; text encoders may be left out (then pass promptEmbeds). */
@@ -313,9 +314,11 @@ export class FluxPipeline extends DiffusionPipeline {
   generate(options: FluxGenerateOptions): Promise<GenerateOutput>;
   async generate(options: FluxGenerateOptions): Promise<GenerateOutput> {
     const what = 'FluxPipeline.generate';
+    this.checkLive(what);
     const o = checkGenerateOptions<FluxGenerateOptions>(what, options, GENERATE_OPTIONS);
     const call = this.#checkCall(what, o);
-    const run = this.#turn.then(() => this.#generate(what, o, call));
+    // a call still queued when dispose() runs rejects as disposed, not as the freed models fail
+    const run = this.#turn.then(() => this.whileLive(what, () => this.#generate(what, o, call)));
     this.#turn = run.catch(() => undefined);
     return run;
   }
@@ -444,10 +447,11 @@ export class FluxPipeline extends DiffusionPipeline {
     }
   }
 
-  dispose(): void {
+  override dispose(): void {
     this.releaseTextEncoders();
     this.transformer.dispose();
     this.vae.dispose();
+    super.dispose();
   }
 
   // generate()'s numbers checked, with diffusers' defaults, before anything runs
@@ -465,7 +469,7 @@ export class FluxPipeline extends DiffusionPipeline {
     promptList(what, 'negativePrompt2', o.negativePrompt2);
     const sample = this.defaultSampleSize * this.vaeScaleFactor;
     const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, this.vaeScaleFactor * 2);
-    const steps = checkInteger(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28, 1);
+    const steps = this.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28);
     let sigmas: number[] | undefined;
     if (o.sigmas !== undefined) {
       if (!Array.isArray(o.sigmas) || o.sigmas.length !== steps || !o.sigmas.every((x) => typeof x === 'number' && Number.isFinite(x))) {
@@ -473,11 +477,11 @@ export class FluxPipeline extends DiffusionPipeline {
       }
       sigmas = [...o.sigmas];
     }
-    const guidanceScale = checkFinite(`${what} guidanceScale`, o.guidanceScale ?? 3.5);
+    const guidanceScale = checkScale(`${what} guidanceScale`, o.guidanceScale ?? 3.5);
     if (o.guidanceScale !== undefined && !this.transformer.config.guidanceEmbeds) {
       log.warn(`${what}: guidanceScale is not used: this transformer has no guidance embedding (guidance_embeds false, as FLUX.1-schnell); for classifier-free guidance give trueCfgScale and a negative prompt`);
     }
-    const trueCfgScale = checkFinite(`${what} trueCfgScale`, o.trueCfgScale ?? 1.0);
+    const trueCfgScale = checkScale(`${what} trueCfgScale`, o.trueCfgScale ?? 1.0);
     const hasNegative = negative !== undefined || (o.negativePromptEmbeds !== undefined && o.negativePooledPromptEmbeds !== undefined);
     const trueCfg = trueCfgScale > 1 && hasNegative;
     if (hasNegative && !trueCfg) log.warn(`${what}: the negative prompt is not used: true classifier-free guidance needs trueCfgScale > 1 (it is ${trueCfgScale})`);
@@ -486,10 +490,22 @@ export class FluxPipeline extends DiffusionPipeline {
     const numImagesPerPrompt = imagesPerPrompt(what, o.numImagesPerPrompt);
     const prompts = prompt?.length ?? (o.promptEmbeds instanceof dt.Tensor ? o.promptEmbeds.shape[0]! : 1);
     checkDpDivides(what, this.mesh, prompts * numImagesPerPrompt, `${prompts} prompt${prompts === 1 ? '' : 's'} x ${numImagesPerPrompt} image${numImagesPerPrompt === 1 ? '' : 's'}`);
-    return {
-      height, width, steps, sigmas, guidanceScale, trueCfgScale, trueCfg, outputType, numImagesPerPrompt,
-      maxSequenceLength: this.#maxSequenceLength(what, o.maxSequenceLength),
-    };
+    const maxSequenceLength = this.#maxSequenceLength(what, o.maxSequenceLength);
+    const textTokens = o.promptEmbeds instanceof dt.Tensor ? o.promptEmbeds.shape[1]! : maxSequenceLength;
+    this.#checkMemory(what, prompts * numImagesPerPrompt, height, width, textTokens, outputType);
+    return { height, width, steps, sigmas, guidanceScale, trueCfgScale, trueCfg, outputType, numImagesPerPrompt, maxSequenceLength };
+  }
+
+  // the call's memory floor (memory_floor.ts)
+  #checkMemory(what: string, batch: number, height: number, width: number, textTokens: number, outputType: OutputType): void {
+    const t = this.transformer.config;
+    const [latentHeight, latentWidth] = [2 * Math.floor(height / (this.vaeScaleFactor * 2)), 2 * Math.floor(width / (this.vaeScaleFactor * 2))];
+    const phases = generatePhases({
+      images: batch, rows: batch, latents: [batch, t.inChannels / 4, latentHeight, latentWidth], imageTokens: (latentHeight / 2) * (latentWidth / 2), textTokens,
+      textWidth: t.jointAttentionDim, width: t.innerDim, dtype: this.dtype, imageHeight: height, imageWidth: width,
+      decoder: outputType === 'latent' ? undefined : { channels: this.vae.config.blockOutChannels[0]!, dtype: this.vae.dtype },
+    });
+    checkMemoryFloor(what, [this.mesh, this.vae.mesh], phases, 'lower height and width, or numImagesPerPrompt');
   }
 
   #maxSequenceLength(what: string, value: unknown): number {

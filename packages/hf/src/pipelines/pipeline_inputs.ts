@@ -52,10 +52,24 @@ export function checkImageSize(what: string, height: unknown, width: unknown, mu
     const round = (x: number) => Math.max(multiple, Math.round(x / multiple) * multiple);
     throw new DTorchError(
       ErrorCode.InvalidArgument,
-      `${what}: height and width must be multiples of ${multiple} (the VAE's scale factor times the patch size), got ${h}x${w}; e.g. ${round(h)}x${round(w)}`,
+      `${what}: height and width must be multiples of ${multiple} (the VAE's scale factor times the patch size), got ${w}x${h} (width x height); e.g. ${round(w)}x${round(h)}`,
     );
   }
   return { height: h, width: w };
+}
+
+// float32's largest finite value
+const FLOAT32_MAX = 3.4028234663852886e38;
+
+/**
+ * A guidance scale: a finite number that float32 holds (guidance is float32 math or narrower:
+ * a larger scale overflows to infinity and the image to NaN); else INVALID_ARGUMENT naming `name`.
+ */
+export function checkScale(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || Math.abs(value) > FLOAT32_MAX) {
+    throw invalidParameter(name, `a finite number within float32's range (magnitude at most ${FLOAT32_MAX})`, value);
+  }
+  return value;
 }
 
 /** A batch-first tensor option of generate() (promptEmbeds, latents): a Tensor of `ndim` dims, or a clear error. */

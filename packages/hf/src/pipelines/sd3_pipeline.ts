@@ -29,8 +29,9 @@ import {
 import type { OutputType } from './image_output.js';
 import { componentClass } from './model_index.js';
 import { tinySD3Components, type TinySD3Options } from './tiny/tiny_sd3.js';
+import { checkMemoryFloor, generatePhases } from './memory_floor.js';
 import {
-  checkGenerateOptions, checkImageSize, denoise, imageOutput, imagesPerPrompt, initialLatents, promptList, tensorOption,
+  checkGenerateOptions, checkImageSize, checkScale, denoise, imageOutput, imagesPerPrompt, initialLatents, promptList, tensorOption,
 } from './pipeline_inputs.js';
 import { encodeSD3Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from './sd3_prompt.js';
 
@@ -220,10 +221,11 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     this.textEncoder = this.textEncoder2 = this.textEncoder3 = undefined;
   }
 
-  dispose(): void {
+  override dispose(): void {
     this.releaseTextEncoders();
     this.transformer.dispose();
     this.vae.dispose();
+    super.dispose();
   }
 
   /** An image per prompt (and per numImagesPerPrompt), as diffusers' __call__ (see the header). */
@@ -231,6 +233,11 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
   generate(options?: SD3GenerateOptions & { outputType?: 'png' }): Promise<GenerateOutput<Buffer[]>>;
   generate(options?: SD3GenerateOptions): Promise<GenerateOutput>;
   async generate(options: SD3GenerateOptions = {}): Promise<GenerateOutput> {
+    // a call running when dispose() runs rejects as disposed, not as the freed models fail
+    return this.whileLive(`${what}.generate`, () => this.#generate(options));
+  }
+
+  async #generate(options: SD3GenerateOptions): Promise<GenerateOutput> {
     const start = performance.now();
     const o = this.checkInputs(options);
     // 1. the prompt
@@ -375,8 +382,8 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     if (height > largest || width > largest) {
       throw new DTorchError(ErrorCode.InvalidArgument, `${call}: ${width}x${height} (width x height) is larger than this model takes: at most ${largest} a side (pos_embed_max_size ${this.transformer.config.posEmbedMaxSize} x patch ${this.patchSize} x VAE scale ${this.vaeScaleFactor})`);
     }
-    const numInferenceSteps = o.sigmas ? undefined : checkInteger(`${call} numInferenceSteps`, o.numInferenceSteps ?? 28, 1);
-    const guidanceScale = checkFinite(`${call} guidanceScale`, o.guidanceScale ?? 7.0);
+    const numInferenceSteps = o.sigmas ? undefined : this.scheduler.checkSteps(`${call} numInferenceSteps`, o.numInferenceSteps ?? 28);
+    const guidanceScale = checkScale(`${call} guidanceScale`, o.guidanceScale ?? 7.0);
     const numImagesPerPrompt = imagesPerPrompt(call, o.numImagesPerPrompt);
     const maxSequenceLength = o.maxSequenceLength ?? 256;
     if (!Number.isInteger(maxSequenceLength) || maxSequenceLength < 1 || maxSequenceLength > 512) {
@@ -416,7 +423,22 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     if (cfg && o.promptEmbeds && !o.negativePromptEmbeds && !this.textEncoders()) {
       throw new DTorchError(ErrorCode.InvalidArgument, `${what}.generate: guidanceScale ${guidanceScale} > 1 needs the negative prompt's embeddings; the text encoders were released, so pass negativePromptEmbeds and negativePooledPromptEmbeds`);
     }
+    const clipTokens = this.tokenizer.modelMaxLength > 1e6 ? 77 : this.tokenizer.modelMaxLength;
+    this.checkMemory(call, batch, cfg, height, width, o.promptEmbeds ? o.promptEmbeds.shape[1]! : clipTokens + maxSequenceLength, outputType);
     return { ...o, height, width, numInferenceSteps, guidanceScale, numImagesPerPrompt, maxSequenceLength, outputType, cfg, batch };
+  }
+
+  // the call's memory floor (memory_floor.ts), the guidance branches stacked
+  private checkMemory(call: string, batch: number, cfg: boolean, height: number, width: number, textTokens: number, outputType: OutputType): void {
+    const t = this.transformer.config;
+    const [latentHeight, latentWidth] = [Math.floor(height / this.vaeScaleFactor), Math.floor(width / this.vaeScaleFactor)];
+    const phases = generatePhases({
+      images: batch, rows: cfg ? 2 * batch : batch, latents: [batch, t.inChannels, latentHeight, latentWidth],
+      imageTokens: Math.floor(latentHeight / this.patchSize) * Math.floor(latentWidth / this.patchSize), textTokens,
+      textWidth: t.jointAttentionDim, width: t.captionProjectionDim, dtype: this.transformer.proj_out.weight.dtype, imageHeight: height, imageWidth: width,
+      decoder: outputType === 'latent' ? undefined : { channels: this.vae.config.blockOutChannels[0]!, dtype: this.vae.dtype },
+    });
+    checkMemoryFloor(call, [this.mesh, this.vae.mesh], phases, 'lower height and width, or numImagesPerPrompt');
   }
 }
 

@@ -2,7 +2,7 @@
 // The schedule is host-side numbers (`timesteps`, `sigmas`, float32 values as diffusers' tensors
 // hold them); step() and scaleNoise() are tensor ops on the sample's mesh, in diffusers' dtypes.
 import * as dt from '@dtorch/api';
-import { DTorchError, ErrorCode, checkFinite, checkInteger, checkKnownOptions, invalidParameter } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkFinite, checkInteger, checkKnownOptions, invalidParameter, isInteger } from '@dtorch/common';
 import { openRepo } from '@dtorch/external';
 import type { JsonObject } from '../configs/config_file.js';
 import { checkPretrainedOptions, inSubfolder, repoOptions, type SourceOptions } from '../loading/options.js';
@@ -124,6 +124,17 @@ export class FlowMatchEulerDiscreteScheduler {
   }
 
   /**
+   * `value` as a number of steps: a whole number from 1 to num_train_timesteps, as diffusers'
+   * DDIM-family schedulers bound it (the model was trained on that many timesteps; a count such
+   * as 1e9 would only fill memory with the schedule). Else INVALID_ARGUMENT naming `name`.
+   */
+  checkSteps(name: string, value: unknown): number {
+    const max = this.config.numTrainTimesteps;
+    if (!isInteger(value) || value < 1 || value > max) throw invalidParameter(name, `integer in [1, ${max}] (at most the scheduler's num_train_timesteps)`, value);
+    return value;
+  }
+
+  /**
    * The schedule of `numInferenceSteps` steps (or of the custom `sigmas` / `timesteps`, whose
    * length it is when null). Resets the step index and begin index.
    */
@@ -153,7 +164,7 @@ export class FlowMatchEulerDiscreteScheduler {
       if (!given) throw new DTorchError(ErrorCode.InvalidArgument, 'setTimesteps: give the number of steps, or custom sigmas or timesteps');
       n = given.length;
     } else {
-      n = checkInteger('setTimesteps numInferenceSteps', numInferenceSteps, 1);
+      n = this.checkSteps('setTimesteps numInferenceSteps', numInferenceSteps);
       const given = customSigmas ?? customTimesteps;
       if (given && given.length !== n) {
         throw new DTorchError(ErrorCode.InvalidArgument, `setTimesteps: ${customSigmas ? 'sigmas' : 'timesteps'} has ${given.length} values but numInferenceSteps is ${n}; pass as many as there are steps, or numInferenceSteps null`);

@@ -3,7 +3,7 @@
 // suffix, NFC + whitespace runs to one space + lowercase, CLIP's split regex, <|startoftext|> ...
 // <|endoftext|> around each sequence (RobertaProcessing), and decode's "</w>" to spaces.
 import { robertaProcessing } from 'tokenizers';
-import { DTorchError, ErrorCode } from '@dtorch/common';
+import { DTorchError, ErrorCode, quoteText } from '@dtorch/common';
 import type { AddedTokenSpec } from './added_token.js';
 import type { TokenizerClass } from './tokenizer_class.js';
 import type { TokenizerJson } from './tokenizer_json.js';
@@ -52,6 +52,7 @@ function clipBackend(vocab: Vocab, merges: Merges, unkToken: string): TokenizerJ
 function checkVocab(vocab: unknown, where: string): Vocab {
   const ok = typeof vocab === 'object' && vocab !== null && !Array.isArray(vocab) && Object.values(vocab).every((id) => Number.isInteger(id) && id >= 0);
   if (!ok) throw new DTorchError(ErrorCode.BadFile, `${where}: expected the vocabulary as an object {"token": id, ...} of non-negative integer ids`);
+  if (Object.keys(vocab).length === 0) throw new DTorchError(ErrorCode.BadFile, `${where}: the vocabulary is empty (no token has an id); the file is cut short or not a CLIP tokenizer's`);
   return vocab as Vocab;
 }
 
@@ -63,7 +64,7 @@ function readMerges(text: string, where: string): Merges {
   lines.forEach((line, i) => {
     if (line.startsWith('#version')) return;
     const parts = line.split(' ');
-    if (parts.length !== 2) throw new DTorchError(ErrorCode.BadFile, `${where} line ${i + 1}: expected a merge "a b" but found ${JSON.stringify(line)}`);
+    if (parts.length !== 2) throw new DTorchError(ErrorCode.BadFile, `${where} line ${i + 1}: expected a merge "a b" but found ${quoteText(line)}`);
     merges.push(parts as [string, string]);
   });
   return merges;
