@@ -30,6 +30,9 @@ export {
   type BatchEncoding,
   type DecodeOptions,
   type EncodeOptions,
+  type BackendTokenizer,
+  type BackendEncoding,
+  type BackendPadding,
 } from "./tokenizers/index.js";
 // the padding and truncation side of PreTrainedTokenizer
 export { type Side } from "./tokenizers/tokenizer_config.js";
