@@ -245,8 +245,9 @@ describe('dtorch generate: every bad input is one line, and what can be checked 
   });
 
   it('garbage in merges.txt is quoted escaped and short, never raw bytes on the terminal', () => {
-    // an escape sequence (ESC [ 2 J clears a terminal), C1's CSI, a bell, then 2,000 bytes of every value
-    const garbage = Buffer.concat([Buffer.from('\x1b[2J\x9b\x07 ', 'latin1'), Buffer.from(Array.from({ length: 2000 }, (_, i) => (i * 37) % 256))]);
+    // an escape sequence (ESC [ 2 J clears a terminal), C1's CSI in UTF-8 (a terminal reads it as ESC [), a bell,
+    // then 2,000 bytes of every value
+    const garbage = Buffer.concat([Buffer.from('\x1b[2J\u009b31m\x07 ', 'utf8'), Buffer.from(Array.from({ length: 2000 }, (_, i) => (i * 37) % 256))]);
     const dir = variant('garbage-merges', (d) => writeFileSync(join(d, 'tokenizer', 'merges.txt'), garbage));
     const r = dtorch([...base, '--model', dir, '--out', join(work, 'never.png')]);
     expectOneLineError(r, /merges\.txt line 1: expected a merge "a b" but found ".*"\.\.\. \(\d+ characters\)$/);
