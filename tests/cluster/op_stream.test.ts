@@ -3,9 +3,11 @@
 // the workers' devices (two ranks on each, a 2x2 grid whose dims run across and within the
 // nodes, one rank per node) and one that takes in the main node's device run a subset of the op
 // conformance suite, random ops under random placements and the redistribute property suite, a
-// tensor-parallel transformer from @dtorch/nn and a tiny pipeline's generate (Ulysses and ring
-// attention across the nodes), each equal to the
-// same work on this process's one device (or PyTorch's fixture). Between the processes tensors
+// tensor-parallel transformer from @dtorch/nn, a tiny Flux transformer on sequence-parallel meshes
+// whose Ulysses all-to-alls and ring passes cross the nodes in uneven pieces, and a tiny
+// pipeline's generate (Ulysses and ring attention across the nodes), each equal to the same work
+// on this process's one device (or PyTorch's fixture); and reads answered by two nodes in flight at
+// once, a slow one on one worker and a fast one on the other, each given its own value. Between the processes tensors
 // move only through c10d's Gloo groups. Ports are free ones (port 0); every child is ended.
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +20,7 @@ import { Gen, numel, propertySeed } from '../distributed/random.js';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { settleGarbage } from '../settle_garbage.js';
 import { Transformer } from '../nn/models.js';
-import { startWorker, stopAll, type Child } from './cluster_processes.js';
+import { startWorker, stopAll, within, type Child } from './cluster_processes.js';
 
 let workers: Child[] = [];
 let one: dt.DeviceMesh;
@@ -126,6 +128,65 @@ describe('meshes over 2 worker processes', () => {
       expect(worst, `transformer on ${mesh}`).toBeLessThanOrEqual(1e-5);
       dt.dispose([ids, y]);
       model.dispose();
+    }
+  }, 120_000);
+
+  it('gives each of two reads in flight on two nodes its own answer: a slow one on node 1, a fast one on node 2', async () => {
+    const [slow, fast] = [new dt.DeviceMesh('cpu', [1, 2]), new dt.DeviceMesh('cpu', [3, 4])];
+    for (let round = 0; round < 2; round++) {
+      // node 1 works for a while (all-gathers and matmuls of ones that stay ones); node 2 answers at once
+      const x = dt.ones([512, 512], { mesh: slow, placements: [dt.Shard(0)] });
+      let y = x;
+      for (let i = 0; i < 40; i++) {
+        const next = y.matmul(x.redistribute([dt.Replicate()])).mul(1 / 512);
+        if (y !== x) y.dispose();
+        y = next;
+      }
+      const order: string[] = [];
+      const slowRead = y.sum().data().then((v) => (order.push('slow'), Number((v as Float32Array)[0])));
+      const fastRead = dt.arange(6, { mesh: fast, placements: [dt.Shard(0)] }).mul(3 + round).sum().data().then((v) => (order.push('fast'), Number((v as BigInt64Array)[0])));
+      // in flight together; each checked as soon as it is answered (an answer given to the other read would hang the other)
+      void fastRead.catch(() => undefined); // awaited below; a failure above must not leave it unhandled
+      expect(await within(`round ${round}: the slow read`, 60_000, slowRead, workers), `round ${round}: the slow read`).toBe(512 * 512);
+      expect(await within(`round ${round}: the fast read`, 10_000, fastRead, workers), `round ${round}: the fast read`).toBe(15 * (3 + round));
+      expect(order, 'the fast read was answered while the slow one waited').toEqual(['fast', 'slow']);
+      dt.dispose([x, y]);
+    }
+  }, 90_000);
+
+  it("runs a tiny Flux transformer's sequence-parallel meshes across the nodes in uneven pieces, equal to one device", async () => {
+    const folder = fileURLToPath(new URL('../fixtures/hf/models/flux-dev', import.meta.url));
+    const io = readSafetensorsHeader(fileURLToPath(new URL('../fixtures/hf/models/flux-io.safetensors', import.meta.url)));
+    // 7 text tokens (and 16 image tokens): the text splits unevenly over 2 and 4 pieces, so the
+    // all-to-alls and ring passes move pieces of different sizes between the processes
+    const call = async (mesh: dt.DeviceMesh) => {
+      const model = await hf.FluxTransformer2DModel.fromPretrained(folder, { mesh, subfolder: 'transformer' });
+      const t = (key: string, rows: number, dim: number) => {
+        const whole = fixtureTensor(io, `flux-dev.${key}`, { mesh });
+        const part = whole.narrow(dim, 0, rows);
+        return { whole, part };
+      };
+      const inputs = [t('hidden_states', 16, 1), t('encoder_hidden_states', 7, 1), t('img_ids', 16, 0), t('txt_ids', 7, 0)];
+      const [pooled, timestep, guidance] = ['pooled_projections', 'timestep', 'guidance'].map((k) => fixtureTensor(io, `flux-dev.${k}`, { mesh }));
+      const sample = model.call(inputs[0]!.part, { encoderHiddenStates: inputs[1]!.part, imgIds: inputs[2]!.part, txtIds: inputs[3]!.part, pooledProjections: pooled!, timestep: timestep!, guidance: guidance! });
+      const values = (await sample.data()) as Float32Array;
+      expect(sample.shape).toEqual([2, 16, 16]);
+      dt.dispose([sample, pooled!, timestep!, guidance!, ...inputs.flatMap((i) => [i.whole, i.part])]);
+      model.dispose();
+      return values;
+    };
+    const want = await call(one);
+    for (const mesh of [
+      new dt.DeviceMesh('cpu', [1, 3], ['ulysses']), // one all-to-all group over the two workers
+      new dt.DeviceMesh('cpu', [0, 4], ['ulysses']), // this process and a worker
+      new dt.DeviceMesh('cpu', [1, 3], ['ring']), // key and value blocks passed between the workers
+      new dt.DeviceMesh('cpu', [[1, 3], [2, 4]], ['ring', 'ulysses']), // ulysses across the nodes, ring within each
+      new dt.DeviceMesh('cpu', [[1, 2], [3, 4]], ['ring', 'ulysses']), // ring across the nodes, ulysses within each
+    ]) {
+      const got = await call(mesh);
+      let worst = 0;
+      got.forEach((v, k) => (worst = Math.max(worst, Math.abs(v - want[k]!))));
+      expect(worst, `${mesh} ${mesh.dimNames}`).toBeLessThanOrEqual(1e-5);
     }
   }, 120_000);
 
