@@ -75,7 +75,7 @@ describe('a cluster of 2 worker processes on 127.0.0.1', () => {
     expect(dt.cluster.devices().map((d) => d.node)).toEqual([0, 1, 1]);
   });
 
-  it('gives the workers the rendezvous store (a c10d TCPStore) where process groups will meet', async () => {
+  it('gives the workers the rendezvous store (in this process, reached over their sessions) where process groups meet', async () => {
     const workers: Child[] = [];
     const main = await MainNode.start({ workers: 2, joinTimeoutMs: 20_000, onListening: (a) => workers.push(startWorker(a), startWorker(a)) });
     try {
