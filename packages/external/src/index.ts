@@ -49,7 +49,16 @@ export {
   type MainMessage,
 } from './cluster/control_service.js';
 export { RendezvousStore, type StoreOp, type StoreReply, type StoreRequest } from './cluster/rendezvous_store.js';
-export { storeReplyMessage, storeReplyOf, storeRequestMessage, storeRequestOf, type StoreReplyMessage, type StoreRequestMessage } from './cluster/store_relay.js';
+export {
+  storeReplyMessage,
+  storeReplyOf,
+  storeRequestMessage,
+  storeRequestOf,
+  type ReadStoreReply,
+  type ReadStoreRequest,
+  type StoreReplyMessage,
+  type StoreRequestMessage,
+} from './cluster/store_relay.js';
 export {
   OpStreamServer,
   OpStreamClient,

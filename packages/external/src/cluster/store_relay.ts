@@ -36,6 +36,27 @@ export interface StoreReplyMessage {
   number: number;
 }
 
+/** A StoreRequest message read: the call and its number, or what is wrong with it. */
+export type ReadStoreRequest =
+  | {
+      /** The call's number. */
+      id: number;
+      /** The call. */
+      request: StoreRequest;
+    }
+  | {
+      /** What is wrong with the message, for the refusal. */
+      problem: string;
+    };
+
+/** A StoreReply message read. */
+export interface ReadStoreReply {
+  /** The number of the call it answers. */
+  id: number;
+  /** The answer. */
+  reply: StoreReply;
+}
+
 const wireOps: Record<StoreOp, string> = {
   set: 'STORE_OP_SET',
   get: 'STORE_OP_GET',
@@ -58,7 +79,7 @@ export function storeRequestMessage(id: number, request: StoreRequest): StoreReq
  * The call a StoreRequest message carries, or what is wrong with it (the store checks the rest:
  * how many keys the op takes, their sizes, the timeout).
  */
-export function storeRequestOf(message: StoreRequestMessage): { id: number; request: StoreRequest } | { problem: string } {
+export function storeRequestOf(message: StoreRequestMessage): ReadStoreRequest {
   const op = opsOfWire.get(message.op);
   if (!Number.isSafeInteger(message.id) || message.id < 1) return { problem: `a store request numbered ${String(message.id).slice(0, 24)} (1, 2, ...)` };
   if (op === undefined) return { problem: `a store request of op ${JSON.stringify(String(message.op).slice(0, 40))}` };
@@ -79,7 +100,7 @@ export function storeReplyMessage(id: number, reply: StoreReply): StoreReplyMess
 }
 
 /** The answer a StoreReply message carries. */
-export function storeReplyOf(message: StoreReplyMessage): { id: number; reply: StoreReply } {
+export function storeReplyOf(message: StoreReplyMessage): ReadStoreReply {
   return {
     id: Number(message.id),
     reply: { errorCode: message.errorCode ?? '', errorMessage: message.errorMessage ?? '', value: message.value ?? empty, number: Number(message.number ?? 0) },
