@@ -186,6 +186,8 @@ void sendToJs(Napi::Env env, Napi::Function onRequest, Outgoing* data) {
     onRequest.Call({Napi::Number::New(env, static_cast<double>(owned->id)), requestToJs(env, owned->request)});
   } catch (const std::exception& e) {
     if (auto relay = owned->relay.lock()) relay->reply(owned->id, {common::code::kNetwork, std::string("could not send the request: ") + e.what(), {}, 0});
+  } catch (...) {
+    if (auto relay = owned->relay.lock()) relay->reply(owned->id, {common::code::kNetwork, "could not send the request", {}, 0});
   }
 }
 
