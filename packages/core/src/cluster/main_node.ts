@@ -3,9 +3,10 @@
 // watches their heartbeats, runs barriers, and ends the cluster. It also streams the engine's op
 // stream to every worker (ZeroMQ, packages/external's OpStreamServer) and hands their answers
 // (read values, syncs) back to the engine, and holds the cluster's rendezvous store, which has no
-// port: a worker's store calls come on its authenticated session and are answered there. A node that is killed, cut off or silent for
-// `lostAfterMs` is lost: every pending wait that depends on it rejects with NODE_LOST naming it,
-// and the onNodeLost listeners hear of it. Every wait has a deadline.
+// port: a worker's store calls come on its authenticated session and are answered there. A node
+// that is killed, cut off or silent for `lostAfterMs` is lost: every pending wait that depends on
+// it rejects with NODE_LOST naming it, and the onNodeLost listeners hear of it. Every wait has a
+// deadline.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
