@@ -52,6 +52,7 @@ const notOps: Record<string, string> = {
   formatPlacements: 'placement helper (text)',
   normalizePlacements: 'placement helper (argument check)',
   checkDtype: 'argument check of a dtype name',
+  bytesPerElement: 'the size of a dtype\'s element, a number',
   isTensor: 'type guard',
   isDTorchError: 'type guard',
   torchInfo: 'describes LibTorch and the GPUs',
