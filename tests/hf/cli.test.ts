@@ -259,7 +259,8 @@ describe('dtorch generate: every bad input is one line, and what can be checked 
 describe('dtorch generate --seed', () => {
   it('different seeds give different images, and --seed N the image of generate({ seed: N })', async () => {
     for (const [model, pipeline] of [['tiny-sd3', hf.StableDiffusion3Pipeline], ['tiny-flux', hf.FluxPipeline]] as const) {
-      const args = ['generate', '--model', model, '--prompt', 'a cat', '--size', '32', '--steps', '1'];
+      // the CPU device and float32, as the library call below (on a GPU machine the CLI would pick cuda and bfloat16)
+      const args = ['generate', '--model', model, '--prompt', 'a cat', '--size', '32', '--steps', '1', '--devices', 'cpu:0', '--dtype', 'float32'];
       const images = [5, 6].map((seed) => {
         const out = join(work, `${model}-seed-${seed}.png`);
         const r = dtorch([...args, '--seed', String(seed), '--out', out]);

@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -65,8 +66,25 @@ GraphCapture::GraphCapture() : state_(std::make_unique<State>()) {
 
 namespace {
 
+// An empty capture is legal (a span whose ops launch no kernel on this device, or one abandoned
+// before its first kernel: a program that fails while loading) and replays as nothing; c10 warns
+// of it on stderr, which would break a command's one-line error. Other warnings pass on. c10's
+// handler is per thread, so the guard holds for this worker's capture_end alone.
+class EmptyGraphWarningFilter final : public c10::WarningHandler {
+ public:
+  explicit EmptyGraphWarningFilter(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("CUDA Graph is empty") == std::string::npos) next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* next_;
+};
+
 // Ends the capture of `state`, leaving no routing to the pool behind; throws if it failed.
 void endCapture(GraphCapture::State& state) {
+  EmptyGraphWarningFilter filter(c10::WarningUtils::get_warning_handler());
+  c10::WarningUtils::WarningHandlerGuard quiet(&filter);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   (void)cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(), &status);
   if (status == cudaStreamCaptureStatusActive) {
