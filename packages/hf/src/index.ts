@@ -13,8 +13,8 @@ export {
   type JsonObject,
 } from "./configs/config_file.js";
 export { PretrainedConfig } from "./configs/pretrained_config.js";
-export { T5Config } from "./configs/t5_config.js";
-export { CLIPTextConfig } from "./configs/clip_text_config.js";
+export { T5Config } from "./models/t5/t5_config.js";
+export { CLIPTextConfig } from "./models/clip/clip_text_config.js";
 export {
   PreTrainedModel,
   type ModelOptions,
@@ -68,7 +68,7 @@ export {
 export { CLIPTextEmbeddings } from "./models/clip/clip_text_model.js";
 export { CLIPEncoder, CLIPEncoderLayer, CLIPMLP } from "./models/clip/clip_encoder.js";
 export { CLIPAttention } from "./models/clip/clip_attention.js";
-export { AutoencoderKLConfig } from "./configs/autoencoder_kl_config.js";
+export { AutoencoderKLConfig } from "./models/autoencoder_kl/autoencoder_kl_config.js";
 export {
   AutoencoderKL,
   type AutoencoderKLTilingOptions,
@@ -83,8 +83,8 @@ export { VAEAttention } from "./models/autoencoder_kl/vae_attention.js";
 export {
   SD3Transformer2DConfig,
   type SD3QkNorm,
-} from "./configs/sd3_transformer_config.js";
-export { sd3QkNorms } from "./configs/sd3_transformer_config.js";
+} from "./models/sd3/sd3_transformer_config.js";
+export { sd3QkNorms } from "./models/sd3/sd3_transformer_config.js";
 export {
   SD3Transformer2DModel,
   sd3TpPlan,
@@ -104,7 +104,7 @@ export {
   type SetTimestepsOptions,
   type TimeShiftType,
 } from "./schedulers/index.js";
-export { FluxTransformer2DConfig } from "./configs/flux_transformer_config.js";
+export { FluxTransformer2DConfig } from "./models/flux/flux_transformer_config.js";
 export {
   FluxTransformer2DModel,
   fluxSequenceParallelPlan,

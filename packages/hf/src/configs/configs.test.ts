@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigReader } from './config_file.js';
-import { CLIPTextConfig } from './clip_text_config.js';
-import { T5Config } from './t5_config.js';
+import { CLIPTextConfig } from '../models/clip/clip_text_config.js';
+import { T5Config } from '../models/t5/t5_config.js';
 
 describe('ConfigReader', () => {
   it('reads typed values with defaults, and names the file and key when one is missing or of the wrong type', () => {

@@ -7,7 +7,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkBoolean, checkKnownOptions } from '@dtorch/common';
-import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
+import { AutoencoderKLConfig } from './autoencoder_kl_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchPlacements } from '../../parallel/batch.js';
 import { diagonalGaussian, type DiagonalGaussianDistribution } from './diagonal_gaussian.js';

@@ -3,7 +3,7 @@
 // act_fn says, as diffusers) and a 3x3 conv.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
+import type { AutoencoderKLConfig } from './autoencoder_kl_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { activation } from '../activations.js';
 import { DownEncoderBlock2D, UNetMidBlock2D, UpDecoderBlock2D, chain, type BlockSettings } from './blocks.js';

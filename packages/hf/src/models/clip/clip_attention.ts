@@ -1,7 +1,7 @@
 // CLIPAttention: q/k/v/out projections with biases, scaled dot-product attention over heads.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { CLIPTextConfig } from '../../configs/clip_text_config.js';
+import type { CLIPTextConfig } from './clip_text_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 

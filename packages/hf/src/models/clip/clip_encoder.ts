@@ -1,7 +1,7 @@
 // CLIP's transformer encoder: layers of pre-norm attention and MLP residuals.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { CLIPTextConfig } from '../../configs/clip_text_config.js';
+import type { CLIPTextConfig } from './clip_text_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { activation, type Activation } from '../activations.js';
 import { CLIPAttention } from './clip_attention.js';

@@ -7,7 +7,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkBoolean, checkOptions } from '@dtorch/common';
-import { CLIPTextConfig } from '../../configs/clip_text_config.js';
+import { CLIPTextConfig } from './clip_text_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchInput } from '../../parallel/batch.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';

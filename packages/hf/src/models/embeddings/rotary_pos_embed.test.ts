@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { readSafetensorsHeader, readTensorBytes } from '@dtorch/external';
-import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
+import { FluxTransformer2DConfig } from '../flux/flux_transformer_config.js';
 import { rotaryFromIds } from './rotary_pos_embed.js';
 
 const fixture = readSafetensorsHeader(fileURLToPath(new URL('../../../../../tests/fixtures/hf/models/flux_rotary.safetensors', import.meta.url)));

@@ -10,7 +10,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter, log } from '@dtorch/common';
-import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
+import { FluxTransformer2DConfig } from './flux_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
 import { gatherSequence, joinSequence, placeInputs, splitSequence, type SequenceParallelPlan } from '../../parallel/sequence_parallel.js';

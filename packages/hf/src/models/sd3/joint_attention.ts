@@ -6,7 +6,7 @@
 // On 'ulysses' / 'ring' mesh dims the streams are joined as parallel/ulysses_heads.ts says.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
+import type { SD3QkNorm } from './sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { headsToTokens, tokensToHeads } from '../../parallel/ulysses_heads.js';
 import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';

@@ -5,7 +5,7 @@
 // text stream feeds the attention and nothing after it.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { SD3QkNorm } from '../../configs/sd3_transformer_config.js';
+import type { SD3QkNorm } from './sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { FeedForward } from '../attention/feed_forward.js';
 import { AdaLayerNormContinuous, AdaLayerNormZero, gated, modulatedNorm } from '../normalization/ada_layer_norm.js';

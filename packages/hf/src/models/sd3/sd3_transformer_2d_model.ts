@@ -13,7 +13,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
-import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
+import { SD3Transformer2DConfig } from './sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { gatherSequence } from '../../parallel/sequence_parallel.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';

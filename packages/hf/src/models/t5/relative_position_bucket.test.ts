@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
-import { T5Config } from '../../configs/t5_config.js';
+import { T5Config } from './t5_config.js';
 import { relativePositionBuckets } from './relative_position_bucket.js';
 import { T5Attention } from './t5_attention.js';
 

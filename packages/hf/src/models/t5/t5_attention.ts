@@ -4,7 +4,7 @@
 // additive attention mask, with masked keys at the dtype's lowest value.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { T5Config } from '../../configs/t5_config.js';
+import type { T5Config } from './t5_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { relativePositionBuckets } from './relative_position_bucket.js';
 

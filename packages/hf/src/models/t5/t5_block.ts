@@ -3,7 +3,7 @@
 // (further inside when it overflowed), as transformers does to keep infinities out.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { T5Config } from '../../configs/t5_config.js';
+import type { T5Config } from './t5_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { T5Attention } from './t5_attention.js';
 import { T5LayerFF } from './t5_feed_forward.js';

@@ -6,7 +6,7 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { checkOptions } from '@dtorch/common';
-import { T5Config } from '../../configs/t5_config.js';
+import { T5Config } from './t5_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchInput } from '../../parallel/batch.js';
 import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';

@@ -4,7 +4,7 @@
 // residual stream after it is float32, as in transformers.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import type { T5Config } from '../../configs/t5_config.js';
+import type { T5Config } from './t5_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
 import { activation, type Activation } from '../activations.js';
 import { T5LayerNorm } from './t5_layer_norm.js';

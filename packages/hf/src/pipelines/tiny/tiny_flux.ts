@@ -5,10 +5,10 @@
 // FLUX.1-dev's); tokenizers the real CLIP BPE and a small T5 SentencePiece (tinyTokenizer).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
-import { CLIPTextConfig } from '../../configs/clip_text_config.js';
-import { FluxTransformer2DConfig } from '../../configs/flux_transformer_config.js';
-import { T5Config } from '../../configs/t5_config.js';
+import { AutoencoderKLConfig } from '../../models/autoencoder_kl/autoencoder_kl_config.js';
+import { CLIPTextConfig } from '../../models/clip/clip_text_config.js';
+import { FluxTransformer2DConfig } from '../../models/flux/flux_transformer_config.js';
+import { T5Config } from '../../models/t5/t5_config.js';
 import { AutoencoderKL } from '../../models/autoencoder_kl/autoencoder_kl.js';
 import { CLIPTextModel } from '../../models/clip/clip_text_model.js';
 import { FluxTransformer2DModel } from '../../models/flux/flux_transformer_2d_model.js';

@@ -6,10 +6,10 @@
 // scheduler with shift 3.0); tokenizers the real CLIP BPE and a small T5 SentencePiece.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { AutoencoderKLConfig } from '../../configs/autoencoder_kl_config.js';
-import { CLIPTextConfig } from '../../configs/clip_text_config.js';
-import { SD3Transformer2DConfig } from '../../configs/sd3_transformer_config.js';
-import { T5Config } from '../../configs/t5_config.js';
+import { AutoencoderKLConfig } from '../../models/autoencoder_kl/autoencoder_kl_config.js';
+import { CLIPTextConfig } from '../../models/clip/clip_text_config.js';
+import { SD3Transformer2DConfig } from '../../models/sd3/sd3_transformer_config.js';
+import { T5Config } from '../../models/t5/t5_config.js';
 import { AutoencoderKL } from '../../models/autoencoder_kl/autoencoder_kl.js';
 import { CLIPTextModelWithProjection } from '../../models/clip/clip_text_model.js';
 import { SD3Transformer2DModel } from '../../models/sd3/sd3_transformer_2d_model.js';

@@ -1,8 +1,8 @@
 // AutoencoderKLConfig: diffusers' AutoencoderKL config keys and defaults
 // (models/autoencoders/autoencoder_kl.py), camelCase. The VAE of SD 1.x/2.x/XL (4 latent
 // channels), SD3 and Flux (16 latent channels, no quant convs, a shift factor).
-import { ConfigReader, type Json, type JsonObject } from './config_file.js';
-import { PretrainedConfig, dictReader } from './pretrained_config.js';
+import { ConfigReader, type Json, type JsonObject } from '../../configs/config_file.js';
+import { PretrainedConfig, dictReader } from '../../configs/pretrained_config.js';
 
 /** diffusers' get_activation names (lower-cased, as diffusers looks them up); mish is not in DTorch. */
 export const vaeActivationNames: readonly string[] = ['silu', 'swish', 'gelu', 'relu'];

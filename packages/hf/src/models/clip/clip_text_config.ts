@@ -1,8 +1,8 @@
 // CLIPTextConfig: transformers' CLIPTextConfig keys and defaults (models/clip/configuration_clip.py),
 // camelCase. A full CLIPModel config.json (with "text_config" inside) gives its text part.
-import { ConfigReader, type JsonObject } from './config_file.js';
-import { PretrainedConfig, dictReader } from './pretrained_config.js';
-import { activationNames } from '../models/activations.js';
+import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
+import { PretrainedConfig, dictReader } from '../../configs/pretrained_config.js';
+import { activationNames } from '../activations.js';
 
 /** transformers' CLIPTextConfig: the CLIP text encoder's sizes (config.json keys in camelCase, transformers' defaults). */
 export class CLIPTextConfig extends PretrainedConfig {

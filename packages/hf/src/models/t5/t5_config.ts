@@ -1,7 +1,7 @@
 // T5Config: transformers' T5Config keys and defaults (models/t5/configuration_t5.py), camelCase.
-import { ConfigReader, type JsonObject } from './config_file.js';
-import { PretrainedConfig, dictReader } from './pretrained_config.js';
-import { activationNames } from '../models/activations.js';
+import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
+import { PretrainedConfig, dictReader } from '../../configs/pretrained_config.js';
+import { activationNames } from '../activations.js';
 
 /** transformers' T5Config: the T5 encoder's sizes (config.json keys in camelCase, transformers' defaults: t5-small's). */
 export class T5Config extends PretrainedConfig {

@@ -1,7 +1,7 @@
 // SD3Transformer2DConfig: diffusers' SD3Transformer2DModel config keys and defaults
 // (transformer/config.json of stable-diffusion-3-medium-diffusers and 3.5), camelCase.
-import { ConfigReader, type JsonObject } from './config_file.js';
-import { PretrainedConfig, dictReader } from './pretrained_config.js';
+import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
+import { PretrainedConfig, dictReader } from '../../configs/pretrained_config.js';
 
 /** The query/key norms SD3.5 uses ('rms_norm') and the other per-head one diffusers has for SD3 blocks. */
 export const sd3QkNorms = ['rms_norm', 'layer_norm'] as const;

@@ -1,7 +1,7 @@
 // FluxTransformer2DConfig: diffusers' FluxTransformer2DModel config keys and defaults
 // (transformer/config.json of FLUX.1-dev and FLUX.1-schnell), camelCase.
-import { ConfigReader, type JsonObject } from './config_file.js';
-import { PretrainedConfig, dictReader } from './pretrained_config.js';
+import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
+import { PretrainedConfig, dictReader } from '../../configs/pretrained_config.js';
 
 /** diffusers' FluxTransformer2DModel config: the Flux transformer's sizes (config.json keys in camelCase, diffusers' defaults: FLUX.1's). */
 export class FluxTransformer2DConfig extends PretrainedConfig {
