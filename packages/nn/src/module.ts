@@ -3,8 +3,10 @@
 // Parameter(...)`); their dotted paths are the state-dict keys (`layers.0.weight`), so a
 // property is named as its checkpoint key. Buffers are registered with registerBuffer().
 // forward() may be called directly; call() runs it inside tidy() so intermediates are freed.
+// Forward hooks (forward_hooks.ts) run code around forward from outside the module.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
+import { ForwardHooks, type ForwardHook, type ForwardPreHook, type RemovableHandle } from './forward_hooks.js';
 import { Parameter } from './parameter.js';
 import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDictResult, type StateDictSource } from './state_dict.js';
 
@@ -25,6 +27,8 @@ export abstract class Module {
   readonly #buffers = new Set<string>();
   // set by compile(): call() then runs through it
   #compiled: ((...args: unknown[]) => unknown) | undefined;
+  // made by the first hook registered
+  #hooks: ForwardHooks | undefined;
 
   /**
    * The module's computation, as torch.nn.Module.forward; each subclass types its own
@@ -64,6 +68,24 @@ export abstract class Module {
   /** What the compiled call() did so far (undefined before compile()). */
   get compileStats(): Readonly<dt.graph.CompiledStats> | undefined {
     return (this.#compiled as dt.graph.CompiledFunction<unknown[], unknown> | undefined)?.stats;
+  }
+
+  /**
+   * Runs `hook` before every forward of this module, as torch.nn.Module.register_forward_pre_hook:
+   * it gets the arguments and may return others. Hooks run in the order registered, whenever
+   * forward runs (called directly or through call()). Returns a handle whose remove() takes it off.
+   */
+  registerForwardPreHook(hook: ForwardPreHook): RemovableHandle {
+    return (this.#hooks ??= new ForwardHooks(this)).add('pre', hook);
+  }
+
+  /**
+   * Runs `hook` after every forward of this module, as torch.nn.Module.register_forward_hook: it
+   * gets the arguments and the output and may return another output. Hooks run in the order
+   * registered, whenever forward runs. Returns a handle whose remove() takes it off.
+   */
+  registerForwardHook(hook: ForwardHook): RemovableHandle {
+    return (this.#hooks ??= new ForwardHooks(this)).add('post', hook);
   }
 
   /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */
