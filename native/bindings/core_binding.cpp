@@ -22,7 +22,7 @@
 #include "core/operand/layout.h"
 #include "core/operators/op.h"
 #include "core/operators/registry.h"
-#include "core/runner/completion.h"
+#include "core/program/completion.h"
 #include "core/runner/engine.h"
 
 namespace dtorch::bindings {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runner/completion.h"
+#include "core/program/completion.h"
 
 namespace dtorch::core {
 

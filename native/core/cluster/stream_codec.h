@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/cluster/membership.h"
-#include "core/graph/segment.h"
+#include "core/membership/membership.h"
 #include "core/operand/mesh.h"
-#include "core/runner/completion.h"
+#include "core/program/completion.h"
+#include "core/program/segment.h"
 
 namespace dtorch::core::stream {
 

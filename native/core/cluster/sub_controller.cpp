@@ -4,10 +4,9 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "core/cluster/membership.h"
+#include "core/membership/membership.h"
 #include "core/operators/op.h"
-#include "core/runner/completion.h"
-#include "core/runner/engine.h"
+#include "core/program/completion.h"
 
 namespace dtorch::core {
 

@@ -7,21 +7,35 @@
 // this object: a kernel may answer after the node left the cluster). A payload that does not fit is
 // refused whole: apply() throws PROTOCOL_ERROR and nothing of it is applied.
 #pragma once
+#include <memory>
 #include <string_view>
 #include <vector>
 
 #include "common/id_map.h"
 #include "core/cluster/outbox.h"
 #include "core/cluster/stream_codec.h"
+#include "core/operand/mesh_table.h"
 #include "core/operand/meta.h"
 
 namespace dtorch::core {
 
-class Engine;
+// What a sub-controller applies the op stream to: this process's engine, which implements it
+// (runner/engine.h), so that the cluster layer names no layer above its own.
+class StreamTarget {
+ public:
+  virtual const MeshTable& meshes() const = 0;
+  // A mesh of the main node's, taking the id it has there (Engine::addStreamedMesh).
+  virtual const DeviceMesh& addStreamedMesh(const DeviceMesh& mesh, bool held) = 0;
+  // Hands a checked segment to this process's controller.
+  virtual void submit(std::shared_ptr<Segment> segment) = 0;
+
+ protected:
+  ~StreamTarget() = default;
+};
 
 class SubController {
  public:
-  SubController(Engine& engine, Outbox& replies) : engine_(engine), replies_(replies) {}
+  SubController(StreamTarget& engine, Outbox& replies) : engine_(engine), replies_(replies) {}
   void apply(std::string_view payload);
   // Tensors this node knows (for tests and the benchmark).
   size_t liveTensors() const { return live_.size(); }
@@ -31,7 +45,7 @@ class SubController {
   void applySegment(std::vector<Node>&& nodes);
   bool hasLocalRank(int meshId) const;
 
-  Engine& engine_;
+  StreamTarget& engine_;
   Outbox& replies_;
   common::IdMap<TensorMeta> live_{4096};
   std::vector<bool> meshHasLocalRank_;  // by mesh id

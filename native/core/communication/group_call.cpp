@@ -3,14 +3,14 @@
 #include <ATen/ATen.h>
 
 #include "common/env.h"
-#include "core/cluster/membership.h"
-#include "external/torch/host_staged_communicator.h"
-#include "external/torch/process_group.h"
 #include "core/communication/communicator_call.h"
 #include "core/communication/pull_call.h"
+#include "core/membership/membership.h"
 #include "core/operand/layout.h"
 #include "external/cuda/device_sync.h"
 #include "external/nccl/communicator.h"
+#include "external/torch/host_staged_communicator.h"
+#include "external/torch/process_group.h"
 
 namespace dtorch::core {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph/node.h"
+#include "core/program/node.h"
 
 namespace dtorch::core {
 

@@ -8,16 +8,15 @@
 #include "common/error.h"
 #include "common/format.h"
 #include "common/log.h"
-#include "core/cluster/membership.h"
+#include "core/membership/membership.h"
 #include "core/operand/layout.h"
 #include "core/operators/registry.h"
-#include "core/runner/completion.h"
-#include "core/runner/controller.h"
+#include "core/program/completion.h"
 
 namespace dtorch::core {
 
-Recorder::Recorder(const MeshTable& meshes, Controller& controller)
-    : meshes_(meshes), controller_(controller) {
+Recorder::Recorder(const MeshTable& meshes, SegmentSink& sink)
+    : meshes_(meshes), sink_(sink) {
   open_ = freshSegment();  // here, once the thresholds it reads are set
 }
 
@@ -252,7 +251,7 @@ void Recorder::flushBeforeWait() {
 }
 
 std::shared_ptr<Segment> Recorder::freshSegment() const {
-  std::shared_ptr<Segment> segment = controller_.takeSpare();
+  std::shared_ptr<Segment> segment = sink_.takeSpare();
   if (!segment) segment = std::make_shared<Segment>();
   segment->nodes.reserve(std::min(flushThreshold_, kReservedNodes));
   return segment;
@@ -267,7 +266,7 @@ void Recorder::flush() {
     if (!injectedFlushFailure_.empty()) throw std::runtime_error(std::exchange(injectedFlushFailure_, {}));
     if (tap_) tap_(*segment);
     open_ = freshSegment();
-    controller_.submit(segment);
+    sink_.submit(segment);
     return;
   } catch (const std::exception& e) {
     why = e.what();

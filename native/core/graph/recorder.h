@@ -14,14 +14,13 @@
 
 #include "common/id_map.h"
 #include "core/graph/call_trace.h"
-#include "core/graph/segment.h"
+#include "core/graph/segment_sink.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/op.h"
 #include "core/operators/signature.h"
 
 namespace dtorch::core {
 
-class Controller;
 struct Completion;
 
 struct DeviceMemory {
@@ -38,7 +37,8 @@ struct MemoryStats {
 
 class Recorder {
  public:
-  Recorder(const MeshTable& meshes, Controller& controller);
+  // `sink` takes every segment the recorder closes (the controller, in an engine).
+  Recorder(const MeshTable& meshes, SegmentSink& sink);
 
   // Infers and appends one op; output metas are then readable through meta(id).
   struct Recorded {
@@ -83,7 +83,7 @@ class Recorder {
   // program recorded after it, took at least kCallStepNodes nodes, this is a step boundary
   // (beginStep), so a model called again and again is cut the same way each time without a mark.
   // Smaller calls (a tiny layer in a loop) are left to the usual limits: a flush per call would
-  // cost more than they do (4x, for a Linear of 4 features).
+  // cost several times what such a call does (docs/engine.md, "Segments").
   void beginCall();
   static constexpr uint64_t kCallStepNodes = 64;
   // Compiled calls (dt.graph.compile): a call's recording is traced once, then copied.
@@ -147,7 +147,7 @@ class Recorder {
   };
 
   const MeshTable& meshes_;
-  Controller& controller_;
+  SegmentSink& sink_;
   std::unique_ptr<OpenTrace> trace_;
   std::unordered_map<int64_t, std::shared_ptr<const CallTrace>> traces_;
   int64_t nextTraceId_ = 1;

@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "common/id_map.h"
-#include "core/graph/segment.h"
+#include "core/program/segment.h"
 
 namespace dtorch::core {
 

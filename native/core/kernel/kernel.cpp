@@ -8,7 +8,7 @@
 #include "core/blob/blob_table.h"
 #include "core/communication/rendezvous.h"
 #include "core/operators/op.h"
-#include "core/runner/completion.h"
+#include "core/program/completion.h"
 #include "external/cuda/device_sync.h"
 
 namespace dtorch::core {

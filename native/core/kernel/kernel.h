@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/graph/segment.h"
 #include "core/graph/segment_signature.h"
 #include "core/operand/mesh.h"
+#include "core/program/segment.h"
 
 namespace dtorch::core {
 

@@ -5,7 +5,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
-#include "core/cluster/membership.h"
+#include "core/membership/membership.h"
 
 namespace dtorch::core {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <string_view>
 
-#include "core/graph/node.h"
+#include "core/operand/layout.h"
 #include "core/operand/mesh.h"
 #include "core/operand/meta.h"
-#include "core/operand/layout.h"
 #include "core/operators/signature.h"
+#include "core/program/node.h"
 
 namespace dtorch::core {
 

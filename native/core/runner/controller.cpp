@@ -10,7 +10,7 @@
 #include "common/word_hash.h"
 #include "common/thread_name.h"
 #include "core/operators/op.h"
-#include "core/runner/completion.h"
+#include "core/program/completion.h"
 
 namespace dtorch::core {
 

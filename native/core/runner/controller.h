@@ -12,7 +12,7 @@
 
 #include "common/env.h"
 #include "common/work_queue.h"
-#include "core/graph/segment.h"
+#include "core/graph/segment_sink.h"
 #include "core/kernel_stream/worker_pool.h"
 #include "core/operand/mesh_table.h"
 #include "core/runner/fusion.h"
@@ -21,14 +21,12 @@
 
 namespace dtorch::core {
 
-class Controller {
+class Controller final : public SegmentSink {
  public:
   Controller(const MeshTable& meshes, WorkerPool& workers);
   ~Controller();
-  void submit(std::shared_ptr<Segment> segment);
-  // A finished segment with its nodes cleared and its node storage kept, or null: the recorder
-  // fills it again instead of allocating (and another thread freeing) a fresh one per flush.
-  std::shared_ptr<Segment> takeSpare();
+  void submit(std::shared_ptr<Segment> segment) override;
+  std::shared_ptr<Segment> takeSpare() override;
   void stop();
   // What the controller recognised of the segments it lowered (any thread).
   RepeatStats repeatStats() const {

@@ -6,12 +6,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/cluster/membership.h"
 #include "core/cluster/outbox.h"
 #include "core/cluster/remote_waits.h"
 #include "core/cluster/sub_controller.h"
 #include "core/graph/recorder.h"
 #include "core/kernel_stream/worker_pool.h"
+#include "core/membership/membership.h"
 #include "core/operand/mesh_table.h"
 #include "core/runner/controller.h"
 
@@ -28,14 +28,14 @@ struct WorkerInfo {
   int64_t graphsCaptured, graphReplays, graphReplayedKernels, graphFallbacks, graphBytes, graphsLive;
 };
 
-class Engine {
+class Engine final : public StreamTarget {
  public:
   Engine();
   ~Engine();
 
   // Validates the devices (kind available, no repeats, shape product) and starts workers.
   const DeviceMesh& createMesh(DeviceKind kind, std::vector<int> devices, std::vector<int64_t> shape);
-  const MeshTable& meshes() const { return meshes_; }
+  const MeshTable& meshes() const override { return meshes_; }
   Recorder& recorder() { return recorder_; }
   // Records a read of tensor `id`. Sharded and partial (sum/avg) tensors are gathered onto the
   // device of rank 0 (each piece moves once); others go through a redistribute to Replicate. In a
@@ -47,7 +47,7 @@ class Engine {
   // Records a sync: done once every worker (of every node, in a cluster) ran what came before.
   void sync(std::shared_ptr<Completion> completion);
   // Hands a segment to the controller (a worker node's sub-controller does).
-  void submit(std::shared_ptr<Segment> segment) { controller_.submit(std::move(segment)); }
+  void submit(std::shared_ptr<Segment> segment) override { controller_.submit(std::move(segment)); }
 
   // ---- the cluster (core/cluster; docs/cluster.md) ----
   // Joins cluster `epoch` as node `thisNode` with the cluster's devices known so far. The main
@@ -60,7 +60,7 @@ class Engine {
   // up: the main node's table may hold a layout twice, once from a cluster that ended). `held`:
   // every device is some node's now, and it is checked as createMesh does; else the mesh is from
   // a cluster that ended, and nothing runs on it.
-  const DeviceMesh& addStreamedMesh(const DeviceMesh& mesh, bool held);
+  const DeviceMesh& addStreamedMesh(const DeviceMesh& mesh, bool held) override;
   // The main node: devices of a worker that joined (also streamed to the workers already there).
   void addClusterDevices(const std::vector<ClusterDevice>& devices);
   // The main node: what a worker joining now needs first (every device, every mesh).

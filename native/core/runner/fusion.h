@@ -9,7 +9,7 @@
 #pragma once
 #include <memory>
 
-#include "core/graph/segment.h"
+#include "core/program/segment.h"
 
 namespace dtorch::core {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <vector>
 
-#include "core/graph/node.h"
+#include "core/program/node.h"
 
 namespace dtorch::core {
 

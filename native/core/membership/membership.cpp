@@ -1,4 +1,4 @@
-#include "core/cluster/membership.h"
+#include "core/membership/membership.h"
 
 #include "common/error.h"
 
