@@ -102,9 +102,8 @@ size_t headCut(const CallTrace& trace, int64_t minComputeNodes) {
     }
   }
   // early enough that the devices start soon, late enough that the first part outlasts copying,
-  // lowering and launching the rest: after a quarter to a half of the compute nodes (on an H200
-  // a compiled CLIP-L forward took 0.629-0.648 ms cut there, 0.637-0.732 after an eighth to a
-  // quarter, 0.650-0.661 after 40-60%; CLIP-G 1.78-1.84 ms, 1.91-2.19 and 1.86-1.91)
+  // lowering and launching the rest: after a quarter to a half of the compute nodes, where
+  // compiled text encoders ran fastest of the cuts tried (docs/engine.md, "Compiled calls")
   size_t best = 0;
   int64_t bestBytes = 0, alive = 0, compute = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -46,9 +46,9 @@ class GraphReplays {
   static constexpr size_t kCapacity = 256;    // spans remembered per worker (the least recently run are forgotten)
   static constexpr size_t kMaxVariants = 64;  // graphs of one span (with different fixed inputs: layers alike)
   // A span whose replay would copy more than DTORCH_GRAPH_COPY_LIMIT_MB (16) in and out runs
-  // kernel by kernel: its kernels are large enough that launching them is not what it costs (on
-  // an H200, capturing the spans of a 1024x1024 Flux step, which copy 28 MB tensors, made the
-  // step slower and held 12 GiB more).
+  // kernel by kernel: its kernels are large enough that launching them is not what it costs, and
+  // the copies in and out of a graph's buffers would cost more time and memory than the launches
+  // they save (docs/engine.md, "CUDA graphs").
   static int64_t maxCopiedBytes();
   // Such a span's runs of small kernels (each making at most kSmallOutputBytes) are captured on
   // their own, as pieces, when their replay copies at most kPieceCopyBytes: the launch-bound

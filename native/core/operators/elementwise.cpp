@@ -316,9 +316,10 @@ void runBinary(KernelContext& ctx) { runBinaryInto(ctx, emptyOutput(ctx)); }
 void runBinaryInplace(KernelContext& ctx) { runBinaryInto(ctx, reusedInput(ctx)); }
 
 // The last few wrapped scalars this worker thread made, by (value, kind, dtype): a loop such as
-// `x = x.add(1)` uses the same constant on every step, and making its 0-d CPU tensor costs as
-// much as the add itself on a small tensor (691 vs 329 ns, LibTorch 2.13 CPU). The kernels
-// only read it (CUDA takes a CPU scalar by value at launch), so one tensor serves every call.
+// `x = x.add(1)` uses the same constant on every step, and making its 0-d CPU tensor costs about
+// as much as the add itself on a small tensor (docs/engine.md, "Workers, streams and events").
+// The kernels only read it (CUDA takes a CPU scalar by value at launch), so one tensor serves
+// every call.
 at::Tensor wrappedScalar(double number, ScalarKind kind, DType dtype, const at::Scalar& value) {
   struct Entry {
     uint64_t bits = 0;

@@ -104,9 +104,9 @@ bool pollUntil(Done&& done, std::chrono::milliseconds timeout, std::chrono::micr
   return true;
 }
 
-// A sync or read the program waits for spins this long before it sleeps: the end of a forward
-// waited for (a text encoder's 1 ms, a diffusion step's last kernels) is then seen at once,
-// where a sleep would add tens of microseconds to every wait.
+// A sync or read the program waits for spins this long before it sleeps: the end of a short
+// forward waited for (a text encoder's, a diffusion step's last kernels) is then seen at once,
+// where a sleep would add the time a sleeping thread takes to wake to every wait.
 constexpr std::chrono::microseconds kWaitSpin(2000);
 
 bool onCudaWorker(const at::Tensor& t) { return streams && t.defined() && t.is_cuda(); }

@@ -1,9 +1,9 @@
 // Group norm over long rows on a GPU through LibTorch's reductions: where each (sample, group)
 // row holds tens of thousands of values and there are few rows (a VAE decoder at 1024²: 32 rows
 // of 4M values), LibTorch's group_norm gives each row one block, so 32 of the GPU's SMs compute
-// the statistics (45 of the 84 ms of an SD3/Flux VAE decode on an H200). var_mean splits every
-// row over the whole GPU instead; one addcmul then normalises, scales and shifts in float and
-// rounds once into the input's dtype, as LibTorch's kernel does.
+// the statistics while the rest idle: they were most of a VAE decode's time (docs/gpu.md).
+// var_mean splits every row over the whole GPU instead; one addcmul then normalises, scales and
+// shifts in float and rounds once into the input's dtype, as LibTorch's kernel does.
 #pragma once
 #include <ATen/core/Tensor.h>
 

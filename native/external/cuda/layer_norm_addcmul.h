@@ -1,7 +1,7 @@
 // c + layer_norm(x) · b on a GPU through DTorch's row kernel (kernels/layer_norm_addcmul_rows.cu):
 // adaLN's modulated, parameter-free layer norm over x's last dim in one pass; and the same
 // kernel as an affine layer norm (a weight and a bias), where LibTorch's kernel is slow on short
-// inputs (CLIP's 77 tokens: 3.3 µs a norm on an H200 against the row kernel's 1-2).
+// inputs such as CLIP's 77 tokens (docs/gpu.md).
 #pragma once
 #include <ATen/core/Tensor.h>
 

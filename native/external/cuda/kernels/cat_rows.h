@@ -1,8 +1,8 @@
 // Copying one part of a cat whose rows are strided (a transposed [B, tokens, heads, D] view, say)
 // into its place in the contiguous result, 16 bytes per thread. LibTorch's cat takes such parts
-// element by element through their strides (about 80 us for one 27 MB part of an SD3 key on an
-// H200); rows of 16-byte multiples copy at the speed of memory. Plain types only: nvcc compiles
-// it without LibTorch's headers.
+// element by element through their strides, far below the speed of memory (docs/gpu.md); rows of
+// 16-byte multiples copy at the speed of memory. Plain types only: nvcc compiles it without
+// LibTorch's headers.
 #pragma once
 #include <cstdint>
 
