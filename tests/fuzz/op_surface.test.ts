@@ -90,24 +90,29 @@ const notations: Record<string, string[]> = {
 };
 // The `dt.F` row ends "and the activations": dt.F's activations (torch.nn.functional's, softmax
 // among them), each the same function as a dt export of the unary or reductions rows.
-const fActivations = ['F.relu', 'F.silu', 'F.gelu', 'F.quickGelu', 'F.sigmoid', 'F.tanh', 'F.softmax', 'F.logSoftmax'];
+const activationRows = ['unary', 'reductions'];
 function operatorTable(): { names: Set<string>; unparsed: string[] } {
   const lines = readFileSync(fileURLToPath(new URL('../../docs/operators.md', import.meta.url)), 'utf8').split('\n');
   const first = lines.findIndex((line, i) => i > lines.indexOf('# Operators') && line.startsWith('|'));
   const after = lines.findIndex((line, i) => i > first && !line.startsWith('|'));
   const names = new Set<string>();
   const unparsed: string[] = [];
+  const activations: string[] = [];
+  let withActivations = false;
   for (const row of lines.slice(first + 2, after)) {
     // past the header and its --- line
     const [family, ops] = row.split('|').slice(1, -1).map((cell) => cell.trim());
     const prefix = family === '`dt.F`' ? 'F.' : '';
     for (const [, span] of ops!.matchAll(/`([^`]+)`/g)) {
       if (span! in notations) for (const name of notations[span!]!) names.add(name);
-      else if (/^(F\.)?[A-Za-z]\w*( (F\.)?[A-Za-z]\w*)*$/.test(span!)) for (const name of span!.split(' ')) names.add(name.startsWith('F.') ? name : prefix + name);
-      else unparsed.push(span!);
+      else if (/^(F\.)?[A-Za-z]\w*( (F\.)?[A-Za-z]\w*)*$/.test(span!)) {
+        for (const name of span!.split(' ')) names.add(name.startsWith('F.') ? name : prefix + name);
+        if (activationRows.includes(family!)) activations.push(...span!.split(' ').filter((name) => typeof F[name] === 'function' && F[name] === api[name]));
+      } else unparsed.push(span!);
     }
-    if (prefix && ops!.includes('and the activations')) for (const name of fActivations) names.add(name);
+    withActivations ||= prefix !== '' && ops!.includes('and the activations');
   }
+  if (withActivations) for (const name of activations) names.add(`F.${name}`);
   return { names, unparsed };
 }
 

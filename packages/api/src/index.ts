@@ -22,53 +22,23 @@ export {
 } from './placement.js';
 export { bytesPerElement, checkDtype, dtypeNames, type DType } from './dtype.js';
 export { tidy, keep, dispose, memory, sync, workers, nativeSettings, resetPeakMemory, setCaptureStacks } from './scope.js';
-export {
-  tensor,
-  fromBuffer,
-  fromLocalBuffers,
-  localPieceOf,
-  zeros,
-  ones,
-  empty,
-  full,
-  arange,
-  eye,
-  rand,
-  randn,
-  randint,
-  manualSeed,
-  zerosLike,
-  onesLike,
-  fullLike,
-  randnLike,
-  type CreationOptions,
-  type RandomOptions,
-  type TensorOptions,
-  type LocalBuffersOptions,
-  type LocalPiece,
-} from './ops/creation.js';
-export {
-  add, sub, mul, div, pow, minimum, maximum, eq, ne, lt, le, gt, ge, logicalAnd, logicalOr, logicalNot,
-  where, maskedFill, clamp, neg, abs, relu, square, floor, round, exp, log, log2, sqrt, rsqrt, reciprocal,
-  sin, cos, tanh, sigmoid, silu, gelu, quickGelu, isnan, isinf,
-} from './ops/elementwise.js';
-/** A binary op's operand: a Tensor, or a JS number or boolean taken as a Python scalar. */
-export type { Operand } from './ops/elementwise.js';
-export { outer, einsum } from './ops/nn.js';
-export * as functional from './functional.js';
-export * as F from './functional.js';
+// The ops, one file per family (ops/*.ts): whatever a family file exports is public, so a new
+// op is exported where it is written. The Tensor methods are written from the same functions
+// (scripts/gen-tensor-methods.mjs), and dt.F (functional.ts) takes the torch.nn.functional ones.
+export * from './ops/creation.js';
+export * from './ops/elementwise.js';
+export * from './ops/activation.js';
+export * from './ops/linalg.js';
+export * from './ops/reduction.js';
+export * from './ops/cast.js';
+export * from './ops/shape.js';
+export * from './ops/redistribute.js';
 /** A size per spatial dim of the image ops (F.conv2d, F.avgPool2d, ...): one number for both H and W, or [h, w]. */
 export type { Pair } from './ops/image.js';
 /** The options of F.layerNorm and F.groupNorm: an optional affine weight and bias, and eps. */
 export type { NormOptions } from './ops/nn.js';
-export { matmul } from './ops/matmul.js';
-export { sum, mean, any, all, max, min, argmax, softmax, logSoftmax, type ValuesIndices } from './ops/reduction.js';
-export { redistribute, explainRedistribute, toLocal, localShape, localShapes, visualizeSharding } from './ops/redistribute.js';
-export { to } from './ops/cast.js';
-export {
-  reshape, view, flatten, unflatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, clone, cat, stack,
-  split, chunk, unbind, joinShards, splitShards, sliceAlong, narrow, indexSelect, repeat, repeatInterleave, pad, slice, get, set, Slice, type Index,
-} from './ops/shape.js';
+export * as functional from './functional.js';
+export * as F from './functional.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';
 export { torchInfo, describeRuntime, dtorchVersion } from '@dtorch/external';
 export * as cuda from './cuda.js';

@@ -94,6 +94,14 @@ export function checkTensor(what: string, x: unknown): Tensor {
   return x;
 }
 
+/**
+ * Records the one-tensor op `name` on `x` (refused as "`name` input" when not a Tensor), with
+ * `attrs` where the op has any: the unary ops and activations.
+ */
+export function recordUnary<N extends OpName>(name: N, x: Tensor, ...attrs: OpAttrs[N] extends readonly [] ? [] : [OpAttrs[N]]): Tensor {
+  return recordOp(name, [checkTensor(`${name} input`, x)], (attrs[0] ?? []) as OpAttrs[N]);
+}
+
 /** Writes `meshId, nPlacements, placements..., dtype` at args[0..]; returns the next index. */
 export function writeCreationHeader(mesh: DeviceMesh, placements: readonly Placement[], dtype: DType): number {
   const e = engine();

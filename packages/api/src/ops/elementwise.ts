@@ -1,11 +1,12 @@
 // Elementwise ops: unary, binary with broadcasting and PyTorch type promotion, where and
-// maskedFill. A JS number acts as a Python scalar: an integral number (inside int64) as an int,
-// any other as a float, a boolean as a bool (scalar.ts).
+// maskedFill (the activations, dt.F's too, are in activation.ts). A JS number acts as a Python
+// scalar: an integral number (inside int64) as an int, any other as a float, a boolean as a bool
+// (scalar.ts).
 import { DTorchError, ErrorCode, checkKnownOptions, checkNumber, invalidParameter } from '@dtorch/common';
-import { engine, type OpAttrs, type OpName } from '@dtorch/core';
+import { engine } from '@dtorch/core';
 import { isFloatingDtype, type DType } from '../dtype.js';
 import { Replicate } from '../placement.js';
-import { checkTensor as checkInput, output, recordOp } from '../record.js';
+import { checkTensor as checkInput, output, recordOp, recordUnary } from '../record.js';
 import { ScalarKind, checkFits, scalarKindOf } from '../scalar.js';
 import { atomic } from '../scope.js';
 import { full } from './creation.js';
@@ -13,64 +14,92 @@ import { Tensor, type Scalar } from '../tensor.js';
 
 const checkTensor = (fn: string, x: unknown): Tensor => checkInput(`${fn} input`, x);
 
-function unary<N extends OpName>(name: N, x: Tensor, ...attrs: OpAttrs[N] extends readonly [] ? [] : [OpAttrs[N]]): Tensor {
-  return recordOp(name, [checkTensor(name, x)], (attrs[0] ?? []) as OpAttrs[N]);
-}
-
-/** -x, as torch.neg; same dtype (bool refused). Partial(sum/avg) stays partial. */
-export const neg = (x: Tensor): Tensor => unary('neg', x);
-/** |x|, as torch.abs; same dtype (bool refused). */
-export const abs = (x: Tensor): Tensor => unary('abs', x);
-/** max(x, 0), as torch.relu; same dtype (bool refused). */
-export const relu = (x: Tensor): Tensor => unary('relu', x);
-/** x * x, as torch.square; same dtype, bool giving int64. */
-export const square = (x: Tensor): Tensor => unary('square', x);
-/** Rounds down, as torch.floor; same dtype (bool refused). */
-export const floor = (x: Tensor): Tensor => unary('floor', x);
-/** Rounds half to even, as torch.round. */
-export const round = (x: Tensor): Tensor => unary('round', x);
-/** e^x, as torch.exp; integer and bool inputs give float32. */
-export const exp = (x: Tensor): Tensor => unary('exp', x);
-/** Natural logarithm, as torch.log; integer and bool inputs give float32. */
-export const log = (x: Tensor): Tensor => unary('log', x);
-/** Base-2 logarithm, as torch.log2; integer and bool inputs give float32. */
-export const log2 = (x: Tensor): Tensor => unary('log2', x);
-/** Square root, as torch.sqrt; integer and bool inputs give float32. */
-export const sqrt = (x: Tensor): Tensor => unary('sqrt', x);
-/** 1 / sqrt(x), as torch.rsqrt; integer and bool inputs give float32. */
-export const rsqrt = (x: Tensor): Tensor => unary('rsqrt', x);
-/** 1 / x, as torch.reciprocal; integer and bool inputs give float32. */
-export const reciprocal = (x: Tensor): Tensor => unary('reciprocal', x);
-/** Sine (radians), as torch.sin; integer and bool inputs give float32. */
-export const sin = (x: Tensor): Tensor => unary('sin', x);
-/** Cosine (radians), as torch.cos; integer and bool inputs give float32. */
-export const cos = (x: Tensor): Tensor => unary('cos', x);
-/** Hyperbolic tangent, as torch.tanh; integer and bool inputs give float32. */
-export const tanh = (x: Tensor): Tensor => unary('tanh', x);
-/** 1 / (1 + e^-x), as torch.sigmoid; integer and bool inputs give float32. */
-export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x);
-/** x · sigmoid(x) of a floating tensor, as torch.nn.functional.silu; same dtype. */
-export const silu = (x: Tensor): Tensor => unary('silu', x);
-/** x · sigmoid(1.702 x): CLIP's activation (transformers' QuickGELUActivation), as one op. */
-export const quickGelu = (x: Tensor): Tensor => unary('quick_gelu', x);
-/** Whether each element is NaN: a bool tensor, as torch.isnan. */
-export const isnan = (x: Tensor): Tensor => unary('isnan', x);
-/** Whether each element is +inf or -inf: a bool tensor, as torch.isinf. */
-export const isinf = (x: Tensor): Tensor => unary('isinf', x);
-/** Logical not (zero is false): a bool tensor, as torch.logical_not. */
-export const logicalNot = (x: Tensor): Tensor => unary('logical_not', x);
-
-/** GELU; `approximate: 'tanh'` is the tanh approximation. */
-export function gelu(x: Tensor, options?: { approximate?: 'none' | 'tanh' }): Tensor {
-  const approximate = checkKnownOptions<{ approximate: string }>('gelu options', options, ['approximate']).approximate ?? 'none';
-  if (approximate !== 'none' && approximate !== 'tanh') throw invalidParameter('gelu approximate', "'none' or 'tanh'", approximate);
-  return unary('gelu', x, [approximate === 'tanh' ? 1 : 0]);
-}
+/**
+ * -x, as torch.neg; same dtype (bool refused). Partial(sum/avg) stays partial.
+ * @see {@link Tensor.neg}
+ */
+export const neg = (x: Tensor): Tensor => recordUnary('neg', x);
+/**
+ * |x|, as torch.abs; same dtype (bool refused).
+ * @see {@link Tensor.abs}
+ */
+export const abs = (x: Tensor): Tensor => recordUnary('abs', x);
+/**
+ * x * x, as torch.square; same dtype, bool giving int64.
+ * @see {@link Tensor.square}
+ */
+export const square = (x: Tensor): Tensor => recordUnary('square', x);
+/**
+ * Rounds down, as torch.floor; same dtype (bool refused).
+ * @see {@link Tensor.floor}
+ */
+export const floor = (x: Tensor): Tensor => recordUnary('floor', x);
+/**
+ * Rounds half to even, as torch.round.
+ * @see {@link Tensor.round}
+ */
+export const round = (x: Tensor): Tensor => recordUnary('round', x);
+/**
+ * e^x, as torch.exp; integer and bool inputs give float32.
+ * @see {@link Tensor.exp}
+ */
+export const exp = (x: Tensor): Tensor => recordUnary('exp', x);
+/**
+ * Natural logarithm, as torch.log; integer and bool inputs give float32.
+ * @see {@link Tensor.log}
+ */
+export const log = (x: Tensor): Tensor => recordUnary('log', x);
+/**
+ * Base-2 logarithm, as torch.log2; integer and bool inputs give float32.
+ * @see {@link Tensor.log2}
+ */
+export const log2 = (x: Tensor): Tensor => recordUnary('log2', x);
+/**
+ * Square root, as torch.sqrt; integer and bool inputs give float32.
+ * @see {@link Tensor.sqrt}
+ */
+export const sqrt = (x: Tensor): Tensor => recordUnary('sqrt', x);
+/**
+ * 1 / sqrt(x), as torch.rsqrt; integer and bool inputs give float32.
+ * @see {@link Tensor.rsqrt}
+ */
+export const rsqrt = (x: Tensor): Tensor => recordUnary('rsqrt', x);
+/**
+ * 1 / x, as torch.reciprocal; integer and bool inputs give float32.
+ * @see {@link Tensor.reciprocal}
+ */
+export const reciprocal = (x: Tensor): Tensor => recordUnary('reciprocal', x);
+/**
+ * Sine (radians), as torch.sin; integer and bool inputs give float32.
+ * @see {@link Tensor.sin}
+ */
+export const sin = (x: Tensor): Tensor => recordUnary('sin', x);
+/**
+ * Cosine (radians), as torch.cos; integer and bool inputs give float32.
+ * @see {@link Tensor.cos}
+ */
+export const cos = (x: Tensor): Tensor => recordUnary('cos', x);
+/**
+ * Whether each element is NaN: a bool tensor, as torch.isnan.
+ * @see {@link Tensor.isnan}
+ */
+export const isnan = (x: Tensor): Tensor => recordUnary('isnan', x);
+/**
+ * Whether each element is +inf or -inf: a bool tensor, as torch.isinf.
+ * @see {@link Tensor.isinf}
+ */
+export const isinf = (x: Tensor): Tensor => recordUnary('isinf', x);
+/**
+ * Logical not (zero is false): a bool tensor, as torch.logical_not.
+ * @see {@link Tensor.logicalNot}
+ */
+export const logicalNot = (x: Tensor): Tensor => recordUnary('logical_not', x);
 
 /**
  * Clamps into [min, max]; either bound may be left out (null or undefined). As torch.clamp, a
  * fractional bound makes an integer tensor's result float32, and a bound the result dtype
  * cannot hold is refused.
+ * @see {@link Tensor.clamp}
  */
 export function clamp(x: Tensor, min?: number | null, max?: number | null): Tensor {
   checkTensor('clamp', x);
@@ -82,7 +111,7 @@ export function clamp(x: Tensor, min?: number | null, max?: number | null): Tens
   const dtype: DType = !isFloatingDtype(x.dtype) && bounds.some((b) => scalarKindOf(b) === ScalarKind.Float) ? 'float32' : x.dtype;
   if (has(min)) checkFits('clamp min', min!, dtype);
   if (has(max)) checkFits('clamp max', max!, dtype);
-  return unary('clamp', x, [has(min) ? 1 : 0, min ?? 0, has(max) ? 1 : 0, max ?? 0]);
+  return recordUnary('clamp', x, [has(min) ? 1 : 0, min ?? 0, has(max) ? 1 : 0, max ?? 0]);
 }
 
 // ---- binary ----------------------------------------------------------------------------------
@@ -110,8 +139,8 @@ function checkAlpha(name: string, alpha: unknown): number {
   return alpha;
 }
 
-/** A JS scalar as a 0-d Replicate tensor on `like`'s mesh, typed as PyTorch types a Python scalar. */
-export function scalarTensor(value: Scalar, like: Tensor): Tensor {
+// A JS scalar as a 0-d Replicate tensor on `like`'s mesh, typed as PyTorch types a Python scalar.
+function scalarTensor(value: Scalar, like: Tensor): Tensor {
   // a JS number is an int64 only where int64 holds it: -3.4e38 (float32's lowest, an "integer"
   // to JS) is a float, as the Python float it stands for
   const kind = scalarKindOf(value);
@@ -177,39 +206,85 @@ const alphaOf = (name: string, options: unknown): unknown =>
   options === undefined ? undefined : checkKnownOptions<{ alpha: number }>(`${name} options`, options, ALPHA_OPTIONS).alpha;
 
 /**
- * a + alpha * b, broadcast, with PyTorch type promotion, as torch.add (alpha default 1). Shards
- * pass through (a Replicate operand beside a Shard is sliced locally); Partial(sum/avg) plus
- * the same Partial stays partial.
+ * a + alpha * other, broadcast, with PyTorch type promotion, as torch.add (alpha default 1).
+ * Shards pass through (a Replicate operand beside a Shard is sliced locally); Partial(sum/avg)
+ * plus the same Partial stays partial.
+ * @see {@link Tensor.add}
  */
-export const add = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('add', a, b, alphaOf('add', options));
-/** a - alpha * b, broadcast, as torch.sub (alpha default 1); Partial minus Partial stays partial, bool operands are refused. */
-export const sub = (a: Operand, b: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, b, alphaOf('sub', options));
-/** a * b, broadcast, with PyTorch type promotion, as torch.mul. A Partial(sum/avg) operand times a Replicate one or a scalar stays partial. */
-export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b);
-/** True division: integer operands give float32. */
-export const div = (a: Operand, b: Operand): Tensor => binary('div', a, b);
-/** a to the power b, broadcast, as torch.pow; integers to negative integer powers and bool tensors are refused. */
-export const pow = (a: Operand, b: Operand): Tensor => binary('pow', a, b);
-/** Elementwise minimum, broadcast, as torch.minimum (NaN wins). */
-export const minimum = (a: Operand, b: Operand): Tensor => binary('minimum', a, b);
-/** Elementwise maximum, broadcast, as torch.maximum (NaN wins). */
-export const maximum = (a: Operand, b: Operand): Tensor => binary('maximum', a, b);
-/** a == b, broadcast: a bool tensor, as torch.eq. */
-export const eq = (a: Operand, b: Operand): Tensor => binary('eq', a, b);
-/** a != b, broadcast: a bool tensor, as torch.ne. */
-export const ne = (a: Operand, b: Operand): Tensor => binary('ne', a, b);
-/** a < b, broadcast: a bool tensor, as torch.lt. */
-export const lt = (a: Operand, b: Operand): Tensor => binary('lt', a, b);
-/** a <= b, broadcast: a bool tensor, as torch.le. */
-export const le = (a: Operand, b: Operand): Tensor => binary('le', a, b);
-/** a > b, broadcast: a bool tensor, as torch.gt. */
-export const gt = (a: Operand, b: Operand): Tensor => binary('gt', a, b);
-/** a >= b, broadcast: a bool tensor, as torch.ge. */
-export const ge = (a: Operand, b: Operand): Tensor => binary('ge', a, b);
-/** a and b (zero is false), broadcast: a bool tensor, as torch.logical_and. */
-export const logicalAnd = (a: Operand, b: Operand): Tensor => binary('logical_and', a, b);
-/** a or b (zero is false), broadcast: a bool tensor, as torch.logical_or. */
-export const logicalOr = (a: Operand, b: Operand): Tensor => binary('logical_or', a, b);
+export const add = (a: Operand, other: Operand, options?: { alpha?: number }): Tensor => binary('add', a, other, alphaOf('add', options));
+/**
+ * a - alpha * other, broadcast, as torch.sub (alpha default 1); Partial minus Partial stays
+ * partial, bool operands are refused.
+ * @see {@link Tensor.sub}
+ */
+export const sub = (a: Operand, other: Operand, options?: { alpha?: number }): Tensor => binary('sub', a, other, alphaOf('sub', options));
+/**
+ * a * other, broadcast, with PyTorch type promotion, as torch.mul. A Partial(sum/avg) operand
+ * times a Replicate one or a scalar stays partial.
+ * @see {@link Tensor.mul}
+ */
+export const mul = (a: Operand, other: Operand): Tensor => binary('mul', a, other);
+/**
+ * True division: integer operands give float32.
+ * @see {@link Tensor.div}
+ */
+export const div = (a: Operand, other: Operand): Tensor => binary('div', a, other);
+/**
+ * a to the power `exponent`, broadcast, as torch.pow; integers to negative integer powers and
+ * bool tensors are refused.
+ * @see {@link Tensor.pow}
+ */
+export const pow = (a: Operand, exponent: Operand): Tensor => binary('pow', a, exponent);
+/**
+ * Elementwise minimum, broadcast, as torch.minimum (NaN wins).
+ * @see {@link Tensor.minimum}
+ */
+export const minimum = (a: Operand, other: Operand): Tensor => binary('minimum', a, other);
+/**
+ * Elementwise maximum, broadcast, as torch.maximum (NaN wins).
+ * @see {@link Tensor.maximum}
+ */
+export const maximum = (a: Operand, other: Operand): Tensor => binary('maximum', a, other);
+/**
+ * a == other, broadcast: a bool tensor, as torch.eq.
+ * @see {@link Tensor.eq}
+ */
+export const eq = (a: Operand, other: Operand): Tensor => binary('eq', a, other);
+/**
+ * a != other, broadcast: a bool tensor, as torch.ne.
+ * @see {@link Tensor.ne}
+ */
+export const ne = (a: Operand, other: Operand): Tensor => binary('ne', a, other);
+/**
+ * a < other, broadcast: a bool tensor, as torch.lt.
+ * @see {@link Tensor.lt}
+ */
+export const lt = (a: Operand, other: Operand): Tensor => binary('lt', a, other);
+/**
+ * a <= other, broadcast: a bool tensor, as torch.le.
+ * @see {@link Tensor.le}
+ */
+export const le = (a: Operand, other: Operand): Tensor => binary('le', a, other);
+/**
+ * a > other, broadcast: a bool tensor, as torch.gt.
+ * @see {@link Tensor.gt}
+ */
+export const gt = (a: Operand, other: Operand): Tensor => binary('gt', a, other);
+/**
+ * a >= other, broadcast: a bool tensor, as torch.ge.
+ * @see {@link Tensor.ge}
+ */
+export const ge = (a: Operand, other: Operand): Tensor => binary('ge', a, other);
+/**
+ * a and other (zero is false), broadcast: a bool tensor, as torch.logical_and.
+ * @see {@link Tensor.logicalAnd}
+ */
+export const logicalAnd = (a: Operand, other: Operand): Tensor => binary('logical_and', a, other);
+/**
+ * a or other (zero is false), broadcast: a bool tensor, as torch.logical_or.
+ * @see {@link Tensor.logicalOr}
+ */
+export const logicalOr = (a: Operand, other: Operand): Tensor => binary('logical_or', a, other);
 
 // PyTorch's result_type(tensor, scalar): the tensor's dtype, unless the scalar is of a higher
 // category (bool < int < float), which then gives its default (int64, float32).
@@ -223,6 +298,7 @@ function resultWithScalar(t: Tensor, kind: ScalarKind): DType {
 /**
  * Elements of `a` where the bool `condition` holds, else of `b` (all three broadcast), as
  * torch.where; a scalar beside a tensor must fit the result's dtype.
+ * @see {@link Tensor.where}
  */
 export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
   checkTensor('where condition', condition);
@@ -244,7 +320,11 @@ export function where(condition: Tensor, a: Operand, b: Operand): Tensor {
   });
 }
 
-/** `x` with `value` where `mask` (broadcast to x's shape) holds; a value x's dtype cannot hold is refused. */
+/**
+ * `x` with `value` where `mask` (broadcast to x's shape) holds; a value x's dtype cannot hold is
+ * refused.
+ * @see {@link Tensor.maskedFill}
+ */
 export function maskedFill(x: Tensor, mask: Tensor, value: Scalar): Tensor {
   checkTensor('maskedFill', x);
   checkTensor('maskedFill mask', mask);

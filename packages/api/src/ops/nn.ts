@@ -1,12 +1,12 @@
 // Neural-network ops of dt.functional: linear, normalisations, embedding, attention, rotary
-// embeddings (as diffusers applies them), and outer / einsum for permutations.
+// embeddings (as diffusers applies them).
 import { DTorchError, ErrorCode, checkBoolean, checkFinite, checkInteger, checkKnownOptions, checkShape, invalidParameter } from '@dtorch/common';
 import { checkTensor, recordOp } from '../record.js';
 import { Replicate, Shard, formatPlacements, type Placement } from '../placement.js';
 import { atomic } from '../scope.js';
 import { Tensor } from '../tensor.js';
 import type { DType } from '../dtype.js';
-import { cat, permute, reshape, stack, unbind, unsqueeze } from './shape.js';
+import { cat, reshape, stack, unbind } from './shape.js';
 import { mul } from './elementwise.js';
 
 function checkOptionalTensor(name: string, x: unknown): Tensor | undefined {
@@ -277,33 +277,4 @@ function rotate(x: Tensor, cos: Tensor, sin: Tensor, unbindDim: -1 | -2): Tensor
   for (const t of pieces) if (t !== result) t.dispose();
   if (result !== out) out.dispose();
   return result;
-}
-
-/** The outer product of two vectors. */
-export function outer(a: Tensor, b: Tensor): Tensor {
-  for (const [name, t] of [['a', a], ['b', b]] as const) {
-    if (checkTensor(`outer ${name}`, t).ndim !== 1) throw new DTorchError(ErrorCode.ShapeMismatch, `outer: ${name} must be 1-d, got ${t.describe()}`);
-  }
-  return atomic(() => {
-    const [column, row] = [unsqueeze(a, 1), unsqueeze(b, 0)];
-    const result = mul(column, row);
-    column.dispose();
-    row.dispose();
-    return result;
-  });
-}
-
-/** einsum for one operand whose equation only permutes dims, e.g. 'bhsd->bshd'. */
-export function einsum(equation: string, ...operands: Tensor[]): Tensor {
-  if (typeof equation !== 'string') throw invalidParameter('einsum equation', 'string', equation);
-  const m = /^\s*([a-zA-Z]+)\s*->\s*([a-zA-Z]+)\s*$/.exec(equation);
-  if (!m || operands.length !== 1) {
-    throw new DTorchError(ErrorCode.InvalidArgument, `einsum: only permutations of one operand ('abc->cab') are supported, got '${equation}' with ${operands.length} operand(s)`);
-  }
-  const [from, to] = [m[1]!, m[2]!];
-  const x = checkTensor('einsum operand', operands[0]);
-  if (from.length !== x.ndim || to.length !== from.length || [...to].some((c) => !from.includes(c)) || new Set(from).size !== from.length) {
-    throw new DTorchError(ErrorCode.InvalidArgument, `einsum: '${equation}' is not a permutation of the ${x.ndim} dims of a tensor of shape [${x.shape.join(', ')}]`);
-  }
-  return permute(x, [...to].map((c) => from.indexOf(c)));
 }

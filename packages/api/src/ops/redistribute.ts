@@ -11,6 +11,7 @@ import { Tensor } from '../tensor.js';
  * all-gather, P->R all-reduce, P->S reduce-scatter, S(i)->S(j) all-to-all, R->S a local slice,
  * R->P the value at coordinate 0 and zeros elsewhere (Partial(sum)). Across meshes: gathered on
  * the source, moved, then sliced on the target.
+ * @see {@link Tensor.redistribute}
  */
 export function redistribute(
   x: Tensor,
@@ -55,20 +56,29 @@ function checkRank(x: Tensor, rank: number, fn: string): number {
   return rank;
 }
 
-/** Rank `rank`'s piece as a tensor of its own, on a 1-device mesh of that rank's device. */
+/**
+ * Rank `rank`'s piece as a tensor of its own, on a 1-device mesh of that rank's device.
+ * @see {@link Tensor.toLocal}
+ */
 export function toLocal(x: Tensor, rank: number): Tensor {
   checkRank(x, rank, 'toLocal');
   const local = meshOfRank(x.mesh, rank);
   return recordOp('to_local', [x], [rank, local.id], local);
 }
 
-/** Shape of rank `rank`'s piece (torch.chunk sizes; may be empty). */
+/**
+ * Shape of rank `rank`'s piece (torch.chunk sizes; may be empty).
+ * @see {@link Tensor.localShape}
+ */
 export function localShape(x: Tensor, rank: number): number[] {
   checkRank(x, rank, 'localShape');
   return engine().layout(x.id)[rank]!.shape;
 }
 
-/** The shape of every rank's piece, in rank order (see {@link localShape}). */
+/**
+ * The shape of every rank's piece, in rank order (see {@link localShape}).
+ * @see {@link Tensor.localShapes}
+ */
 export function localShapes(x: Tensor): number[][] {
   if (!(x instanceof Tensor)) throw invalidParameter('localShapes input', 'Tensor', x);
   return engine().layout(x.id).map((p) => p.shape);

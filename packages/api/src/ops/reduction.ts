@@ -1,4 +1,5 @@
-// Reductions: sum and mean over all dims or the given ones, with keepdim.
+// Reductions over all dims or the given ones: sum, mean, any, all (with keepdim), and max, min
+// and argmax over all dims or one.
 import { checkBoolean, checkInteger, invalidParameter } from '@dtorch/common';
 import type { OpsWithAttrs } from '@dtorch/core';
 import { recordOp, recordOpOutputs } from '../record.js';
@@ -22,12 +23,17 @@ function reduce(op: 'sum' | 'mean' | 'any' | 'all', x: Tensor, dim: number | rea
  * Sum over `dim` (all dims when omitted); integer and bool inputs give int64, as in PyTorch.
  * Summing a sharded dim leaves a Partial(sum) result: no communication until it is read or
  * redistributed.
+ * @see {@link Tensor.sum}
  */
 export function sum(x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor {
   return reduce('sum', x, dim, keepdim);
 }
 
-/** Mean over `dim` (all dims when omitted) of a floating tensor; a sharded reduced dim gives Partial(sum). */
+/**
+ * Mean over `dim` (all dims when omitted) of a floating tensor; a sharded reduced dim gives
+ * Partial(sum).
+ * @see {@link Tensor.mean}
+ */
 export function mean(x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor {
   return reduce('mean', x, dim, keepdim);
 }
@@ -35,9 +41,15 @@ export function mean(x: Tensor, dim?: number | readonly number[], keepdim = fals
 function logical(op: 'any' | 'all', x: Tensor, dim: number | readonly number[] | undefined, keepdim: boolean): Tensor {
   return reduce(op, x, dim, keepdim);
 }
-/** Whether any element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.any). */
+/**
+ * Whether any element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.any).
+ * @see {@link Tensor.any}
+ */
 export const any = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('any', x, dim, keepdim);
-/** Whether every element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.all). */
+/**
+ * Whether every element (along `dim`) is true/nonzero: bool (uint8 for uint8 input, as torch.all).
+ * @see {@link Tensor.all}
+ */
 export const all = (x: Tensor, dim?: number | readonly number[], keepdim = false): Tensor => logical('all', x, dim, keepdim);
 
 function dimCall(op: OpsWithAttrs<readonly [hasDim: number, dim: number, keepdim: number]>, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor[] {
@@ -55,7 +67,10 @@ export interface ValuesIndices {
   indices: Tensor;
 }
 
-/** The largest value (0-d), or along `dim` the largest values and their indices, as torch.max. */
+/**
+ * The largest value (0-d), or along `dim` the largest values and their indices, as torch.max.
+ * @see {@link Tensor.max}
+ */
 export function max(x: Tensor): Tensor;
 export function max(x: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function max(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
@@ -63,7 +78,10 @@ export function max(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIn
   return indices ? { values: values!, indices } : values!;
 }
 
-/** The smallest value (0-d), or along `dim` the smallest values and their indices, as torch.min. */
+/**
+ * The smallest value (0-d), or along `dim` the smallest values and their indices, as torch.min.
+ * @see {@link Tensor.min}
+ */
 export function min(x: Tensor): Tensor;
 export function min(x: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function min(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
@@ -71,17 +89,10 @@ export function min(x: Tensor, dim?: number, keepdim = false): Tensor | ValuesIn
   return indices ? { values: values!, indices } : values!;
 }
 
-/** Index of the largest value: in the flattened tensor, or along `dim`. */
+/**
+ * Index of the largest value: in the flattened tensor, or along `dim`.
+ * @see {@link Tensor.argmax}
+ */
 export function argmax(x: Tensor, dim?: number, keepdim = false): Tensor {
   return dimCall('argmax', x, dim, keepdim)[0]!;
 }
-
-function alongDim(op: OpsWithAttrs<readonly [dim: number]>, x: Tensor, dim: number): Tensor {
-  if (!(x instanceof Tensor)) throw invalidParameter(`${op} input`, 'Tensor', x);
-  checkInteger(`${op} dim`, dim);
-  return recordOp(op, [x], [dim]);
-}
-/** Softmax along `dim`; other dims may be sharded. */
-export const softmax = (x: Tensor, dim: number): Tensor => alongDim('softmax', x, dim);
-/** log(softmax(x)) along `dim`, computed stably, as torch.log_softmax; other dims may be sharded. */
-export const logSoftmax = (x: Tensor, dim: number): Tensor => alongDim('log_softmax', x, dim);

@@ -26,16 +26,26 @@ function checkIntList(fn: string, what: string, values: unknown): number[] {
 }
 
 
-/** The same elements in `shape` (one dim may be -1). */
+/**
+ * The same elements in `shape` (one dim may be -1).
+ * @see {@link Tensor.reshape}
+ */
 export function reshape(x: Tensor, shape: readonly number[]): Tensor {
   checkTensor('reshape', x);
   const s = checkIntList('reshape', 'shape', shape);
   return recordOp('reshape', [x], [s.length, ...s]);
 }
-/** The same op as {@link reshape}, under torch.Tensor.view's name (any tensor can be viewed). */
+/**
+ * The same op as {@link reshape}, under torch.Tensor.view's name (any tensor can be viewed).
+ * @see {@link Tensor.view}
+ */
 export const view = reshape;
 
-/** Merges dims `startDim`..`endDim` (default: all) into one, as torch.flatten; a 0-d tensor gives shape [1]. */
+/**
+ * Merges dims `startDim`..`endDim` (default: all) into one, as torch.flatten; a 0-d tensor gives
+ * shape [1].
+ * @see {@link Tensor.flatten}
+ */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   checkTensor('flatten', x);
   if (x.ndim === 0) return reshape(x, [1]);
@@ -45,14 +55,20 @@ export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   return reshape(x, [...x.shape.slice(0, s), merged, ...x.shape.slice(e + 1)]);
 }
 
-/** Splits dim `dim` into dims of `sizes` (their product its size; one may be -1), as torch.unflatten. */
+/**
+ * Splits dim `dim` into dims of `sizes` (their product its size; one may be -1), as torch.unflatten.
+ * @see {@link Tensor.unflatten}
+ */
 export function unflatten(x: Tensor, dim: number, sizes: readonly number[]): Tensor {
   checkTensor('unflatten', x);
   const d = normDim('unflatten', dim, x.ndim);
   return reshape(x, [...x.shape.slice(0, d), ...checkIntList('unflatten', 'sizes', sizes), ...x.shape.slice(d + 1)]);
 }
 
-/** Drops size-1 dims: all of them, or those listed. */
+/**
+ * Drops size-1 dims: all of them, or those listed.
+ * @see {@link Tensor.squeeze}
+ */
 export function squeeze(x: Tensor, dim?: number | readonly number[]): Tensor {
   checkTensor('squeeze', x);
   if (dim !== undefined && typeof dim !== 'number' && !Array.isArray(dim)) throw invalidParameter('squeeze dim', 'integer or array of integers', dim);
@@ -60,21 +76,31 @@ export function squeeze(x: Tensor, dim?: number | readonly number[]): Tensor {
   return reshape(x, x.shape.filter((s, d) => !(s === 1 && dims.includes(d))));
 }
 
-/** Inserts a size-1 dim at `dim` (in [-ndim-1, ndim]), as torch.unsqueeze. */
+/**
+ * Inserts a size-1 dim at `dim` (in [-ndim-1, ndim]), as torch.unsqueeze.
+ * @see {@link Tensor.unsqueeze}
+ */
 export function unsqueeze(x: Tensor, dim: number): Tensor {
   checkTensor('unsqueeze', x);
   const d = normDim('unsqueeze', dim, x.ndim + 1);
   return reshape(x, [...x.shape.slice(0, d), 1, ...x.shape.slice(d)]);
 }
 
-/** Reorders the dims: dim i of the result is dim `dims[i]` of `x`, as torch.permute; a sharded dim stays sharded where it moves. */
+/**
+ * Reorders the dims: dim i of the result is dim `dims[i]` of `x`, as torch.permute; a sharded dim
+ * stays sharded where it moves.
+ * @see {@link Tensor.permute}
+ */
 export function permute(x: Tensor, dims: readonly number[]): Tensor {
   checkTensor('permute', x);
   const d = checkIntList('permute', 'dims', dims);
   return recordOp('permute', [x], [d.length, ...d]);
 }
 
-/** Swaps dims `dim0` and `dim1`, as torch.transpose. */
+/**
+ * Swaps dims `dim0` and `dim1`, as torch.transpose.
+ * @see {@link Tensor.transpose}
+ */
 export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
   checkTensor('transpose', x);
   const [a, b] = [normDim('transpose', dim0, x.ndim), normDim('transpose', dim1, x.ndim)];
@@ -82,19 +108,28 @@ export function transpose(x: Tensor, dim0: number, dim1: number): Tensor {
   return permute(x, dims);
 }
 
-/** A view with size-1 dims repeated to `shape` (-1 keeps a dim). */
+/**
+ * A view with size-1 dims repeated to `shape` (-1 keeps a dim).
+ * @see {@link Tensor.expand}
+ */
 export function expand(x: Tensor, shape: readonly number[]): Tensor {
   checkTensor('expand', x);
   const s = checkIntList('expand', 'shape', shape);
   return recordOp('expand', [x], [s.length, ...s]);
 }
 
-/** The values in a row-major contiguous layout, as torch.Tensor.contiguous; always a new tensor. */
+/**
+ * The values in a row-major contiguous layout, as torch.Tensor.contiguous; always a new tensor.
+ * @see {@link Tensor.contiguous}
+ */
 export function contiguous(x: Tensor): Tensor {
   return recordOp('contiguous', [checkTensor('contiguous', x)], []);
 }
 
-/** A copy with its own memory, as torch.clone. */
+/**
+ * A copy with its own memory, as torch.clone.
+ * @see {@link Tensor.clone}
+ */
 export function clone(x: Tensor): Tensor {
   return recordOp('clone', [checkTensor('clone', x)], []);
 }
@@ -134,7 +169,10 @@ export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
   });
 }
 
-/** Pieces of `sizeOrSizes` along `dim` (the last may be shorter), as torch.split. */
+/**
+ * Pieces of `sizeOrSizes` along `dim` (the last may be shorter), as torch.split.
+ * @see {@link Tensor.split}
+ */
 export function split(x: Tensor, sizeOrSizes: number | readonly number[], dim = 0): Tensor[] {
   checkTensor('split', x);
   const d = normDim('split', dim, x.ndim);
@@ -181,7 +219,10 @@ export function splitShards(x: Tensor, sizes: readonly number[], dim: number): T
   return recordOpOutputs('split_shards', [x], [d, s.length, ...s]);
 }
 
-/** torch.chunk: pieces of ceil(size / chunks) along `dim`; there may be fewer than `chunks`. */
+/**
+ * torch.chunk: pieces of ceil(size / chunks) along `dim`; there may be fewer than `chunks`.
+ * @see {@link Tensor.chunk}
+ */
 export function chunk(x: Tensor, chunks: number, dim = 0): Tensor[] {
   checkTensor('chunk', x);
   checkInteger('chunk chunks', chunks, 1);
@@ -189,7 +230,10 @@ export function chunk(x: Tensor, chunks: number, dim = 0): Tensor[] {
   return split(x, Math.max(1, Math.ceil(n / chunks)), dim);
 }
 
-/** The slices along `dim`, each without that dim. */
+/**
+ * The slices along `dim`, each without that dim.
+ * @see {@link Tensor.unbind}
+ */
 export function unbind(x: Tensor, dim = 0): Tensor[] {
   const d = normDim('unbind', dim, checkTensor('unbind', x).ndim);
   return atomic(() => {
@@ -219,6 +263,7 @@ export function sliceAlong(x: Tensor, dim: number, start = 0, end = Number.MAX_S
 /**
  * `length` elements from `start` along `dim`, as torch.narrow: a negative start counts from the
  * end; the range must lie inside the dim.
+ * @see {@link Tensor.narrow}
  */
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
   checkTensor('narrow', x);
@@ -234,6 +279,7 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
 /**
  * The entries of `x` along `dim` at the positions in `index` (1-d int64 or int32, Replicate), as
  * torch.index_select; shards of other dims and partials pass.
+ * @see {@link Tensor.indexSelect}
  */
 export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
   checkTensor('indexSelect', x);
@@ -242,14 +288,21 @@ export function indexSelect(x: Tensor, dim: number, index: Tensor): Tensor {
   return recordOp('index_select', [x, index], [dim]);
 }
 
-/** Tiles the tensor `repeats[d]` times along each dim, as torch.Tensor.repeat. */
+/**
+ * Tiles the tensor `repeats[d]` times along each dim, as torch.Tensor.repeat.
+ * @see {@link Tensor.repeat}
+ */
 export function repeat(x: Tensor, repeats: readonly number[]): Tensor {
   checkTensor('repeat', x);
   const r = checkIntList('repeat', 'repeats', repeats);
   return recordOp('repeat', [x], [r.length, ...r]);
 }
 
-/** Repeats each element `repeats` times along `dim` (flattened when no dim), as torch.repeat_interleave. */
+/**
+ * Repeats each element `repeats` times along `dim` (flattened when no dim), as
+ * torch.repeat_interleave.
+ * @see {@link Tensor.repeatInterleave}
+ */
 export function repeatInterleave(x: Tensor, repeats: number, dim?: number): Tensor {
   checkTensor('repeatInterleave', x);
   checkInteger('repeatInterleave repeats', repeats, 0);
@@ -324,6 +377,7 @@ export type Index = number | Slice | null | '...' | Tensor;
 /**
  * x[...] as PyTorch indexes: integers drop their dim, slices keep it, null adds a size-1 dim,
  * '...' stands for the dims not indexed, an int tensor selects along its dim.
+ * @see {@link Tensor.get}
  */
 export function get(x: Tensor, ...indices: Index[]): Tensor {
   checkTensor('get', x);
@@ -386,6 +440,7 @@ export function get(x: Tensor, ...indices: Index[]): Tensor {
  * region. Tensors are values in DTorch: `x` afterwards refers to the updated tensor (its old value
  * is released). A call that throws leaves `x` as it was; an index tensor is read here (its
  * values wait for it) so that an index out of range throws now instead of spoiling `x`.
+ * @see {@link Tensor.set}
  */
 export function set(x: Tensor, ...indicesAndValue: [...Index[], Tensor | number | boolean]): Tensor {
   checkTensor('set', x);
