@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { sourceFiles } from './source_files.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -70,21 +71,13 @@ function comments(text: string): { line: number; text: string }[] {
   return out;
 }
 
-function sources(dir: string, skip: (path: string) => boolean): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (skip(path)) return [];
-    if (entry.isDirectory()) return sources(path, skip);
-    return /\.(h|cpp|cu|cuh|ts|mts|mjs|js)$/.test(entry.name) ? [path] : [];
-  });
-}
-
 describe('comments in product code', () => {
   const name = (path: string) => relative(root, path).split(sep).join('/');
   const isTest = (path: string) => /(^|\/)(node_modules|dist)$|\.test\.ts$|^native\/tests$/.test(name(path));
+  const code = /\.(h|cpp|cu|cuh|ts|mts|mjs|js)$/;
   const files = [
-    ...sources(join(root, 'native'), isTest),
-    ...readdirSync(join(root, 'packages')).flatMap((p) => sources(join(root, 'packages', p, 'src'), isTest)),
+    ...sourceFiles(join(root, 'native'), code, isTest),
+    ...readdirSync(join(root, 'packages')).flatMap((p) => sourceFiles(join(root, 'packages', p, 'src'), code, isTest)),
   ];
   const hits = files.flatMap((path) =>
     comments(readFileSync(path, 'utf8'))

@@ -3,10 +3,11 @@
 // A layer that needs something of one above takes an interface it implements instead
 // (graph/segment_sink.h, which the controller implements; cluster/sub_controller.h's
 // StreamTarget, which the engine implements). docs/engine.md ("Native layers") explains each.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { sourceFiles } from './source_files.ts';
 
 const native = fileURLToPath(new URL('../../native/', import.meta.url));
 
@@ -29,15 +30,7 @@ const layers = [
 
 // native/tests are C++ tests of any layer; gloo_shim stands in for Gloo's own headers.
 const skipped = ['tests', join('external', 'torch', 'gloo_shim')];
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (skipped.includes(relative(native, path))) return [];
-    if (entry.isDirectory()) return sources(path);
-    return /\.(h|cpp|cu|cuh)$/.test(entry.name) ? [path] : [];
-  });
-}
+const sources = () => sourceFiles(native, /\.(h|cpp|cu|cuh)$/, (path) => skipped.includes(relative(native, path)));
 
 // The layer of a path under native/ ("core/graph/recorder.h" -> "core/graph"); undefined outside every layer.
 function layerOf(path: string): string | undefined {
@@ -55,7 +48,7 @@ function includes(text: string): { line: number; path: string }[] {
 }
 
 describe('native layers', () => {
-  const files = sources(native).map((path) => ({ name: relative(native, path).split(sep).join('/'), text: readFileSync(path, 'utf8') }));
+  const files = sources().map((path) => ({ name: relative(native, path).split(sep).join('/'), text: readFileSync(path, 'utf8') }));
 
   it('finds the sources, each in a known layer', () => {
     expect(files.length).toBeGreaterThan(100);
