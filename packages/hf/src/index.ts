@@ -138,6 +138,14 @@ export {
 } from "./parallel/sequence_parallel.js";
 export * as nn from "@dtorch/nn";
 export {
+  registry,
+  type RegisteredModel,
+  type RegisteredModelName,
+  type RegisteredSchedulerName,
+  type TinyPipeline,
+  type TinyPipelineOptions,
+} from "./registry.js";
+export {
   DiffusionPipeline,
   registerPipeline,
   type GenerateOptions,

@@ -1,6 +1,6 @@
 // `dtorch generate`: a prompt in, PNGs out. The flags become a DeviceMesh (mesh_spec.ts), the
-// model a pipeline (tiny-flux / tiny-sd3: the built-in random-weight pipelines, made here with no
-// download; anything else a folder or hub id through DiffusionPipeline.fromPretrained), the run a
+// model a pipeline (tiny-flux / tiny-sd3: the registry's built-in random-weight pipelines, made
+// here with no download; anything else a folder or hub id through DiffusionPipeline.fromPretrained), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -8,8 +8,7 @@
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '../pipelines/diffusion_pipeline.js';
-import { FluxPipeline } from '../pipelines/flux_pipeline.js';
-import { StableDiffusion3Pipeline } from '../pipelines/sd3_pipeline.js';
+import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
@@ -17,7 +16,7 @@ import { StepProgress } from './progress.js';
 
 /** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
 export interface GenerateFlags {
-  /** --model: a hub id, a diffusers pipeline folder, or a built-in tiny model (tinyModels). */
+  /** --model: a hub id, a diffusers pipeline folder, or a built-in tiny pipeline (the registry's tinyPipelines). */
   model: string;
   /** --prompt. */
   prompt: string;
@@ -51,12 +50,6 @@ export interface GenerateFlags {
   localFilesOnly?: boolean;
 }
 
-/** The built-in models (random weights, made on the spot): --model name -> the pipeline's tiny(). */
-export const tinyModels: Readonly<Record<string, (options: PipelineOptions) => Promise<DiffusionPipeline>>> = {
-  'tiny-flux': (options) => FluxPipeline.tiny(options),
-  'tiny-sd3': (options) => StableDiffusion3Pipeline.tiny(options),
-};
-
 function invalid(message: string): DTorchError {
   return new DTorchError(ErrorCode.InvalidArgument, message);
 }
@@ -73,9 +66,9 @@ export function parseSize(text: string): { width: number; height: number } {
 }
 
 async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
-  // fromPretrained picks the class by model_index.json's _class_name (both pipelines are imported above, so registered)
-  const tiny = tinyModels[model];
-  return tiny ? tiny(options) : DiffusionPipeline.fromPretrained(model, options);
+  // fromPretrained picks the class by model_index.json's _class_name (the registry's pipelines)
+  const tiny = registered(registry.tinyPipelines, model);
+  return tiny ? tiny.make(options) : DiffusionPipeline.fromPretrained(model, options);
 }
 
 /** Peak bytes of each device of `mesh` since the run began: the CUDA allocator's on GPUs, the engine's count on CPU devices. */
@@ -105,7 +98,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   dt.resetPeakMemory();
   if (mesh.deviceType === 'cuda') for (const d of mesh.devices) dt.cuda.resetPeakMemoryStats(d);
 
-  const builtIn = flags.model in tinyModels;
+  const builtIn = registered(registry.tinyPipelines, flags.model) !== undefined;
   console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}`);
   if (builtIn) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
   const pipe = await loadPipeline(flags.model, {

@@ -5,10 +5,10 @@
 // model_index.json's _class_name (FluxPipeline, StableDiffusion3Pipeline).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import { openRepo } from '@dtorch/external';
-import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions } from '../loading/options.js';
+import { checkPretrainedOptions, type FromPretrainedOptions } from '../loading/options.js';
 import type { OutputType } from './image_output.js';
-import { readModelIndex, type ModelIndex } from './model_index.js';
+import { registered, registry } from '../registry.js';
+import { fetchModelIndex } from './model_index.js';
 
 /** Where a pipeline's components live. */
 export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'> {
@@ -123,11 +123,12 @@ export interface PipelineClass {
   fromPretrained(source: string, options?: PipelineOptions): Promise<DiffusionPipeline>;
 }
 
-const registry = new Map<string, PipelineClass>();
+// pipeline classes registered by users, found before the registry's
+const userPipelines = new Map<string, PipelineClass>();
 
-/** Makes DiffusionPipeline.fromPretrained load `cls` for model_index.json's _class_name `cls.name`. */
+/** Makes DiffusionPipeline.fromPretrained load `cls` for model_index.json's _class_name `cls.name` (DTorch's own are in the registry). */
 export function registerPipeline(cls: PipelineClass): void {
-  registry.set(cls.name, cls);
+  userPipelines.set(cls.name, cls);
 }
 
 /**
@@ -177,20 +178,11 @@ export abstract class DiffusionPipeline {
     const what = 'DiffusionPipeline.fromPretrained';
     const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh']);
     const index = await fetchModelIndex(what, source, o);
-    const cls = registry.get(index.className);
+    const cls = userPipelines.get(index.className) ?? (await registered(registry.pipelines, index.className)?.());
     if (!cls) {
-      throw new DTorchError(ErrorCode.NotFound, `${what}: ${source} is a ${index.className}; DTorch has ${[...registry.keys()].join(', ') || 'no pipelines'}`);
+      const known = new Set([...Object.keys(registry.pipelines), ...userPipelines.keys()]);
+      throw new DTorchError(ErrorCode.NotFound, `${what}: ${source} is a ${index.className}; DTorch has ${[...known].join(', ')}`);
     }
     return cls.fromPretrained(source, options);
   }
-}
-
-/** The model_index.json of `source`, or a NOT_FOUND error saying it is not a pipeline. */
-export async function fetchModelIndex(what: string, source: string, options: PipelineOptions): Promise<ModelIndex> {
-  const repo = await openRepo(source, repoOptions(options));
-  if (!repo.has('model_index.json')) {
-    throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no model_index.json; give a diffusers pipeline folder or hub id (one model alone loads with its class's fromPretrained)`);
-  }
-  const [path] = await repo.fetch(['model_index.json']);
-  return readModelIndex(path!);
 }

@@ -17,11 +17,11 @@ import { FlowMatchEulerDiscreteScheduler, calculateShift } from '../schedulers/i
 import { linspace } from '../schedulers/sigma_math.js';
 import { AutoTokenizer } from '../tokenizers/auto_tokenizer.js';
 import { PreTrainedTokenizer } from '../tokenizers/pretrained_tokenizer.js';
-import { DiffusionPipeline, fetchModelIndex, registerPipeline, type GenerateOptions, type GenerateOutput, type PipelineOptions } from './diffusion_pipeline.js';
+import { DiffusionPipeline, type GenerateOptions, type GenerateOutput, type PipelineOptions } from './diffusion_pipeline.js';
 import { latentImageIds, packLatents, textIds, unpackLatents } from './flux_latents.js';
 import { clipPooledEmbeds, t5PromptEmbeds } from './flux_prompt.js';
 import type { OutputType } from './image_output.js';
-import { componentClass } from './model_index.js';
+import { componentClass, fetchModelIndex } from './model_index.js';
 import {
   checkDpDivides, checkGenerateOptions, checkImageSize, checkScale, denoise, dpPlacements, imageOutput, imagesPerPrompt, initialLatents, promptList, promptsFor, repeatPerPrompt, tensorOption,
 } from './pipeline_inputs.js';
@@ -560,5 +560,3 @@ function meshesOf(what: string, o: Partial<PipelineOptions>): { mesh: dt.DeviceM
   const mesh = o.mesh ?? dt.defaultMesh();
   return { mesh, textEncoderMesh: o.textEncoderMesh ?? mesh };
 }
-
-registerPipeline(FluxPipeline);

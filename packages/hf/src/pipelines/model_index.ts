@@ -2,7 +2,9 @@
 // (transformer, vae, text_encoder, tokenizer_2, scheduler, ...), the library and class saved
 // under the folder of that name ([null, null] for an optional component left out).
 import { DTorchError, ErrorCode } from '@dtorch/common';
+import { openRepo } from '@dtorch/external';
 import { readJsonFile, type JsonObject } from '../configs/config_file.js';
+import { repoOptions, type FromPretrainedOptions } from '../loading/options.js';
 
 /** A pipeline folder's model_index.json, as readModelIndex reads it. */
 export interface ModelIndex {
@@ -37,4 +39,14 @@ export function componentClass(index: ModelIndex, name: string, where: string): 
     throw new DTorchError(ErrorCode.NotFound, `${where}: ${index.className} has no ${name} component (it has ${present.join(', ') || 'none'})`);
   }
   return entry[1];
+}
+
+/** The model_index.json of `source` (a folder or hub id), or a NOT_FOUND error saying it is not a pipeline. */
+export async function fetchModelIndex(what: string, source: string, options: FromPretrainedOptions): Promise<ModelIndex> {
+  const repo = await openRepo(source, repoOptions(options));
+  if (!repo.has('model_index.json')) {
+    throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no model_index.json; give a diffusers pipeline folder or hub id (one model alone loads with its class's fromPretrained)`);
+  }
+  const [path] = await repo.fetch(['model_index.json']);
+  return readModelIndex(path!);
 }

@@ -23,11 +23,11 @@ import { FlowMatchEulerDiscreteScheduler } from '../schedulers/flow_match_euler_
 import { AutoTokenizer } from '../tokenizers/auto_tokenizer.js';
 import type { PreTrainedTokenizer } from '../tokenizers/pretrained_tokenizer.js';
 import {
-  DiffusionPipeline, fetchModelIndex, registerPipeline,
+  DiffusionPipeline,
   type GenerateOptions, type GenerateOutput, type PipelineOptions,
 } from './diffusion_pipeline.js';
 import type { OutputType } from './image_output.js';
-import { componentClass } from './model_index.js';
+import { componentClass, fetchModelIndex } from './model_index.js';
 import { tinySD3Components, type TinySD3Options } from './tiny/tiny_sd3.js';
 import { checkMemoryFloor, generatePhases } from './memory_floor.js';
 import {
@@ -445,5 +445,3 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
 function pick<T extends object, K extends keyof T>(o: T, keys: readonly K[]): Pick<T, K> {
   return Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) as Pick<T, K>;
 }
-
-registerPipeline(StableDiffusion3Pipeline);
