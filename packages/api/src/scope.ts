@@ -107,8 +107,8 @@ export function memory(): MemoryInfo {
  * Capture the JS call site of recorded ops, so that a kernel failing later names the line that
  * recorded it (default on except under NODE_ENV=production; DTORCH_CAPTURE_STACKS overrides).
  * On, capture takes at most 2% of the JS thread's time: every op gets its site unless the
- * program records flat out, when a sample does. 'all' captures every op, at about 8 µs each
- * (V8's stack capture, several times the cost of recording the op).
+ * program records flat out, when a sample does. 'all' captures every op, each capture (V8's
+ * stack capture) costing several times what recording the op does.
  */
 export function setCaptureStacks(on: boolean | 'all'): void {
   engine().setCaptureStacks(on);

@@ -1,14 +1,14 @@
 // Call sites of recorded ops, so that a kernel failing later on a worker can name the JS
 // line that recorded it, kept in a ring keyed by record sequence (the newest `capacity` ops).
 //
-// Two costs shape this file (measured on Node 20, bench/overhead):
+// Two costs shape this file (bench/overhead measures the second: bench/results/overhead):
 // - V8's structured frames hold each call's function and receiver (the user's tensors) until
 //   the stack is formatted, so a kept, unformatted capture keeps dropped tensors from ever
 //   being collected. Each capture is read at once into plain data (file, line, column).
-// - A capture from optimized code costs about 5 µs and reading it 2-3 more, where recording
-//   the op costs about 1: V8 decodes the deoptimization data of the user's frame to find the
-//   inlined calls, and a limit of 1 frame costs nearly as much as 10. No cheaper key tells one
-//   call site from another, so identical sites cannot be told apart before paying for this.
+// - A capture from optimized code, and reading it, cost several times what recording the op
+//   does: V8 decodes the deoptimization data of the user's frame to find the inlined calls, and
+//   a limit of 1 frame costs nearly as much as 10. No cheaper key tells one call site from
+//   another, so identical sites cannot be told apart before paying for this.
 //   The default ('budget') therefore spends at most `budgetFraction` of the JS thread's wall
 //   time capturing, with a burst of `burstMs` saved up while idle: every op gets its site while
 //   the program records at a normal pace or waits on the engine, and a loop that records flat

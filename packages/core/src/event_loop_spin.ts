@@ -1,10 +1,10 @@
 // EventLoopSpin: keeps Node's event loop turning, rather than asleep in its poll for I/O, while a
 // sync or read the program awaits is about to be answered. A worker thread answers through a
-// thread-safe function (an eventfd the loop polls): seen within one turn of a turning loop, a
-// few microseconds, against tens of microseconds for a thread woken from sleep (on the H200's
-// host, 35 us of a compiled CLIP-L forward's 0.75 ms). Each wait turns the loop for at most
-// DTORCH_EVENT_LOOP_SPIN_US, so a long wait (a diffusion step) sleeps as before; the turns are
-// setImmediate callbacks, so timers and I/O are served meanwhile as usual. CUDA's own
+// thread-safe function (an eventfd the loop polls): seen within one turn of a turning loop,
+// where a loop asleep in its poll must be woken first, which takes several times longer (a
+// share of a short compiled forward: docs/engine.md has the figures). Each wait turns the loop
+// for at most DTORCH_EVENT_LOOP_SPIN_US, so a long wait (a diffusion step) sleeps as before; the
+// turns are setImmediate callbacks, so timers and I/O are served meanwhile as usual. CUDA's own
 // synchronize spins the same way before it sleeps.
 
 export class EventLoopSpin {
