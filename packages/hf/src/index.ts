@@ -46,7 +46,6 @@ export { batchPlacements, batchInput } from "./parallel/batch.js";
 export {
   T5EncoderModel,
   T5Stack,
-  t5TpPlan,
   type T5EncoderOutput,
 } from "./models/t5/t5_encoder_model.js";
 // T5's submodules, named and nested as the checkpoint's keys (encoder.block.N.layer.M.*).
@@ -59,7 +58,6 @@ export {
   CLIPTextModel,
   CLIPTextModelWithProjection,
   CLIPTextTransformer,
-  clipTpPlan,
   type CLIPTextCallOptions,
   type CLIPTextOutput,
   type CLIPTextWithProjectionOutput,
@@ -87,7 +85,6 @@ export {
 export { sd3QkNorms } from "./models/sd3/sd3_transformer_config.js";
 export {
   SD3Transformer2DModel,
-  sd3TpPlan,
   type SD3TransformerCallOptions,
 } from "./models/sd3/sd3_transformer_2d_model.js";
 // SD3's submodules, named and nested as the checkpoint's keys (pos_embed.*, transformer_blocks.N.*).
@@ -107,8 +104,6 @@ export {
 export { FluxTransformer2DConfig } from "./models/flux/flux_transformer_config.js";
 export {
   FluxTransformer2DModel,
-  fluxSequenceParallelPlan,
-  fluxTpPlan,
   type FluxTransformerCallOptions,
 } from "./models/flux/flux_transformer_2d_model.js";
 // Flux's submodules, named and nested as the checkpoint's keys (transformer_blocks.N.*, single_transformer_blocks.N.*).
@@ -136,6 +131,15 @@ export {
   sequencePieces,
   type SequenceParallelPlan,
 } from "./parallel/sequence_parallel.js";
+// how each model maps onto mesh dims (data in its folder), and what applies it
+export { t5TpPlan, t5ParallelPlan } from "./models/t5/t5_plans.js";
+export { clipTpPlan, clipParallelPlan } from "./models/clip/clip_plans.js";
+export { sd3TpPlan, sd3ContextParallelPlan, sd3ParallelPlan } from "./models/sd3/sd3_plans.js";
+export { fluxTpPlan, fluxContextParallelPlan, fluxParallelPlan, fluxSequenceParallelPlan } from "./models/flux/flux_plans.js";
+export { parallelize, removeContextParallel, checkHeadsDivide, type ParallelPlan } from "./parallel/parallelize.js";
+export { type ContextParallelPlan, type ModuleSplits, type InputSplit } from "./parallel/context_parallel.js";
+export { pieceByPieceJoin, ulyssesHeadsJoin, type JointAttention, type HasJointAttention } from "./parallel/joint_attention.js";
+export { FluxPosEmbed } from "./models/embeddings/rotary_pos_embed.js";
 export * as nn from "@dtorch/nn";
 export {
   registry,

@@ -1,8 +1,8 @@
 // Tensor-parallel plans: which layers of a model are split over the mesh dim named 'tp', as
-// data beside the model (transformers' `base_model_tp_plan`, PyTorch's parallelize_module), so
-// the model code stays single-device code. A model builds its plain layers, then applies its
-// plan: on a mesh with a 'tp' dim each listed layer is replaced by its parallel form (the same
-// parameters, split); on any other mesh nothing changes.
+// data in each model's folder (transformers' `base_model_tp_plan`, PyTorch's parallelize_module),
+// so the model code stays single-device code. parallelize (parallelize.ts) applies a model's plan
+// to its plain layers: on a mesh with a 'tp' dim each listed layer is replaced by its parallel
+// form (the same parameters, split); on any other mesh nothing changes.
 //   'colwise'  Linear: output features split (weight and bias S(0)); the output stays sharded
 //              on its last dim. Embedding: the embedding dim split; the output stays sharded.
 //   'rowwise'  Linear: input features split (weight S(1)), partial sums all-reduced, so the
@@ -11,6 +11,8 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode } from '@dtorch/common';
+import { checkDivides } from './mesh_dims.js';
+import { entryFor } from './module_paths.js';
 
 /**
  * How a layer splits over 'tp': 'colwise' splits a Linear's output features (an Embedding's
@@ -22,20 +24,17 @@ export type TpStyle = 'colwise' | 'rowwise';
 /** Module path patterns ('*' matches one path part, e.g. 'encoder.block.*.layer.0.SelfAttention.q') to styles. */
 export type TpPlan = Readonly<Record<string, TpStyle>>;
 
-const matches = (pattern: string, path: string) => {
-  const [p, q] = [pattern.split('.'), path.split('.')];
-  return p.length === q.length && p.every((part, i) => part === '*' || part === q[i]);
-};
-
-/** The parallel form of `layer` for `style`, with the same (or no: under skipInit) parameter values. */
+/** The parallel form of `layer` for `style` (`layer` itself when it has that form already), with the same (or no: under skipInit) parameter values. */
 function parallelForm(layer: nn.Module, style: TpStyle, path: string): nn.Module {
   if (layer instanceof nn.Linear) {
+    const Parallel = style === 'colwise' ? nn.ColumnParallelLinear : nn.RowParallelLinearWithReplicateOutput;
+    if (layer.constructor === Parallel) return layer;
     const { mesh, dtype } = layer.weight;
     const options = { mesh, dtype, bias: layer.bias !== undefined };
-    const Parallel = style === 'colwise' ? nn.ColumnParallelLinear : nn.RowParallelLinearWithReplicateOutput;
     return withValuesOf(layer, nn.skipInit(() => new Parallel(layer.inFeatures, layer.outFeatures, options)));
   }
   if (layer instanceof nn.Embedding && style === 'colwise') {
+    if (layer.constructor === nn.ColumnParallelEmbedding) return layer;
     const { mesh, dtype } = layer.weight;
     return withValuesOf(layer, nn.skipInit(() => new nn.ColumnParallelEmbedding(layer.numEmbeddings, layer.embeddingDim, { mesh, dtype })));
   }
@@ -53,11 +52,14 @@ function withValuesOf(plain: nn.Module, parallel: nn.Module): nn.Module {
   return parallel;
 }
 
-/** Replaces every layer of `model` that `plan` names by its parallel form when `mesh` has a 'tp' dim. */
+/**
+ * Replaces every layer of `model` that `plan` names by its parallel form when `mesh` has a 'tp'
+ * dim; layers in that form already stay as they are.
+ */
 export function applyTpPlan(model: nn.Module, mesh: dt.DeviceMesh, plan: TpPlan): void {
   if (nn.tpDim(mesh) < 0) return;
   for (const [path, layer] of [...model.namedModules()]) {
-    const style = Object.entries(plan).find(([pattern]) => matches(pattern, path))?.[1];
+    const style = entryFor(plan, path);
     if (!style) continue;
     const at = path.lastIndexOf('.');
     const parent = at < 0 ? model : model.getSubmodule(path.slice(0, at));
@@ -67,10 +69,5 @@ export function applyTpPlan(model: nn.Module, mesh: dt.DeviceMesh, plan: TpPlan)
 
 /** A TP error when `count` (heads, say) cannot be split evenly over the mesh's 'tp' dim. */
 export function checkTpDivides(mesh: dt.DeviceMesh, model: string, what: string, count: number): void {
-  const tp = nn.tpDim(mesh);
-  if (tp < 0) return;
-  const size = mesh.shape[tp]!;
-  if (count % size !== 0) {
-    throw new DTorchError(ErrorCode.InvalidMesh, `${model}: ${what} ${count} cannot be split over the mesh dim 'tp' of size ${size}; use a tp size that divides ${count}`);
-  }
+  checkDivides(mesh, 'tp', model, what, count);
 }

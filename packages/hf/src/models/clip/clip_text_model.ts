@@ -2,26 +2,17 @@
 // causal pre-norm transformer layers, a final layer norm, and the pooled output at each row's
 // end-of-text token. CLIPTextModelWithProjection adds text_projection (SD3's pooled prompt).
 // Keys as transformers' checkpoints on the hub (`text_model.*`); a CLIPTextModel saved by
-// transformers 5 without that prefix loads too. Tensor parallel ('tp'): heads and MLP features
-// split (clipTpPlan); data parallel ('dp'): the batch split.
+// transformers 5 without that prefix loads too. Its parallel plan (clip_plans.ts): heads and MLP
+// features over 'tp'; inputs given as arrays are split over 'dp' by batch (batchInput).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkBoolean, checkOptions } from '@dtorch/common';
 import { CLIPTextConfig } from './clip_text_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchInput } from '../../parallel/batch.js';
-import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CLIPEncoder } from './clip_encoder.js';
-
-/** Heads and MLP features over 'tp': q/k/v and fc1 colwise, out_proj and fc2 rowwise (one all-reduce each). */
-export const clipTpPlan: TpPlan = {
-  'text_model.encoder.layers.*.self_attn.q_proj': 'colwise',
-  'text_model.encoder.layers.*.self_attn.k_proj': 'colwise',
-  'text_model.encoder.layers.*.self_attn.v_proj': 'colwise',
-  'text_model.encoder.layers.*.self_attn.out_proj': 'rowwise',
-  'text_model.encoder.layers.*.mlp.fc1': 'colwise',
-  'text_model.encoder.layers.*.mlp.fc2': 'rowwise',
-};
+import { clipParallelPlan } from './clip_plans.js';
 
 /** transformers' CLIPTextEmbeddings: token plus position embeddings, checkpoint keys text_model.embeddings.*. */
 export class CLIPTextEmbeddings extends nn.Module {
@@ -134,7 +125,7 @@ abstract class CLIPTextModelBase extends PreTrainedModel {
     super();
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
-    checkTpDivides(o.mesh, this.constructor.name, 'num_attention_heads', config.numAttentionHeads);
+    checkHeadsDivide(clipParallelPlan, o.mesh, this.constructor.name, 'num_attention_heads', config.numAttentionHeads);
     this.text_model = new CLIPTextTransformer(config, o);
   }
 
@@ -154,12 +145,12 @@ abstract class CLIPTextModelBase extends PreTrainedModel {
 
 /**
  * transformers' CLIPTextModel: CLIP's text encoder (Flux's CLIP-L), with its checkpoint keys
- * (text_model.*). A mesh dim 'tp' splits heads and MLP features (clipTpPlan), 'dp' the batch.
+ * (text_model.*). A mesh dim 'tp' splits heads and MLP features (clipParallelPlan), 'dp' the batch.
  */
 export class CLIPTextModel extends CLIPTextModelBase {
   constructor(config: CLIPTextConfig, options: ModelOptions = {}) {
     super(config, options);
-    applyTpPlan(this, this.text_model.embeddings.token_embedding.weight.mesh, clipTpPlan);
+    parallelize(this, this.text_model.embeddings.token_embedding.weight.mesh, clipParallelPlan);
   }
 
   /** The outputs for `inputIds` [batch, length], a Tensor on the model's mesh or a tokenizer's inputIds. */
@@ -190,7 +181,7 @@ export class CLIPTextModelWithProjection extends CLIPTextModelBase {
     super(config, options);
     const { mesh, dtype } = this.text_model.embeddings.token_embedding.weight;
     this.text_projection = new nn.Linear(config.hiddenSize, config.projectionDim, { mesh, dtype, bias: false });
-    applyTpPlan(this, mesh, clipTpPlan);
+    parallelize(this, mesh, clipParallelPlan);
   }
 
   /** No aliases: the checkpoint's keys are taken as they are. */

@@ -3,8 +3,11 @@
 // angles pos · theta^(-2j / axesDim[i]) (j < axesDim[i] / 2, in float64), their cos and sin each
 // repeated twice in a row (neighbouring pairs rotate together), the axes side by side; float32
 // [S, sum(axesDim)]. Each row depends on its own ids only, so ids split over devices by rows
-// give tables split the same way.
+// give tables split the same way. FluxPosEmbed makes the tables of several token streams' ids
+// joined as their tokens are (the joint-attention hook's join).
 import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
+import { pieceByPieceJoin, type HasJointAttention, type JointAttention } from '../../parallel/joint_attention.js';
 
 /** The rotary tables [cos, sin], each float32 [S, sum(axesDim)], of position `ids` [S, axes] (diffusers' FluxPosEmbed). */
 export function rotaryFromIds(ids: dt.Tensor, axesDim: readonly number[], theta = 10000): [dt.Tensor, dt.Tensor] {
@@ -21,6 +24,27 @@ export function rotaryFromIds(ids: dt.Tensor, axesDim: readonly number[], theta 
     });
     return [dt.cat(cos, -1), dt.cat(sin, -1)] as [dt.Tensor, dt.Tensor];
   });
+}
+
+/**
+ * diffusers' FluxPosEmbed: the rotary tables [cos, sin] of the position ids of each token stream
+ * (Flux: text, then image), joined into one sequence as the streams' tokens are. No weights.
+ */
+export class FluxPosEmbed extends nn.Module implements HasJointAttention {
+  /** Rotary dims per position axis (the config's axes_dims_rope). */
+  readonly axesDim: readonly number[];
+  /** How the streams' ids join (the context-parallel plan's hook; piece by piece by default). */
+  jointAttention: JointAttention = pieceByPieceJoin;
+
+  constructor(axesDim: readonly number[]) {
+    super();
+    this.axesDim = axesDim;
+  }
+
+  /** The tables of `ids`, each stream's [S_i, axes], joined along their tokens. */
+  forward(...ids: dt.Tensor[]): [dt.Tensor, dt.Tensor] {
+    return rotaryFromIds(this.jointAttention.join(ids, 0), this.axesDim);
+  }
 }
 
 /**

@@ -2,11 +2,12 @@
 // in the double-stream blocks the text tokens' own projections (add_*_proj, norm_added_*) join
 // the sequence first; rotary embeddings on q and k over the joint sequence; sdpa; the output
 // split back into image (to_out.0) and text (to_add_out) parts. The single-stream blocks use it
-// without the added projections and without an output projection (pre_only).
+// without the added projections and without an output projection (pre_only). The streams join
+// and split back through the context-parallel plan's joint-attention hook.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
-import { joinSequence, splitSequence } from '../../parallel/sequence_parallel.js';
+import { pieceByPieceJoin, type HasJointAttention, type JointAttention } from '../../parallel/joint_attention.js';
 import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 
 /** The rotary tables [cos, sin], each float32 [S, headDim], as rotaryFromIds gives them. */
@@ -27,7 +28,7 @@ export interface FluxAttentionOptions extends ModelOptions {
 }
 
 /** diffusers' FluxAttention with FluxAttnProcessor: per-head RMS-normed q and k, rotary embeddings, sdpa over the joint sequence. */
-export class FluxAttention extends nn.Module implements HasPackedProjections {
+export class FluxAttention extends nn.Module implements HasPackedProjections, HasJointAttention {
   /** Attention heads (all of them; each device holds heads / tp under 'tp'). */
   readonly heads: number;
   /** Each head's width. */
@@ -56,6 +57,8 @@ export class FluxAttention extends nn.Module implements HasPackedProjections {
   add_v_proj: nn.Linear | undefined;
   /** The text tokens' output projection (double-stream blocks only). */
   to_add_out: nn.Linear | undefined;
+  /** How the text and image tokens join (the context-parallel plan's hook; piece by piece by default). */
+  jointAttention: JointAttention = pieceByPieceJoin;
   // each stream's q, k and v in one matmul once packed (PreTrainedModel.packProjections)
   readonly #imageQkv = new PackedProjections(() => [this.to_q, this.to_k, this.to_v]);
   readonly #textQkv = new PackedProjections(() => (this.add_q_proj ? [this.add_q_proj, this.add_k_proj!, this.add_v_proj!] : []));
@@ -104,9 +107,9 @@ export class FluxAttention extends nn.Module implements HasPackedProjections {
     if (encoder) {
       // text tokens first, joined token-major (whole rows: one copy per part)
       const [eq, ek, ev] = this.#textQkv.forward(encoder) as [dt.Tensor, dt.Tensor, dt.Tensor];
-      q = joinSequence([this.#heads(eq, this.norm_added_q), q], 1);
-      k = joinSequence([this.#heads(ek, this.norm_added_k), k], 1);
-      v = joinSequence([this.#heads(ev), v], 1);
+      q = this.jointAttention.joinHeads([this.#heads(eq, this.norm_added_q), q]);
+      k = this.jointAttention.joinHeads([this.#heads(ek, this.norm_added_k), k]);
+      v = this.jointAttention.joinHeads([this.#heads(ev), v]);
     }
     // attention over [B, heads, S, headDim] views: the rotated q and k keep the token-major
     // layout of v (on GPUs), so the output flattens back to tokens without a copy
@@ -114,7 +117,7 @@ export class FluxAttention extends nn.Module implements HasPackedProjections {
     k = dt.F.applyRotaryEmb(k.transpose(1, 2), rotary);
     const out = dt.F.scaledDotProductAttention(q, k, v.transpose(1, 2)).transpose(1, 2).flatten(2);
     if (!encoder) return [out, undefined];
-    const [text, image] = splitSequence(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
+    const [text, image] = this.jointAttention.split(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
     return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];
   }
 

@@ -3,53 +3,22 @@
 // conditioning vector from the timestep, the pooled text and (dev) the guidance scale, double-
 // stream blocks, then single-stream blocks over the joint sequence (text first), an adaptive
 // output norm and proj_out over the image tokens. Rotary tables from the position ids of text
-// then image tokens. Keys as diffusers' checkpoints (subfolder "transformer").
-// Sequence parallel (mesh dims 'ulysses' / 'ring'): tokens split, as fluxSequenceParallelPlan
-// says; tensor parallel ('tp'): heads and MLP features split (fluxTpPlan); data parallel
-// ('dp'): the batch split.
+// then image tokens (pos_embed). Keys as diffusers' checkpoints (subfolder "transformer").
+// Its parallel plan (flux_plans.ts): tokens over 'ulysses' / 'ring', heads and MLP features over
+// 'tp', the batch over 'dp' (and 'cfg').
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter, log } from '@dtorch/common';
 import { FluxTransformer2DConfig } from './flux_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
-import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
-import { gatherSequence, joinSequence, placeInputs, splitSequence, type SequenceParallelPlan } from '../../parallel/sequence_parallel.js';
+import { pieceByPieceJoin, type HasJointAttention, type JointAttention } from '../../parallel/joint_attention.js';
+import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
-import { RotaryTableCache, rotaryFromIds } from '../embeddings/rotary_pos_embed.js';
+import { FluxPosEmbed, RotaryTableCache } from '../embeddings/rotary_pos_embed.js';
 import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
+import { fluxParallelPlan } from './flux_plans.js';
 import { FluxSingleTransformerBlock } from './flux_single_transformer_block.js';
 import { FluxTransformerBlock } from './flux_transformer_block.js';
-
-/** Image and text tokens (and their ids) split over 'ulysses' / 'ring'; every batch-first input over 'dp'. */
-export const fluxSequenceParallelPlan: SequenceParallelPlan = {
-  sequence: { hiddenStates: 1, encoderHiddenStates: 1, imgIds: 0, txtIds: 0 },
-  batch: ['hiddenStates', 'encoderHiddenStates', 'pooledProjections', 'timestep', 'guidance'],
-};
-
-/**
- * Heads and MLP features over 'tp' (diffusers' _tp_plan): q/k/v and MLP-in colwise, the output
- * projections rowwise (one all-reduce each). The single blocks' proj_out, whose input joins the
- * attention's and the MLP's split features, keeps its whole weight; each device multiplies its
- * features by their columns and the sums are reduced once (packedLinear).
- */
-export const fluxTpPlan: TpPlan = {
-  'transformer_blocks.*.attn.to_q': 'colwise',
-  'transformer_blocks.*.attn.to_k': 'colwise',
-  'transformer_blocks.*.attn.to_v': 'colwise',
-  'transformer_blocks.*.attn.to_out.0': 'rowwise',
-  'transformer_blocks.*.attn.add_q_proj': 'colwise',
-  'transformer_blocks.*.attn.add_k_proj': 'colwise',
-  'transformer_blocks.*.attn.add_v_proj': 'colwise',
-  'transformer_blocks.*.attn.to_add_out': 'rowwise',
-  'transformer_blocks.*.ff.net.0.proj': 'colwise',
-  'transformer_blocks.*.ff.net.2': 'rowwise',
-  'transformer_blocks.*.ff_context.net.0.proj': 'colwise',
-  'transformer_blocks.*.ff_context.net.2': 'rowwise',
-  'single_transformer_blocks.*.attn.to_q': 'colwise',
-  'single_transformer_blocks.*.attn.to_k': 'colwise',
-  'single_transformer_blocks.*.attn.to_v': 'colwise',
-  'single_transformer_blocks.*.proj_mlp': 'colwise',
-};
 
 /** The inputs of FluxTransformer2DModel.forward beside the latents (diffusers' forward arguments, camelCase). */
 export interface FluxTransformerCallOptions {
@@ -69,10 +38,10 @@ export interface FluxTransformerCallOptions {
 
 /**
  * diffusers' FluxTransformer2DModel: the denoiser of FLUX.1 (dev and schnell), with its checkpoint
- * keys (subfolder "transformer"). Mesh dims 'ulysses' / 'ring' split the tokens
- * (fluxSequenceParallelPlan), 'tp' heads and MLP features (fluxTpPlan), 'dp' the batch.
+ * keys (subfolder "transformer"). Mesh dims 'ulysses' / 'ring' split the tokens, 'tp' heads and
+ * MLP features, 'dp' the batch (fluxParallelPlan).
  */
-export class FluxTransformer2DModel extends PreTrainedModel {
+export class FluxTransformer2DModel extends PreTrainedModel implements HasJointAttention {
   /** The config the model was built from. */
   readonly config: FluxTransformer2DConfig;
   /** The conditioning vector [batch, innerDim] from the timestep, the pooled text and (guidance_embeds) the guidance scale. */
@@ -89,6 +58,10 @@ export class FluxTransformer2DModel extends PreTrainedModel {
   norm_out: AdaLayerNormContinuous;
   /** Image tokens out: innerDim to patch_size² x out_channels. */
   proj_out: nn.Linear;
+  /** The rotary tables of the text and image tokens' position ids (no weights). */
+  pos_embed: FluxPosEmbed;
+  /** How the text and image tokens join for the single-stream blocks (the context-parallel plan's hook). */
+  jointAttention: JointAttention = pieceByPieceJoin;
   // the rotary tables of the last calls' ids (a denoising loop passes the same ones each step)
   readonly #rotary = new RotaryTableCache();
 
@@ -97,7 +70,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
     const dim = config.innerDim;
-    checkTpDivides(o.mesh, 'FluxTransformer2DModel', 'num_attention_heads', config.numAttentionHeads);
+    checkHeadsDivide(fluxParallelPlan, o.mesh, 'FluxTransformer2DModel', 'num_attention_heads', config.numAttentionHeads);
     const heads = [config.numAttentionHeads, config.attentionHeadDim] as const;
     this.time_text_embed = config.guidanceEmbeds
       ? new CombinedTimestepGuidanceTextProjEmbeddings(dim, config.pooledProjectionDim, o)
@@ -108,7 +81,8 @@ export class FluxTransformer2DModel extends PreTrainedModel {
     this.single_transformer_blocks = new nn.ModuleList(Array.from({ length: config.numSingleLayers }, () => new FluxSingleTransformerBlock(dim, ...heads, o)));
     this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
     this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
-    applyTpPlan(this, o.mesh, fluxTpPlan);
+    this.pos_embed = new FluxPosEmbed(config.axesDimsRope);
+    parallelize(this, o.mesh, fluxParallelPlan);
   }
 
   /**
@@ -141,10 +115,9 @@ export class FluxTransformer2DModel extends PreTrainedModel {
    * gives it (its `.sample`).
    */
   forward(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions): dt.Tensor {
-    const inputs = placeInputs(fluxSequenceParallelPlan, this.mesh, this.#checkInputs(hiddenStates, options));
-    const { encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = inputs;
+    const { hiddenStates: latents, encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = this.#checkInputs(hiddenStates, options);
 
-    let hidden = this.x_embedder.forward(inputs.hiddenStates);
+    let hidden = this.x_embedder.forward(latents);
     // the conditioning's small tensors freed as it ends (see combined_timestep_embeddings.ts)
     const temb = dt.tidy(() => {
       const t = timestep.to(hidden.dtype).mul(1000);
@@ -153,7 +126,7 @@ export class FluxTransformer2DModel extends PreTrainedModel {
         : this.time_text_embed.forward(t, pooledProjections);
     });
     let context = this.context_embedder.forward(encoderHiddenStates);
-    const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => rotaryFromIds(joinSequence([txtIds, imgIds], 0), this.config.axesDimsRope));
+    const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => this.pos_embed.forward(txtIds, imgIds));
 
     // a block's inputs are freed as soon as the next block has been recorded on them (else the
     // call's tidy would hold all 57 blocks' outputs, 1.6 GiB at 1024², until the end)
@@ -163,15 +136,15 @@ export class FluxTransformer2DModel extends PreTrainedModel {
       [context, hidden] = [c, h];
     }
     const textLength = context.shape[1]!;
-    let joint = joinSequence([context, hidden], 1);
+    let joint = this.jointAttention.join([context, hidden], 1);
     dt.dispose([hidden, context]);
     for (const block of this.single_transformer_blocks) {
       const next = block.call(joint, temb, rotary);
       joint.dispose();
       joint = next;
     }
-    const image = splitSequence(joint, [textLength, joint.shape[1]! - textLength], 1)[1]!;
-    return gatherSequence(this.proj_out.forward(this.norm_out.forward(image, temb)));
+    const image = this.jointAttention.split(joint, [textLength, joint.shape[1]! - textLength], 1)[1]!;
+    return this.proj_out.forward(this.norm_out.forward(image, temb));
   }
 
   // the inputs as tensors on the model's mesh, their shapes checked against each other and the config

@@ -3,12 +3,12 @@
 // add_v_proj), each optionally normalised per head (norm_q/norm_k/norm_added_q/norm_added_k),
 // attend together over cat(image, text) along the sequence; the output is split back,
 // through to_out.0 (image) and to_add_out (text; absent in the last block, context_pre_only).
-// On 'ulysses' / 'ring' mesh dims the streams are joined as parallel/ulysses_heads.ts says.
+// The streams join and split back through the context-parallel plan's joint-attention hook.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import type { SD3QkNorm } from './sd3_transformer_config.js';
 import type { ModelOptions } from '../../loading/pretrained_model.js';
-import { headsToTokens, tokensToHeads } from '../../parallel/ulysses_heads.js';
+import { pieceByPieceJoin, type HasJointAttention, type JointAttention } from '../../parallel/joint_attention.js';
 import { PackedProjections, type HasPackedProjections } from '../attention/packed_projections.js';
 
 /** @inline Where the weights live, both given. */
@@ -32,7 +32,7 @@ const headNorm = (kind: SD3QkNorm | null, headDim: number, options: Layout): nn.
   kind === null ? undefined : kind === 'rms_norm' ? new nn.RMSNorm(headDim, { ...options, eps: 1e-6 }) : new nn.LayerNorm(headDim, { ...options, eps: 1e-6 });
 
 /** diffusers' Attention with JointAttnProcessor2_0: the image and text streams attend together over cat(image, text); a block's attn (or attn2, image only). */
-export class SD3Attention extends nn.Module implements HasPackedProjections {
+export class SD3Attention extends nn.Module implements HasPackedProjections, HasJointAttention {
   /** Attention heads. */
   readonly heads: number;
   /** Each head's width. */
@@ -61,6 +61,8 @@ export class SD3Attention extends nn.Module implements HasPackedProjections {
   to_out: nn.ModuleList;
   /** The text stream's output projection; undefined in attn2 and in the last block (context_pre_only). */
   to_add_out: nn.Linear | undefined;
+  /** How the image and text streams join (the context-parallel plan's hook; piece by piece by default). */
+  jointAttention: JointAttention = pieceByPieceJoin;
   // each stream's q, k and v in one matmul once packed (PreTrainedModel.packProjections)
   readonly #imageQkv = new PackedProjections(() => [this.to_q, this.to_k, this.to_v]);
   readonly #textQkv = new PackedProjections(() => (this.add_q_proj ? [this.add_q_proj, this.add_k_proj!, this.add_v_proj!] : []));
@@ -103,25 +105,17 @@ export class SD3Attention extends nn.Module implements HasPackedProjections {
     // self-attention (attn2): sdpa runs Ulysses and/or ring attention itself when the tokens
     // are split over 'ulysses' / 'ring'
     if (!context || !this.add_q_proj) return [toOut.forward(tokens(attend(q, k, v))), undefined];
-    // JointAttnProcessor2_0's order: the image tokens first, then the text tokens. Split by
-    // tokens over 'ulysses', each stream is first regrouped by heads; split over 'ring', the
-    // streams are joined piece by piece (each device keeps its tokens) and sdpa runs ring
-    // attention; elsewhere joinShards is cat (parallel/ulysses_heads.ts)
-    const like = q;
-    const joined = (image: dt.Tensor, text: dt.Tensor) => dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor), tokensToHeads(text, tokenMajor)], 1));
-    // keys and values joined head-major, [B, heads, N + M, headDim] with each head's rows
-    // together, as attention streams them once per query block (the join copies them either
-    // way, through cat's row copy): on an H200 the step's cuDNN attention went from 15.50 to
-    // 15.08 ms and its copies from 1.23 to 1.46 ms. Queries stay token-major, so that the
-    // output does too and flattens back to tokens without a copy
-    const joinedByHeads = (image: dt.Tensor, text: dt.Tensor) =>
-      dt.tidy(() => dt.joinShards([tokensToHeads(image, tokenMajor).transpose(1, 2), tokensToHeads(text, tokenMajor).transpose(1, 2)], 2));
+    // JointAttnProcessor2_0's order: the image tokens first, then the text tokens. Queries are
+    // joined token-major, so that the output is too and flattens back to tokens without a copy;
+    // keys and values head-major, [B, heads, N + M, headDim] with each head's rows together, as
+    // attention streams them once per query block (the join copies them either way)
+    const joint = (image: dt.Tensor, text: dt.Tensor, headMajor: boolean) => dt.tidy(() => this.jointAttention.joinHeads([image, text], headMajor));
     const [cq, ck, cv] = this.#textQkv.forward(context) as [dt.Tensor, dt.Tensor, dt.Tensor];
-    q = joined(q, this.heads_(cq, this.norm_added_q));
-    k = joinedByHeads(k, this.heads_(ck, this.norm_added_k));
-    v = joinedByHeads(v, this.heads_(cv, undefined));
+    q = joint(q, this.heads_(cq, this.norm_added_q), false);
+    k = joint(k, this.heads_(ck, this.norm_added_k), true);
+    v = joint(v, this.heads_(cv, undefined), true);
     const attended = dt.F.scaledDotProductAttention(q.transpose(1, 2), k, v).transpose(1, 2);
-    const [imageOut, textOut] = dt.splitShards(attended, [x.shape[1]!, context.shape[1]!], 1).map((t) => tokens(headsToTokens(t, like, tokenMajor))) as [dt.Tensor, dt.Tensor];
+    const [imageOut, textOut] = this.jointAttention.split(attended, [x.shape[1]!, context.shape[1]!], 1).map(tokens) as [dt.Tensor, dt.Tensor];
     return [toOut.forward(imageOut), this.to_add_out ? this.to_add_out.forward(textOut) : textOut];
   }
 
@@ -130,8 +124,6 @@ export class SD3Attention extends nn.Module implements HasPackedProjections {
     return Number(this.#imageQkv.pack()) + Number(this.#textQkv.pack());
   }
 }
-
-const tokenMajor = { tokenDim: 1, headDim: 2 };
 
 // sdpa over token-major [B, N, heads, headDim] q, k, v (as [B, heads, N, headDim] views); the output token-major too
 const attend = (q: dt.Tensor, k: dt.Tensor, v: dt.Tensor) => dt.F.scaledDotProductAttention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2);

@@ -89,9 +89,8 @@ export class PatchEmbed extends nn.Module {
 
   // proj, the conv of stride p, as the matmul it is: each p x p patch a row [C·p·p] times the
   // weight as a matrix. The same values as the conv's (within rounding), without a convolution
-  // library's per-call planning and its two layout transforms around the kernel (a profiled H200
-  // step showed the GPU idle 0.17 ms before cuDNN's, at the step's start; the step's time did not
-  // change measurably).
+  // library's per-call planning and its two layout transforms around the kernel, which left the
+  // GPU idle at the start of each step.
   private patchRows(latent: dt.Tensor, h: number, w: number): dt.Tensor {
     const [b, c] = latent.shape as [number, number];
     const p = this.patchSize;

@@ -7,39 +7,19 @@
 // norm_out and proj_out give each patch's prediction, put back together as [B, C, H, W].
 // Parallel: 'dp' splits the batch (inputs made with batchPlacements), and so does 'cfg' (a
 // pipeline's [negative; positive] guidance batch placed by batchPlacementsOver(mesh, rows,
-// ['cfg', 'dp']): the timestep follows the latents' batch split), 'tp' splits heads and
-// feed-forward features (sd3TpPlan), 'ulysses' and 'ring' split the tokens (Ulysses head
-// trading and ring attention over the streams joined piece by piece: parallel/ulysses_heads.ts).
+// ['cfg', 'dp']): the timestep follows the latents' batch split); its plan (sd3_plans.ts) splits
+// heads and feed-forward features over 'tp' and the tokens over 'ulysses' and 'ring'.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
 import { SD3Transformer2DConfig } from './sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
-import { gatherSequence } from '../../parallel/sequence_parallel.js';
-import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
-import { checkUlyssesDivides, splitTokens } from '../../parallel/ulysses_heads.js';
+import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
 import { AdaLNProjections, AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { JointTransformerBlock } from './joint_transformer_block.js';
 import { PatchEmbed } from './patch_embed.js';
-
-const attentionPlan = (prefix: string, joint: boolean): Record<string, 'colwise' | 'rowwise'> => ({
-  [`${prefix}.to_q`]: 'colwise',
-  [`${prefix}.to_k`]: 'colwise',
-  [`${prefix}.to_v`]: 'colwise',
-  [`${prefix}.to_out.0`]: 'rowwise',
-  ...(joint ? { [`${prefix}.add_q_proj`]: 'colwise', [`${prefix}.add_k_proj`]: 'colwise', [`${prefix}.add_v_proj`]: 'colwise', [`${prefix}.to_add_out`]: 'rowwise' } : {}),
-});
-
-/** Heads of every attention and the feed-forwards' hidden features split over 'tp' (Megatron: one all-reduce per pair). */
-export const sd3TpPlan: TpPlan = {
-  ...attentionPlan('transformer_blocks.*.attn', true),
-  ...attentionPlan('transformer_blocks.*.attn2', false),
-  'transformer_blocks.*.ff.net.0.proj': 'colwise',
-  'transformer_blocks.*.ff.net.2': 'rowwise',
-  'transformer_blocks.*.ff_context.net.0.proj': 'colwise',
-  'transformer_blocks.*.ff_context.net.2': 'rowwise',
-};
+import { sd3ParallelPlan } from './sd3_plans.js';
 
 /** The inputs of SD3Transformer2DModel.forward beside the latents (diffusers' forward arguments, camelCase). */
 export interface SD3TransformerCallOptions {
@@ -64,7 +44,7 @@ const what = 'SD3Transformer2DModel';
 /**
  * diffusers' SD3Transformer2DModel: the MMDiT denoiser of Stable Diffusion 3 and 3.5, with its
  * checkpoint keys (subfolder "transformer"). Mesh dims 'dp' and 'cfg' split the batch, 'tp' heads
- * and feed-forward features (sd3TpPlan), 'ulysses' and 'ring' the tokens.
+ * and feed-forward features, 'ulysses' and 'ring' the tokens (sd3ParallelPlan).
  */
 export class SD3Transformer2DModel extends PreTrainedModel {
   /** The config the model was built from. */
@@ -89,8 +69,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     if (!(config instanceof SD3Transformer2DConfig)) throw invalidParameter(`${what} config`, 'SD3Transformer2DConfig', config);
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
-    checkTpDivides(o.mesh, what, 'num_attention_heads', config.numAttentionHeads);
-    checkUlyssesDivides(o.mesh, what, config.numAttentionHeads);
+    checkHeadsDivide(sd3ParallelPlan, o.mesh, what, 'num_attention_heads', config.numAttentionHeads);
     const dim = config.innerDim;
     this.pos_embed = new PatchEmbed(config.sampleSize, config.patchSize, config.inChannels, dim, config.posEmbedMaxSize, o);
     this.time_text_embed = new CombinedTimestepTextProjEmbeddings(dim, config.pooledProjectionDim, o);
@@ -107,7 +86,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     this.transformer_blocks = new nn.ModuleList(blocks);
     this.norm_out = new AdaLayerNormContinuous(dim, dim, { ...o, elementwiseAffine: false, eps: 1e-6 });
     this.proj_out = new nn.Linear(dim, config.patchSize * config.patchSize * config.outChannels, o);
-    applyTpPlan(this, o.mesh, sd3TpPlan);
+    parallelize(this, o.mesh, sd3ParallelPlan);
   }
 
   /** Reads the model's config.json. */
@@ -128,11 +107,10 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     const { latent, context, pooled, timestep, skip, controls } = this.checkInputs(hiddenStates, options);
     const { patchSize: p, outChannels } = this.config;
     const [batch, , height, width] = latent.shape as [number, number, number, number];
-    // on 'ulysses' / 'ring' mesh dims both token streams are split by tokens from here to proj_out
-    let hidden = splitTokens(this.pos_embed.forward(latent));
+    let hidden = this.pos_embed.forward(latent);
     const temb = this.time_text_embed.forward(timestep, pooled);
     const projections = this.#adaLN.project(temb);
-    let text: dt.Tensor | undefined = splitTokens(this.context_embedder.forward(context));
+    let text: dt.Tensor | undefined = this.context_embedder.forward(context);
     const made = new Set<dt.Tensor>(); // the blocks' outputs, freed once the next block has them
     const replace = (next: dt.Tensor | undefined, old: dt.Tensor | undefined) => {
       if (next !== old && old && made.has(old)) old.dispose();
@@ -150,7 +128,7 @@ export class SD3Transformer2DModel extends PreTrainedModel {
         hidden = replace(hidden.add(controls[Math.floor(i / (blocks.length / controls.length))]!), hidden)!;
       }
     }
-    const out = gatherSequence(this.proj_out.forward(this.norm_out.forward(hidden, temb, projections?.get(this.norm_out))));
+    const out = this.proj_out.forward(this.norm_out.forward(hidden, temb, projections?.get(this.norm_out)));
     const [h, w] = [height / p, width / p];
     return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
   }

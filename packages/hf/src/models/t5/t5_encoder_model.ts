@@ -1,30 +1,18 @@
 // T5EncoderModel: the encoder stack of T5 (the text encoder of SD3 and Flux): token embedding
 // (`shared`, tied to `encoder.embed_tokens`), blocks whose first computes the relative position
 // bias that all share, a final RMS norm. Keys and structure as transformers' modeling_t5.py.
-// Tensor parallel (a mesh dim 'tp'): heads and feed-forward features split (t5TpPlan); data
-// parallel ('dp'): the batch split.
+// Its parallel plan (t5_plans.ts): heads and feed-forward features over 'tp'; inputs given as
+// arrays are split over 'dp' by batch (batchInput).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { checkOptions } from '@dtorch/common';
 import { T5Config } from './t5_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import { batchInput } from '../../parallel/batch.js';
-import { applyTpPlan, checkTpDivides, type TpPlan } from '../../parallel/tp_plan.js';
+import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { T5Block } from './t5_block.js';
 import { T5LayerNorm } from './t5_layer_norm.js';
-
-/** Heads and feed-forward features over 'tp': q/k/v and wi colwise, o and wo rowwise (one all-reduce each). */
-export const t5TpPlan: TpPlan = {
-  'encoder.block.*.layer.0.SelfAttention.q': 'colwise',
-  'encoder.block.*.layer.0.SelfAttention.k': 'colwise',
-  'encoder.block.*.layer.0.SelfAttention.v': 'colwise',
-  'encoder.block.*.layer.0.SelfAttention.o': 'rowwise',
-  'encoder.block.*.layer.0.SelfAttention.relative_attention_bias': 'colwise', // per-head biases, split as the heads
-  'encoder.block.*.layer.1.DenseReluDense.wi': 'colwise',
-  'encoder.block.*.layer.1.DenseReluDense.wi_0': 'colwise',
-  'encoder.block.*.layer.1.DenseReluDense.wi_1': 'colwise',
-  'encoder.block.*.layer.1.DenseReluDense.wo': 'rowwise',
-};
+import { t5ParallelPlan } from './t5_plans.js';
 
 /** transformers' T5Stack (the encoder): embedding, blocks, final norm; checkpoint keys encoder.* under T5EncoderModel. */
 export class T5Stack extends nn.Module {
@@ -64,7 +52,7 @@ export interface T5EncoderOutput {
 /**
  * transformers' T5EncoderModel: T5's encoder alone (the text encoder of SD3 and Flux), with its
  * checkpoint keys. Load with `T5EncoderModel.fromPretrained(source, { mesh, dtype })`; a mesh dim
- * 'tp' splits heads and feed-forward features (t5TpPlan), 'dp' the batch.
+ * 'tp' splits heads and feed-forward features (t5ParallelPlan), 'dp' the batch.
  */
 export class T5EncoderModel extends PreTrainedModel {
   /** The config the model was built from. */
@@ -78,10 +66,10 @@ export class T5EncoderModel extends PreTrainedModel {
     super();
     this.config = config;
     const o = { mesh: options.mesh ?? dt.defaultMesh(), dtype: options.dtype ?? config.dtype ?? 'float32' };
-    checkTpDivides(o.mesh, 'T5EncoderModel', 'num_heads', config.numHeads);
+    checkHeadsDivide(t5ParallelPlan, o.mesh, 'T5EncoderModel', 'num_heads', config.numHeads);
     this.shared = new nn.Embedding(config.vocabSize, config.dModel, o);
     this.encoder = new T5Stack(config, this.shared, o);
-    applyTpPlan(this, o.mesh, t5TpPlan);
+    parallelize(this, o.mesh, t5ParallelPlan);
   }
 
   /** Reads the model's config.json. */
