@@ -24,11 +24,21 @@ export interface ParallelPlan {
 // the context-parallel hooks of each model parallelize has put them on
 const contextParallel = new WeakMap<nn.Module, nn.RemovableHandle>();
 
+// What a module keeps from its last calls was made under the plan it had (Flux's rotary tables,
+// split as its ids were): a new plan, or none, makes it again.
+function releaseCallCaches(model: nn.Module): void {
+  for (const [, m] of model.namedModules()) {
+    const cached = m as nn.Module & { releaseCallCache?: unknown };
+    if (typeof cached.releaseCallCache === 'function') (cached.releaseCallCache as () => void)();
+  }
+}
+
 /**
  * Applies `plan` to `model` on `mesh`: the layers of its TP plan become their parallel forms
  * (when `mesh` has a 'tp' dim; layers in that form already stay), and its context-parallel plan
  * goes on as forward hooks and the joint-attention hook, replacing any this function put on
- * before. Returns the model. The constructors of this package's models call it with their plan.
+ * before; what the model kept from its last calls (releaseCallCache) is made again on the next.
+ * Returns the model. The constructors of this package's models call it with their plan.
  */
 export function parallelize<M extends nn.Module>(model: M, mesh: dt.DeviceMesh, plan: ParallelPlan): M {
   if (!(model instanceof nn.Module)) throw invalidParameter('parallelize model', 'an nn.Module', model);
@@ -39,19 +49,21 @@ export function parallelize<M extends nn.Module>(model: M, mesh: dt.DeviceMesh, 
   if (plan.tp) applyTpPlan(model, mesh, plan.tp);
   removeContextParallel(model);
   if (plan.cp) contextParallel.set(model, applyContextParallel(model, plan.cp));
+  releaseCallCaches(model);
   return model;
 }
 
 /**
  * Takes the context-parallel hooks parallelize put on `model` off: it then computes as one
  * device does, on its inputs as they come (layers split over 'tp' stay split; their outputs are
- * whole). Returns whether there were any.
+ * whole), and what it kept from its last calls is made again. Returns whether there were any.
  */
 export function removeContextParallel(model: nn.Module): boolean {
   const hooks = contextParallel.get(model);
   if (!hooks) return false;
   hooks.remove();
   contextParallel.delete(model);
+  releaseCallCaches(model);
   return true;
 }
 
