@@ -62,7 +62,7 @@ export function splitSequence(t: dt.Tensor, sizes: readonly number[], dim: numbe
 /**
  * Input name to the dim split over 'ulysses' / 'ring' (and, for batch-first inputs, dim 0 over
  * 'dp' and, where it divides, 'cfg'): a model's inputs by name, placed with placeInputs.
- * @deprecated Models declare a {@link ContextParallelPlan} (by module, applied by parallelize);
+ * @deprecated Models declare a context-parallel plan (ContextParallelPlan: by module, applied by parallelize);
  * this older form by input name is kept for callers that place inputs themselves.
  */
 export interface SequenceParallelPlan {
