@@ -49,8 +49,8 @@ function readTensor(text) {
 }
 
 // The doc comment of a top-level declaration, as lines without the comment's frame.
-function docLines(sf, statement) {
-  const doc = statement.jsDoc?.at(-1);
+function docLines(sf, declaration) {
+  const doc = ts.getJSDocCommentsAndTags(declaration).filter((d) => ts.isJSDoc(d)).at(-1);
   if (!doc) return [];
   return sf.text
     .slice(doc.getStart(sf), doc.end)
@@ -84,7 +84,7 @@ function familyMethods(family, ns, byHand) {
   const types = new Map(); // type names declared in the file: exported or not
   const functions = new Map(); // function name: its declarations (several when overloaded)
   const consts = new Map(); // const name: its initializer
-  const docs = new Map(); // exported name: the statement carrying its doc
+  const docs = new Map(); // exported name: its declaration (the first, where overloaded)
   for (const node of sf.statements) {
     if (ts.isTypeAliasDeclaration(node) || ts.isInterfaceDeclaration(node) || ts.isClassDeclaration(node) || ts.isEnumDeclaration(node)) {
       if (node.name) types.set(node.name.text, Boolean(isExported(node)));
@@ -98,7 +98,7 @@ function familyMethods(family, ns, byHand) {
       for (const d of node.declarationList.declarations) {
         if (!ts.isIdentifier(d.name) || !d.initializer) continue;
         consts.set(d.name.text, d.initializer);
-        if (isExported(node)) docs.set(d.name.text, node);
+        if (isExported(node)) docs.set(d.name.text, d);
       }
     }
   }
@@ -117,8 +117,8 @@ function familyMethods(family, ns, byHand) {
     return fail(`${where(name)} is not a function of its file`);
   };
   const methods = [];
-  for (const [name, statement] of docs) {
-    const lines = docLines(sf, statement);
+  for (const [name, declaration] of docs) {
+    const lines = docLines(sf, declaration);
     const see = lines.findIndex((line) => /^@see \{@link Tensor\.\w+\}$/.test(line.trim()));
     if (see < 0) continue;
     const method = /Tensor\.(\w+)/.exec(lines[see])[1];
