@@ -47,6 +47,8 @@ export const ErrorCode = {
   NodeLost: 'NODE_LOST',
   /** A cluster message that is malformed, truncated, replayed or of another DTorch version; the message says what is wrong. */
   Protocol: 'PROTOCOL_ERROR',
+  /** A call its caller cancelled: a pipeline's generate() whose `signal` was aborted, stopped between denoising steps. */
+  Cancelled: 'CANCELLED',
   /** A bug in DTorch rather than in the caller's input (an unexpected native exception, a broken invariant); worth reporting. */
   Internal: 'INTERNAL',
 } as const;

@@ -164,20 +164,19 @@ export { fillRandomWeights } from "./pipelines/random_weights.js";
 export { tinyTokenizer, tinyTokenizerFolder, type TinyTokenizerName } from "./pipelines/tiny/tiny_tokenizers.js";
 export {
   FluxPipeline,
-  type FluxEncodePromptOptions,
   type FluxGenerateOptions,
   type FluxPipelineComponents,
   type FluxPipelineInit,
-  type FluxPromptEmbeds,
-} from "./pipelines/flux_pipeline.js";
-export { packLatents, unpackLatents, latentImageIds } from "./pipelines/flux_latents.js";
+} from "./pipelines/flux/flux_pipeline.js";
+export { type FluxEncodePromptOptions, type FluxPromptEmbeds } from "./pipelines/flux/flux_prompt.js";
+export { packLatents, unpackLatents, latentImageIds } from "./pipelines/flux/flux_latents.js";
 export {
   StableDiffusion3Pipeline,
   type SD3GenerateOptions,
   type StableDiffusion3Components,
-} from "./pipelines/sd3_pipeline.js";
+} from "./pipelines/sd3/sd3_pipeline.js";
 // SD3's prompt encoding: its options, result and text encoders, and Prompt (one prompt or a list)
-export { type Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3_prompt.js";
-export { tinySD3Components, type TinySD3Options } from "./pipelines/tiny/tiny_sd3.js";
+export { type Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from "./pipelines/sd3/sd3_prompt.js";
+export { tinySD3Components, type TinySD3Options } from "./pipelines/sd3/sd3_pipeline.js";
 export { tinyPipelineSpec, randomModel, type TinyPipelineSpec } from "./pipelines/tiny/tiny_spec.js";
 export { batchPlacementsOver } from "./parallel/batch.js";

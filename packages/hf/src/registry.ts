@@ -79,14 +79,14 @@ const tokenizers = ['CLIPTokenizer', 'CLIPTokenizerFast', 'T5Tokenizer', 'T5Toke
 
 /** The pipelines, by model_index.json's _class_name. */
 const pipelines = {
-  FluxPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux_pipeline.js')).FluxPipeline,
-  StableDiffusion3Pipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3_pipeline.js')).StableDiffusion3Pipeline,
+  FluxPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_pipeline.js')).FluxPipeline,
+  StableDiffusion3Pipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline,
 } as const;
 
 /** The built-in tiny pipelines, by the name `dtorch generate --model` takes. */
 const tinyPipelines = {
-  'tiny-flux': { pipeline: 'FluxPipeline', make: async (options) => (await import('./pipelines/flux_pipeline.js')).FluxPipeline.tiny(options) },
-  'tiny-sd3': { pipeline: 'StableDiffusion3Pipeline', make: async (options) => (await import('./pipelines/sd3_pipeline.js')).StableDiffusion3Pipeline.tiny(options) },
+  'tiny-flux': { pipeline: 'FluxPipeline', make: async (options) => (await import('./pipelines/flux/flux_pipeline.js')).FluxPipeline.tiny(options) },
+  'tiny-sd3': { pipeline: 'StableDiffusion3Pipeline', make: async (options) => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline.tiny(options) },
 } as const satisfies Record<string, TinyPipeline>;
 
 /** A model class name the registry holds. */

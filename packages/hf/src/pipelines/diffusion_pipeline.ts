@@ -1,14 +1,16 @@
 // What every text-to-image pipeline of this package shares, as diffusers' DiffusionPipeline:
 // fromPretrained reads a pipeline folder (model_index.json and one subfolder per component) or
-// a hub id, `generate` runs prompt encoding, the denoising loop and decoding, and returns PNGs,
-// a tensor in [0, 1] or the final latents. DiffusionPipeline.fromPretrained picks the class from
-// model_index.json's _class_name (FluxPipeline, StableDiffusion3Pipeline).
+// a hub id, `generate` runs the one lifecycle (pipeline_lifecycle.ts) with its family's hooks
+// and returns PNGs, a tensor in [0, 1] or the final latents. generate() calls take turns, and
+// dispose() ends them. DiffusionPipeline.fromPretrained picks the class from model_index.json's
+// _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { checkPretrainedOptions, type FromPretrainedOptions } from '../loading/options.js';
-import type { OutputType } from './image_output.js';
 import { registered, registry } from '../registry.js';
+import type { OutputType } from './image_output.js';
 import { fetchModelIndex } from './model_index.js';
+import { checkCall, runCall, type CallSettings, type DenoisingParts, type PipelineHooks, type StartLatents } from './pipeline_lifecycle.js';
 
 /** Where a pipeline's components live. */
 export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'> {
@@ -95,6 +97,11 @@ export interface GenerateOptions {
   outputType?: OutputType;
   /** Called after each step; it may not keep the tensors it does not own. */
   onStep?: (info: StepInfo) => void;
+  /**
+   * Cancels the call: checked before it begins and between steps, after which it rejects with
+   * CANCELLED and frees what it made (the step under way finishes first).
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -137,6 +144,8 @@ export function registerPipeline(cls: PipelineClass): void {
  */
 export abstract class DiffusionPipeline {
   #disposed = false;
+  // generate() calls take turns: each sets the scheduler's timesteps and steps through them
+  #turn: Promise<unknown> = Promise.resolve();
 
   /** Images for the prompts, as diffusers' __call__ (each pipeline documents its options and defaults). */
   abstract generate(options: GenerateOptions): Promise<GenerateOutput>;
@@ -171,6 +180,25 @@ export abstract class DiffusionPipeline {
   /** A TENSOR_DISPOSED error once dispose() has run. */
   protected checkLive(what: string): void {
     if (this.#disposed) throw new DTorchError(ErrorCode.Disposed, `${what}: the pipeline was disposed (dispose() freed its models); load it again to generate`);
+  }
+
+  /**
+   * A generate() call through the lifecycle with a family's `hooks`: its inputs checked at the
+   * call, then run in its turn. A call still waiting or running when dispose() runs rejects as
+   * disposed, not as the freed models fail.
+   * @internal
+   */
+  protected async generateWith<P extends DiffusionPipeline & DenoisingParts, C extends CallSettings, T, S extends StartLatents>(
+    this: P,
+    what: string,
+    hooks: PipelineHooks<P, C, T, S>,
+    options: unknown,
+  ): Promise<GenerateOutput> {
+    this.checkLive(what);
+    const call = checkCall(this, hooks, what, options);
+    const run = this.#turn.then(() => this.whileLive(what, () => runCall(this, hooks, what, call)));
+    this.#turn = run.catch(() => undefined);
+    return run;
   }
 
   /** The pipeline at `source` (a folder or hub id), of the class its model_index.json names. */

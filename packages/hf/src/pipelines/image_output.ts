@@ -39,3 +39,15 @@ export async function toPngs(images: dt.Tensor): Promise<Buffer[]> {
   }
   return pngs;
 }
+
+/** The VAE's output [B, 3, H, W] in [-1, 1] as generate() returns it: PNG files or float32 in [0, 1]; frees `decoded`. */
+export async function imageOutput(decoded: dt.Tensor, outputType: Exclude<OutputType, 'latent'>): Promise<Buffer[] | dt.Tensor> {
+  const images = denormalize(decoded);
+  decoded.dispose();
+  if (outputType === 'tensor') return images;
+  try {
+    return await toPngs(images);
+  } finally {
+    images.dispose();
+  }
+}

@@ -16,10 +16,14 @@ export interface ModelIndex {
 
 /** The model_index.json at `path`; a file that is not one is a BAD_CONFIG error naming what is wrong. */
 export function readModelIndex(path: string): ModelIndex {
-  const json = readJsonFile(path) as JsonObject;
+  return parseModelIndex(readJsonFile(path) as JsonObject, path);
+}
+
+/** model_index.json's contents (read from `where`) as a ModelIndex. */
+export function parseModelIndex(json: JsonObject, where: string): ModelIndex {
   const className = json['_class_name'];
   if (typeof className !== 'string' || !className) {
-    throw new DTorchError(ErrorCode.BadConfig, `${path}: model_index.json has no _class_name (the pipeline class); is it a diffusers pipeline folder?`);
+    throw new DTorchError(ErrorCode.BadConfig, `${where}: model_index.json has no _class_name (the pipeline class); is it a diffusers pipeline folder?`);
   }
   const components: Record<string, readonly [string, string] | null> = {};
   for (const [name, value] of Object.entries(json)) {

@@ -1,18 +1,19 @@
-// What the text-to-image pipelines share between encoding and decoding: generate()'s options
-// checked (a misspelt option or a bad prompt is an error at the user's call), prompts as lists,
-// image sizes against what the VAE and the patching need, the initial latents drawn as diffusers
-// draws them (torch.Generator("cpu").manual_seed(seed)), the denoising loop (one tidy per step,
-// the previous latents freed, StepInfo after each step) and the output (PNGs or a tensor).
+// generate()'s inputs as every pipeline checks them (a misspelt option or a bad prompt is an
+// error at the user's call): its options, prompts as lists, image sizes against what the VAE and
+// the patching need, scales, tensors given in place of prompts or noise, the batch against the
+// mesh's 'dp' dim, and the initial latents drawn as diffusers draws them
+// (torch.Generator("cpu").manual_seed(seed)).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, describeValue, invalidParameter } from '@dtorch/common';
-import type { GenerateOptions, StepInfo } from './diffusion_pipeline.js';
-import { denormalize, outputTypes, toPngs, type OutputType } from './image_output.js';
+import type { GenerateOptions } from './diffusion_pipeline.js';
+import { outputTypes } from './image_output.js';
 
-/** generate()'s options, holding only `known` names; onStep and outputType checked. */
+/** generate()'s options, holding only `known` names; onStep, outputType and signal checked. */
 export function checkGenerateOptions<T extends GenerateOptions>(what: string, options: unknown, known: readonly string[]): Partial<T> {
   const o = checkKnownOptions<T>(`${what} options`, options, known);
   if (o.onStep !== undefined && typeof o.onStep !== 'function') throw invalidParameter(`${what} onStep`, 'function', o.onStep);
   if (o.outputType !== undefined && !outputTypes.includes(o.outputType)) throw invalidParameter(`${what} outputType`, outputTypes.map((t) => `'${t}'`).join(', '), o.outputType);
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw invalidParameter(`${what} signal`, 'AbortSignal', o.signal);
   return o;
 }
 
@@ -105,57 +106,6 @@ export function initialLatents(what: string, shape: readonly number[], seed: unk
     const draw = dt.randn(shape, { seed: seed as number | undefined, mesh, dtype: 'float32' });
     return (dtype === 'float32' ? draw : draw.to(dtype)).redistribute(dpPlacements(mesh, shape[0] ?? 1));
   });
-}
-
-/** What denoise() runs: the schedule, the starting latents and one step. */
-export interface DenoiseLoop {
-  /** The schedule's timesteps, one per step. */
-  timesteps: readonly number[];
-  /** The starting latents; freed after the first step unless `keepFirst` (the user's tensor). */
-  latents: dt.Tensor;
-  /** The starting latents are the caller's: not freed. */
-  keepFirst?: boolean;
-  /** One step: the next latents from `latents` at timestep `t` (step `i`, 0-based); runs inside a tidy. */
-  step: (latents: dt.Tensor, t: number, i: number) => dt.Tensor;
-  /** Called after each step (generate()'s onStep). */
-  onStep?: (info: StepInfo) => void;
-  /** performance.now() when generate() began, for StepInfo.elapsedMs. */
-  startMs: number;
-}
-
-/**
- * Runs the denoising loop: each step in its own tidy, the previous latents freed once the next
- * are recorded, so live tensors stay flat from step to step. With onStep, each step waits for
- * the devices before reporting (the progress and elapsed time are real, not recording's).
- */
-export async function denoise(loop: DenoiseLoop): Promise<dt.Tensor> {
-  let latents = loop.latents;
-  const steps = loop.timesteps.length;
-  for (let i = 0; i < steps; i++) {
-    const t = loop.timesteps[i]!;
-    // one step of the loop: cut into the same segments every step, which the controller recognises
-    const next = dt.graph.step(() => dt.tidy(() => loop.step(latents, t, i)));
-    if (i > 0 || !loop.keepFirst) latents.dispose();
-    latents = next;
-    if (loop.onStep) {
-      await dt.sync();
-      loop.onStep({ step: i + 1, steps, timestep: t, elapsedMs: performance.now() - loop.startMs });
-    }
-  }
-  // no steps: the result is a tensor of its own all the same
-  return steps === 0 && loop.keepFirst ? dt.tidy(() => latents.clone()) : latents;
-}
-
-/** The VAE's output [B, 3, H, W] in [-1, 1] as generate() returns it: PNG files or float32 in [0, 1]; frees `decoded`. */
-export async function imageOutput(decoded: dt.Tensor, outputType: Exclude<OutputType, 'latent'>): Promise<Buffer[] | dt.Tensor> {
-  const images = denormalize(decoded);
-  decoded.dispose();
-  if (outputType === 'tensor') return images;
-  try {
-    return await toPngs(images);
-  } finally {
-    images.dispose();
-  }
 }
 
 /** A short description of a prompt for messages (long ones cut). */

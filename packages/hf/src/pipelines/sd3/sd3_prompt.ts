@@ -10,10 +10,11 @@
 import * as dt from '@dtorch/api';
 import type * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, invalidParameter, log } from '@dtorch/common';
-import type { CLIPTextModelWithProjection } from '../models/clip/clip_text_model.js';
-import type { T5EncoderModel } from '../models/t5/t5_encoder_model.js';
-import type { PreTrainedTokenizer } from '../tokenizers/pretrained_tokenizer.js';
-import { promptList, promptsFor, repeatPerPrompt } from './pipeline_inputs.js';
+import type { CLIPTextModelWithProjection } from '../../models/clip/clip_text_model.js';
+import type { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
+import type { PreTrainedTokenizer } from '../../tokenizers/pretrained_tokenizer.js';
+import { promptList, promptsFor, repeatPerPrompt } from '../pipeline_inputs.js';
+import type { StableDiffusion3Pipeline } from './sd3_pipeline.js';
 
 /** The text encoders of an SD3 pipeline; the T5 is optional (its embeddings are zeros without it). */
 export interface SD3TextEncoders {
@@ -90,6 +91,17 @@ export interface SD3PromptTarget {
   mesh: dt.DeviceMesh;
   /** The transformer's joint_attention_dim: T5's width (the zeros' width without a T5). */
   jointAttentionDim: number;
+}
+
+/** The pipeline's text encoders, or undefined once released. */
+export function textEncodersOf(pipe: StableDiffusion3Pipeline): SD3TextEncoders | undefined {
+  if (!pipe.textEncoder || !pipe.textEncoder2) return undefined;
+  return { textEncoder: pipe.textEncoder, tokenizer: pipe.tokenizer, textEncoder2: pipe.textEncoder2, tokenizer2: pipe.tokenizer2, textEncoder3: pipe.textEncoder3, tokenizer3: pipe.tokenizer3 };
+}
+
+/** Where the pipeline's prompt embeddings go. */
+export function promptTargetOf(pipe: StableDiffusion3Pipeline): SD3PromptTarget {
+  return { mesh: pipe.mesh, jointAttentionDim: pipe.transformer.config.jointAttentionDim };
 }
 
 /** diffusers' encode_prompt (see the header). */

@@ -1,0 +1,174 @@
+// One generate() call, the same for every pipeline (DESIGN §11.1):
+//   checkInputs → encodePrompt → prepareLatents → setTimesteps → denoise (predict → guide → step) → decode
+// with the memory floor checked at the call, onStep after each step, the call's AbortSignal
+// checked between steps, and one timings report. A pipeline family (Flux, SD3) supplies hooks
+// for what is its own: its inputs, how a prompt is encoded, where the latents start, how its
+// transformer is called, how the latents are decoded. A variant (img2img, inpaint, Fill,
+// Kontext) spreads its family's hooks and overrides the few it changes: prepareLatents (an
+// image's latents, noised), predict (extra transformer inputs), step (a blended step). Guidance
+// is guidance.ts's, the same for all.
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { AutoencoderKL } from '../models/autoencoder_kl/autoencoder_kl.js';
+import type { FlowMatchEulerDiscreteScheduler } from '../schedulers/flow_match_euler_discrete_scheduler.js';
+import type { GenerateOutput, StepInfo } from './diffusion_pipeline.js';
+import { guidedPrediction, type Guidance, type GuidedInputs } from './guidance.js';
+import { imageOutput, type OutputType } from './image_output.js';
+import { checkMemoryFloor, generatePhases, type GenerateSizes } from './memory_floor.js';
+
+/** The parts of a pipeline the lifecycle runs: the loop's mesh (the transformer's), the scheduler, the VAE. */
+export interface DenoisingParts {
+  /** The mesh of the transformer and of the loop. */
+  readonly mesh: dt.DeviceMesh;
+  /** Sets the timesteps and steps the latents. */
+  readonly scheduler: FlowMatchEulerDiscreteScheduler;
+  /** Decodes the final latents. */
+  readonly vae: AutoencoderKL;
+}
+
+/** A generate() call's settings once checked: what every family's carry (each adds its own). */
+export interface CallSettings {
+  /** What generate() returns. */
+  readonly outputType: OutputType;
+  /** How classifier-free guidance runs (guidance.ts's chooseGuidance). */
+  readonly guidance: Guidance;
+  /** Called after each step. */
+  readonly onStep: ((info: StepInfo) => void) | undefined;
+  /** Cancels the call between steps. */
+  readonly signal: AbortSignal | undefined;
+}
+
+/** Where the denoising loop starts. */
+export interface StartLatents {
+  /** The starting latents; the loop frees them after its first step unless `given`. */
+  readonly latents: dt.Tensor;
+  /** They are the caller's own tensor (never freed). */
+  readonly given: boolean;
+}
+
+/**
+ * What a pipeline family supplies to the lifecycle (a hooks object, spread and overridden by a
+ * variant): `P` the pipeline, `C` its call's settings, `T` the transformer's text inputs of one
+ * guidance branch, `S` where its loop starts. Tensors a hook pushes onto `owned` are freed once
+ * the loop ends (or the call fails).
+ */
+export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents> {
+  /** generate()'s options checked, defaults filled in, the guidance chosen: at the call, before it waits its turn. */
+  checkInputs(pipe: P, what: string, options: unknown): C;
+  /** The sizes of the call that its memory floor counts (memory_floor.ts). */
+  memorySizes(pipe: P, call: C): GenerateSizes;
+  /** The transformer's text inputs: the prompt's, with the negative prompt's (or both batched) as the call's guidance runs. */
+  encodePrompt(pipe: P, call: C, owned: dt.Tensor[]): Promise<GuidedInputs<T>>;
+  /** The latents the loop starts from (drawn from the seed, or the caller's; an img2img variant noises an image's). */
+  prepareLatents(pipe: P, call: C, owned: dt.Tensor[]): S;
+  /** Sets the scheduler's timesteps for this call. */
+  setTimesteps(pipe: P, call: C, start: S): void;
+  /**
+   * The transformer's prediction for latents `x` (a batch of both branches when guidance batches
+   * them) at timestep `t` with `text`, cut off from the scheduler's part of the step (dt.graph.step).
+   */
+  predict(pipe: P, x: dt.Tensor, t: number, text: T, start: S): dt.Tensor;
+  /** The next latents from the guided prediction; default the scheduler's step (inpaint blends here). */
+  step?(pipe: P, prediction: dt.Tensor, t: number, x: dt.Tensor, start: S): dt.Tensor;
+  /** The VAE's images [B, 3, H, W] in [-1, 1] for the final latents. */
+  decode(pipe: P, latents: dt.Tensor, call: C, start: S): dt.Tensor;
+  /** Runs when the call ends, either way: frees what the pipeline cached for it. */
+  finish?(pipe: P): void;
+}
+
+/**
+ * The call's settings (hooks.checkInputs), refused at once when no device could hold the call
+ * (its memory floor) or when its signal is already aborted: nothing is recorded either way.
+ */
+export function checkCall<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, T, S>, what: string, options: unknown): C {
+  const call = hooks.checkInputs(pipe, what, options);
+  checkMemoryFloor(what, [pipe.mesh, pipe.vae.mesh], generatePhases(hooks.memorySizes(pipe, call)), 'lower height and width, or numImagesPerPrompt');
+  checkNotCancelled(what, call.signal, 'before it began');
+  return call;
+}
+
+/** Runs a checked call: prompt, latents, schedule, the denoising loop, decoding; the tensors it made freed. */
+export async function runCall<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, T, S>, what: string, call: C): Promise<GenerateOutput> {
+  const startMs = performance.now();
+  const owned: dt.Tensor[] = [];
+  try {
+    // waiting for its turn, the call may have been cancelled
+    checkNotCancelled(what, call.signal, 'before it began');
+    const text = await hooks.encodePrompt(pipe, call, owned);
+    await dt.sync();
+    const encodedMs = performance.now();
+
+    const start = hooks.prepareLatents(pipe, call, owned);
+    let final: dt.Tensor;
+    try {
+      hooks.setTimesteps(pipe, call, start);
+      const step = hooks.step ?? schedulerStep;
+      final = await denoise(what, call, start, pipe.scheduler.timesteps, startMs, (x, t) => {
+        const prediction = guidedPrediction(call.guidance, text, x, (input, branch) => hooks.predict(pipe, input, t, branch, start));
+        return step(pipe, prediction, t, x, start);
+      });
+    } catch (err) {
+      if (!start.given) start.latents.dispose();
+      throw err;
+    } finally {
+      dt.dispose(owned.splice(0));
+    }
+    await dt.sync();
+    const denoisedMs = performance.now();
+    const timings = (decodeMs: number) => ({ encodeMs: encodedMs - startMs, denoiseMs: denoisedMs - encodedMs, decodeMs });
+    if (call.outputType === 'latent') return { images: final, timings: timings(0) };
+
+    let decoded: dt.Tensor;
+    try {
+      decoded = hooks.decode(pipe, final, call, start);
+    } finally {
+      final.dispose();
+    }
+    const images = await imageOutput(decoded, call.outputType);
+    await dt.sync();
+    return { images, timings: timings(performance.now() - denoisedMs) };
+  } finally {
+    dt.dispose(owned);
+    hooks.finish?.(pipe);
+  }
+}
+
+// the scheduler's step: the latents of the next timestep
+function schedulerStep(pipe: DenoisingParts, prediction: dt.Tensor, t: number, x: dt.Tensor): dt.Tensor {
+  return pipe.scheduler.step(prediction, t, x).prevSample;
+}
+
+/**
+ * The denoising loop: each step in its own tidy, the previous latents freed once the next are
+ * recorded, so live tensors stay flat from step to step. The signal is checked before each step;
+ * with onStep, each step waits for the devices before reporting (the progress and the elapsed
+ * time are real, not recording's).
+ */
+async function denoise(what: string, call: CallSettings, start: StartLatents, timesteps: readonly number[], startMs: number, step: (x: dt.Tensor, t: number) => dt.Tensor): Promise<dt.Tensor> {
+  let latents = start.latents;
+  const steps = timesteps.length;
+  try {
+    for (let i = 0; i < steps; i++) {
+      checkNotCancelled(what, call.signal, `after ${i} of ${steps} steps`);
+      const t = timesteps[i]!;
+      // one step of the loop: cut into the same segments every step, which the controller recognises
+      const next = dt.graph.step(() => dt.tidy(() => step(latents, t)));
+      if (i > 0 || !start.given) latents.dispose();
+      latents = next;
+      if (call.onStep) {
+        await dt.sync();
+        call.onStep({ step: i + 1, steps, timestep: t, elapsedMs: performance.now() - startMs });
+      }
+    }
+  } catch (err) {
+    if (latents !== start.latents) latents.dispose();
+    throw err;
+  }
+  // no steps: the result is a tensor of its own all the same
+  return steps === 0 && start.given ? dt.tidy(() => latents.clone()) : latents;
+}
+
+// a CANCELLED error once the call's signal is aborted
+function checkNotCancelled(what: string, signal: AbortSignal | undefined, when: string): void {
+  if (signal?.aborted) throw new DTorchError(ErrorCode.Cancelled, `${what}: cancelled ${when} (its signal was aborted); nothing of it is left`);
+}
