@@ -170,5 +170,5 @@ async function denoise(what: string, call: CallSettings, start: StartLatents, ti
 
 // a CANCELLED error once the call's signal is aborted
 function checkNotCancelled(what: string, signal: AbortSignal | undefined, when: string): void {
-  if (signal?.aborted) throw new DTorchError(ErrorCode.Cancelled, `${what}: cancelled ${when} (its signal was aborted); nothing of it is left`);
+  if (signal?.aborted) throw new DTorchError(ErrorCode.Cancelled, `${what}: cancelled ${when} (its signal was aborted); what it made is freed`);
 }
