@@ -1,0 +1,4 @@
+// FLUX.1 text to image (diffusers' FluxPipeline), its prompt encoding and its latent layout.
+export { FluxPipeline, type FluxGenerateOptions, type FluxPipelineComponents, type FluxPipelineInit } from './flux_pipeline.js';
+export { type FluxEncodePromptOptions, type FluxPromptEmbeds } from './flux_prompt.js';
+export { packLatents, unpackLatents, latentImageIds } from './flux_latents.js';
