@@ -4,25 +4,27 @@ folders in the layouts found on the hub, and what transformers' AutoTokenizer ma
 Run from the repository root with the setup's Python (transformers, tokenizers, sentencepiece,
 protobuf; open_clip_torch for CLIP's vocabulary):
     .venv/bin/python tools/reference/make_tokenizer_fixtures.py
-Writes tests/fixtures/hf/tokenizers/ (large files gzipped; the tests gunzip them):
-  clip/vocab.json.gz, clip/merges.txt.gz   CLIP's real vocabulary (49408 tokens, 48894 merges),
-                           built from open_clip's bpe_simple_vocab_16e6.txt.gz as open_clip's
-                           SimpleTokenizer builds it
-  clip-l/                  slow-only CLIP-L folder as openai/clip-vit-large-patch14 ships it
-                           (AddedToken dicts with "__type"; pads with <|endoftext|>)
-  clip-g/                  slow-only CLIP-G folder as SDXL's / SD3's tokenizer_2 (v4 save_pretrained,
-                           added_tokens_decoder; pads with "!")
-  clip-l-fast/             clip-l written by this transformers' save_pretrained (tokenizer.json)
-  clip-g-fast/             clip-g with a tokenizer.json as transformers v4's CLIPConverter wrote it
-                           (older pre-tokenizer regex, merges as "a b" strings)
+Writes packages/hf/assets/tiny-tokenizers/ (the built-in tiny pipelines' tokenizers, shipped in
+the package; the tests read them there, so they are stored once):
+  clip/                    slow-only CLIP-L folder as openai/clip-vit-large-patch14 ships it
+                           (AddedToken dicts with "__type"; pads with <|endoftext|>): CLIP's real
+                           vocabulary (49408 tokens, 48894 merges), built from open_clip's
+                           bpe_simple_vocab_16e6.txt.gz as open_clip's SimpleTokenizer builds it
   t5/                      slow-only T5 folder as google/t5-v1_1-* ships it: spiece.model trained
                            here with sentencepiece (unigram, 1500 pieces, pad=0 eos=1 unk=2) on the
                            METADATA/LICENSE texts of the installed packages, + 100 <extra_id_N>
+and tests/fixtures/hf/tokenizers/ (large files gzipped; the tests gunzip them), the fixture folders
+clip-l (= the tiny clip), t5 (= the tiny t5) and:
+  clip-g/                  slow-only CLIP-G folder as SDXL's / SD3's tokenizer_2 (v4 save_pretrained,
+                           added_tokens_decoder; pads with "!"), CLIP's vocabulary from the tiny clip
+  clip-l-fast/             clip-l written by this transformers' save_pretrained (tokenizer.json)
+  clip-g-fast/             clip-g with a tokenizer.json as transformers v4's CLIPConverter wrote it
+                           (older pre-tokenizer regex, merges as "a b" strings)
   t5-fast/                 t5 written by this transformers' save_pretrained
   t5-hub/                  t5 with a tokenizer.json as transformers v4's T5Converter wrote it, and a v4
                            tokenizer_config.json (SD3's tokenizer_3 / Flux's tokenizer_2 layout)
   t5-left/                 t5-fast with padding_side and truncation_side "left"
-  folders.json             each folder's files: {folder: {file name: fixture path}}
+  folders.json             each folder's files: {folder: {file name: path from this folder}}
   converted.json.gz        for the slow-only folders, the tokenizer transformers builds
                            (backend_tokenizer.to_str(); CLIP's vocab and merges left out, T5's
                            precompiled_charsmap as its sha256)
@@ -36,6 +38,7 @@ import hashlib
 import gzip
 import io
 import json
+import os
 import pathlib
 import random
 import shutil
@@ -51,6 +54,7 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests/fixtures/hf/tokenizers"
+TINY = ROOT / "packages/hf/assets/tiny-tokenizers"
 SITE = pathlib.Path(transformers.__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------------------------------------
@@ -371,14 +375,14 @@ class Fixtures:
         self.out = out
         self.folders = {}
 
-    def write(self, folder, name, data, compress=False, shared=None):
-        """Writes one file of `folder` (bytes or str), under `shared/` when several folders use it."""
+    def write(self, folder, name, data, compress=False, into=None):
+        """Writes one file of `folder` (bytes or str) under `folder/`, or into the folder `into`
+        (a tiny tokenizer of the package, which the fixture folder is)."""
         data = data.encode("utf-8") if isinstance(data, str) else data
-        rel = f"{shared or folder}/{name}" + (".gz" if compress else "")
-        path = self.out / rel
+        path = (into or self.out / folder) / (name + (".gz" if compress else ""))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(gzip.compress(data, 9, mtime=0) if compress else data)
-        self.folders.setdefault(folder, {})[name] = rel
+        self.folders.setdefault(folder, {})[name] = os.path.relpath(path, self.out)
 
     def use(self, folder, name, other):
         self.folders.setdefault(folder, {})[name] = self.folders[other][name]
@@ -473,18 +477,18 @@ def main():
     strings = test_strings()
 
     vocab_json, merges_txt = clip_vocabulary()
-    fx.write("clip-l", "vocab.json", vocab_json, compress=True, shared="clip")
-    fx.write("clip-l", "merges.txt", merges_txt, compress=True, shared="clip")
-    fx.write("clip-l", "tokenizer_config.json", dump(CLIP_L_CONFIG))
-    fx.write("clip-l", "special_tokens_map.json", dump(CLIP_L_SPECIAL))
+    fx.write("clip-l", "vocab.json", vocab_json, compress=True, into=TINY / "clip")
+    fx.write("clip-l", "merges.txt", merges_txt, compress=True, into=TINY / "clip")
+    fx.write("clip-l", "tokenizer_config.json", dump(CLIP_L_CONFIG), into=TINY / "clip")
+    fx.write("clip-l", "special_tokens_map.json", dump(CLIP_L_SPECIAL), into=TINY / "clip")
     for name in ("vocab.json", "merges.txt"):
         fx.use("clip-g", name, "clip-l")
     fx.write("clip-g", "tokenizer_config.json", dump(CLIP_G_CONFIG))
     fx.write("clip-g", "special_tokens_map.json", dump(CLIP_G_SPECIAL))
 
-    fx.write("t5", "spiece.model", t5_sentencepiece_model(), compress=True)
-    fx.write("t5", "tokenizer_config.json", dump(T5_CONFIG))
-    fx.write("t5", "special_tokens_map.json", dump(T5_SPECIAL))
+    fx.write("t5", "spiece.model", t5_sentencepiece_model(), compress=True, into=TINY / "t5")
+    fx.write("t5", "tokenizer_config.json", dump(T5_CONFIG), into=TINY / "t5")
+    fx.write("t5", "special_tokens_map.json", dump(T5_SPECIAL), into=TINY / "t5")
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)

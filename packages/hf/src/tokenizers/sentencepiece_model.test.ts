@@ -1,10 +1,10 @@
-// readSentencePieceModel on the fixture's spiece.model (trained with T5's special ids).
+// readSentencePieceModel on the tiny T5 tokenizer's spiece.model (assets/tiny-tokenizers/t5: trained with T5's special ids).
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { expect, test } from 'vitest';
 import { ModelType, PieceType, readSentencePieceModel } from './sentencepiece_model.js';
 
-const SPIECE = new URL('../../../../tests/fixtures/hf/tokenizers/t5/spiece.model.gz', import.meta.url);
+const SPIECE = new URL('../../assets/tiny-tokenizers/t5/spiece.model.gz', import.meta.url);
 
 test('pieces, trainer and normalizer specs', () => {
   const model = readSentencePieceModel(gunzipSync(readFileSync(SPIECE)), 'spiece.model');
