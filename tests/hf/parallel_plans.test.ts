@@ -171,7 +171,17 @@ describe('a plan a new model declares', () => {
     expect(code(() => hf.parallelize(toy, mesh, null as never))).toBe('INVALID_ARGUMENT');
     expect(code(() => hf.parallelize(toy, mesh, { cp: {} as never }))).toBe('INVALID_ARGUMENT');
     expect(() => hf.parallelize(toy, mesh, null as never)).toThrow(/parallelize plan/);
+    expect(code(() => hf.parallelize(toy, mesh, { tp: { x_embedder: 'colwize' as never } }))).toBe('INVALID_ARGUMENT');
+    expect(() => hf.parallelize(toy, mesh, { cp: { modules: { x_embedder: { inputs: { tokens: 'one' as never } } } } })).toThrow(/"x_embedder" inputs.tokens/);
+    expect(() => hf.parallelize(toy, mesh, { cp: { modules: { proj_out: { gather: true } as never } } })).toThrow(/Unknown option "gather"/);
     leftSingleDevice(toy);
+    // a layer without the form asked for: refused before any layer is replaced
+    const tp = new dt.DeviceMesh('cpu', [0, 1], ['tp']);
+    const withNorm = Object.assign(new Toy(tp), { norm: new hf.nn.LayerNorm(4, { mesh: tp }) });
+    const embedder = withNorm.x_embedder;
+    expect(() => hf.parallelize(withNorm, tp, { tp: { x_embedder: 'colwise', norm: 'rowwise' } })).toThrow(/"norm" is a LayerNorm, which has no "rowwise" form/);
+    expect(withNorm.x_embedder).toBe(embedder);
+    withNorm.dispose();
     expect(code(() => hf.checkHeadsDivide(hf.sd3ParallelPlan, new dt.DeviceMesh('cpu', [0, 1, 2], ['ulysses']), 'M', 'num_attention_heads', 4))).toBe('INVALID_MESH');
     expect(code(() => hf.checkHeadsDivide(hf.fluxParallelPlan, new dt.DeviceMesh('cpu', [0, 1, 2], ['ulysses']), 'M', 'num_attention_heads', 4)), 'Flux does not split heads over ulysses').toBe('no error');
     toy.dispose();

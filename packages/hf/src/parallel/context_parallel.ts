@@ -14,6 +14,7 @@
 // input placements are redistributed as a model placed its inputs before.
 import * as dt from '@dtorch/api';
 import type * as nn from '@dtorch/nn';
+import { checkKnownOptions, invalidParameter, isInteger } from '@dtorch/common';
 import { hasJointAttention, type JointAttention } from './joint_attention.js';
 import { entryFor } from './module_paths.js';
 import { gatherSequence, inputPlacements, shardTokens } from './sequence_parallel.js';
@@ -44,6 +45,26 @@ export interface ContextParallelPlan {
   readonly jointAttention?: JointAttention;
 }
 
+/** An INVALID_ARGUMENT error unless every entry of `plan` is as its type says. */
+export function checkContextParallelPlan(plan: ContextParallelPlan): void {
+  if (typeof plan?.modules !== 'object' || plan.modules === null) throw invalidParameter('context-parallel plan', '{ modules, jointAttention? }', plan);
+  for (const [path, entry] of Object.entries(plan.modules)) {
+    const what = `context-parallel plan entry "${path}"`;
+    const { inputs, splitOutput, gatherOutput } = checkKnownOptions<ModuleSplits>(what, entry, ['inputs', 'splitOutput', 'gatherOutput']);
+    if (inputs !== undefined) {
+      const { tokens, batch } = checkKnownOptions<InputSplit>(`${what} inputs`, inputs, ['tokens', 'batch']);
+      if (tokens !== undefined && !isInteger(tokens)) throw invalidParameter(`${what} inputs.tokens`, 'an integer dim', tokens);
+      if (batch !== undefined && typeof batch !== 'boolean') throw invalidParameter(`${what} inputs.batch`, 'a boolean', batch);
+    }
+    if (splitOutput !== undefined && !isInteger(splitOutput)) throw invalidParameter(`${what} splitOutput`, 'an integer dim', splitOutput);
+    if (gatherOutput !== undefined && typeof gatherOutput !== 'boolean') throw invalidParameter(`${what} gatherOutput`, 'a boolean', gatherOutput);
+  }
+  const join = plan.jointAttention;
+  if (join !== undefined && [join.join, join.joinHeads, join.split].some((f) => typeof f !== 'function')) {
+    throw invalidParameter('context-parallel plan jointAttention', 'a JointAttention ({ join, joinHeads, split })', join);
+  }
+}
+
 const placeInput = (split: InputSplit) => (arg: unknown) => {
   if (!(arg instanceof dt.Tensor)) return arg;
   const tokens = split.tokens !== undefined && split.tokens < 0 ? split.tokens + arg.ndim : split.tokens;
@@ -54,9 +75,11 @@ const onOutput = (place: (t: dt.Tensor) => dt.Tensor) => (_: nn.Module, __: unkn
 
 /**
  * Puts `plan` on `model`: hooks on the modules it names, and its joint-attention hook on every
- * module that joins token streams. Returns a handle whose remove() takes them off again.
+ * module that joins token streams. Returns a handle whose remove() takes them off again. A plan
+ * not of its type is an error before anything goes on.
  */
 export function applyContextParallel(model: nn.Module, plan: ContextParallelPlan): nn.RemovableHandle {
+  checkContextParallelPlan(plan);
   const handles: nn.RemovableHandle[] = [];
   const joins: [nn.Module & { jointAttention: JointAttention }, JointAttention][] = [];
   for (const [path, module] of model.namedModules()) {

@@ -8,8 +8,8 @@
 // replicated: every device computes everything.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { invalidParameter } from '@dtorch/common';
-import { applyContextParallel, type ContextParallelPlan } from './context_parallel.js';
+import { checkKnownOptions, checkOptions, invalidParameter } from '@dtorch/common';
+import { applyContextParallel, checkContextParallelPlan, type ContextParallelPlan } from './context_parallel.js';
 import { checkDivides } from './mesh_dims.js';
 import { applyTpPlan, type TpPlan } from './tp_plan.js';
 
@@ -38,17 +38,22 @@ function releaseCallCaches(model: nn.Module): void {
  * (when `mesh` has a 'tp' dim; layers in that form already stay), and its context-parallel plan
  * goes on as forward hooks and the joint-attention hook, replacing any this function put on
  * before; what the model kept from its last calls (releaseCallCache) is made again on the next.
- * Returns the model. The constructors of this package's models call it with their plan.
+ * Returns the model. A plan not of its type, or naming a layer without the parallel form it asks
+ * for, is an INVALID_ARGUMENT error that changes nothing. The constructors of this package's
+ * models call it with their plan.
  */
 export function parallelize<M extends nn.Module>(model: M, mesh: dt.DeviceMesh, plan: ParallelPlan): M {
   if (!(model instanceof nn.Module)) throw invalidParameter('parallelize model', 'an nn.Module', model);
   if (!(mesh instanceof dt.DeviceMesh)) throw invalidParameter('parallelize mesh', 'a DeviceMesh', mesh);
-  if (typeof plan !== 'object' || plan === null || (plan.cp !== undefined && typeof plan.cp.modules !== 'object')) {
-    throw invalidParameter('parallelize plan', 'a ParallelPlan ({ tp?, cp? })', plan);
+  if (typeof plan !== 'object' || plan === null) throw invalidParameter('parallelize plan', 'a ParallelPlan ({ tp?, cp? })', plan);
+  const { tp, cp } = checkKnownOptions<ParallelPlan>('parallelize plan', plan, ['tp', 'cp']);
+  for (const [path, style] of Object.entries(checkOptions<TpPlan>('parallelize plan.tp', tp))) {
+    if (style !== 'colwise' && style !== 'rowwise') throw invalidParameter(`parallelize plan.tp "${path}"`, "'colwise' or 'rowwise'", style);
   }
-  if (plan.tp) applyTpPlan(model, mesh, plan.tp);
+  if (cp !== undefined) checkContextParallelPlan(cp);
+  if (tp) applyTpPlan(model, mesh, tp);
   removeContextParallel(model);
-  if (plan.cp) contextParallel.set(model, applyContextParallel(model, plan.cp));
+  if (cp) contextParallel.set(model, applyContextParallel(model, cp));
   releaseCallCaches(model);
   return model;
 }

@@ -24,21 +24,21 @@ export type TpStyle = 'colwise' | 'rowwise';
 /** Module path patterns ('*' matches one path part, e.g. 'encoder.block.*.layer.0.SelfAttention.q') to styles. */
 export type TpPlan = Readonly<Record<string, TpStyle>>;
 
-/** The parallel form of `layer` for `style` (`layer` itself when it has that form already), with the same (or no: under skipInit) parameter values. */
-function parallelForm(layer: nn.Module, style: TpStyle, path: string): nn.Module {
-  if (layer instanceof nn.Linear) {
+/** A function that makes the parallel form of `layer` for `style`, or undefined when it has that form already; throws when it has none. */
+function parallelForm(layer: nn.Module, style: TpStyle, path: string): (() => nn.Module) | undefined {
+  if (layer instanceof nn.Linear && (style === 'colwise' || style === 'rowwise')) {
     const Parallel = style === 'colwise' ? nn.ColumnParallelLinear : nn.RowParallelLinearWithReplicateOutput;
-    if (layer.constructor === Parallel) return layer;
+    if (layer.constructor === Parallel) return undefined;
     const { mesh, dtype } = layer.weight;
     const options = { mesh, dtype, bias: layer.bias !== undefined };
-    return withValuesOf(layer, nn.skipInit(() => new Parallel(layer.inFeatures, layer.outFeatures, options)));
+    return () => withValuesOf(layer, nn.skipInit(() => new Parallel(layer.inFeatures, layer.outFeatures, options)));
   }
   if (layer instanceof nn.Embedding && style === 'colwise') {
-    if (layer.constructor === nn.ColumnParallelEmbedding) return layer;
+    if (layer.constructor === nn.ColumnParallelEmbedding) return undefined;
     const { mesh, dtype } = layer.weight;
-    return withValuesOf(layer, nn.skipInit(() => new nn.ColumnParallelEmbedding(layer.numEmbeddings, layer.embeddingDim, { mesh, dtype })));
+    return () => withValuesOf(layer, nn.skipInit(() => new nn.ColumnParallelEmbedding(layer.numEmbeddings, layer.embeddingDim, { mesh, dtype })));
   }
-  throw new DTorchError(ErrorCode.Internal, `tp plan: no '${style}' form of ${layer.constructor.name} at "${path}"`);
+  throw new DTorchError(ErrorCode.InvalidArgument, `tp plan: "${path}" is a ${layer.constructor.name}, which has no ${JSON.stringify(style)} form; a plan splits Linear layers ('colwise' or 'rowwise') and Embedding layers ('colwise')`);
 }
 
 // Outside skipInit the plain layer's initial values carry over, split as the parallel layer
@@ -54,16 +54,22 @@ function withValuesOf(plain: nn.Module, parallel: nn.Module): nn.Module {
 
 /**
  * Replaces every layer of `model` that `plan` names by its parallel form when `mesh` has a 'tp'
- * dim; layers in that form already stay as they are.
+ * dim; layers in that form already stay as they are. A layer without the form its style asks
+ * for is an error, before any layer is replaced.
  */
 export function applyTpPlan(model: nn.Module, mesh: dt.DeviceMesh, plan: TpPlan): void {
   if (nn.tpDim(mesh) < 0) return;
-  for (const [path, layer] of [...model.namedModules()]) {
+  const replacements: [string, () => nn.Module][] = [];
+  for (const [path, layer] of model.namedModules()) {
     const style = entryFor(plan, path);
-    if (!style) continue;
+    if (style && path === '') throw new DTorchError(ErrorCode.InvalidArgument, `tp plan: '' names the model itself, which cannot be replaced; name its layers`);
+    const make = style && parallelForm(layer, style, path);
+    if (make) replacements.push([path, make]);
+  }
+  for (const [path, make] of replacements) {
     const at = path.lastIndexOf('.');
     const parent = at < 0 ? model : model.getSubmodule(path.slice(0, at));
-    (parent as unknown as Record<string, nn.Module>)[path.slice(at + 1)] = parallelForm(layer, style, path);
+    (parent as unknown as Record<string, nn.Module>)[path.slice(at + 1)] = make();
   }
 }
 
