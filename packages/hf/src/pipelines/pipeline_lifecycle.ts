@@ -1,12 +1,14 @@
 // One generate() call, the same for every pipeline (DESIGN §11.1):
-//   checkInputs → encodePrompt → prepareLatents → setTimesteps → denoise (predict → guide → step) → decode
+//   checkInputs → encodePrompt → setTimesteps → prepareLatents → denoise (predict → guide → step) → decode
 // with the memory floor checked at the call, onStep after each step, the call's AbortSignal
 // checked between steps, and one timings report. A pipeline family (Flux, SD3) supplies hooks
-// for what is its own: its inputs, how a prompt is encoded, where the latents start, how its
-// transformer is called, how the latents are decoded. A variant (img2img, inpaint, Fill,
-// Kontext) spreads its family's hooks and overrides the few it changes: prepareLatents (an
-// image's latents, noised), predict (extra transformer inputs), step (a blended step). Guidance
-// is guidance.ts's, the same for all.
+// for what is its own: its inputs, how a prompt is encoded, its schedule, where the latents
+// start, how its transformer is called, how the latents are decoded. A variant (img2img,
+// inpaint, Fill, Kontext) spreads its family's hooks and overrides the few it changes:
+// prepareLatents (an image's latents noised at the schedule's first timestep, `strength` of the
+// way in), predict (extra transformer inputs), step (a blended step). The schedule comes before
+// the latents (diffusers' img2img order) so that a start can depend on it; a family's schedule
+// depends on the call's size alone. Guidance is guidance.ts's, the same for all.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { AutoencoderKL } from '../models/autoencoder_kl/autoencoder_kl.js';
@@ -44,6 +46,8 @@ export interface StartLatents {
   readonly latents: dt.Tensor;
   /** They are the caller's own tensor (never freed). */
   readonly given: boolean;
+  /** The timesteps the loop runs, when not the whole schedule (img2img: the last `strength` of it). */
+  readonly timesteps?: readonly number[];
 }
 
 /**
@@ -59,10 +63,13 @@ export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings,
   memorySizes(pipe: P, call: C): GenerateSizes;
   /** The transformer's text inputs: the prompt's, with the negative prompt's (or both batched) as the call's guidance runs. */
   encodePrompt(pipe: P, call: C, owned: dt.Tensor[]): Promise<GuidedInputs<T>>;
-  /** The latents the loop starts from (drawn from the seed, or the caller's; an img2img variant noises an image's). */
-  prepareLatents(pipe: P, call: C, owned: dt.Tensor[]): S;
-  /** Sets the scheduler's timesteps for this call. */
-  setTimesteps(pipe: P, call: C, start: S): void;
+  /** Sets the scheduler's timesteps for this call (from its size and options); returns them. */
+  setTimesteps(pipe: P, call: C): readonly number[];
+  /**
+   * The latents the loop starts from: drawn from the seed, or the caller's (an img2img variant
+   * noises an image's at the first of the `timesteps` it keeps).
+   */
+  prepareLatents(pipe: P, call: C, timesteps: readonly number[], owned: dt.Tensor[]): S;
   /**
    * The transformer's prediction for latents `x` (a batch of both branches when guidance batches
    * them) at timestep `t` with `text`, cut off from the scheduler's part of the step (dt.graph.step).
@@ -98,12 +105,12 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     await dt.sync();
     const encodedMs = performance.now();
 
-    const start = hooks.prepareLatents(pipe, call, owned);
+    const timesteps = hooks.setTimesteps(pipe, call);
+    const start = hooks.prepareLatents(pipe, call, timesteps, owned);
     let final: dt.Tensor;
     try {
-      hooks.setTimesteps(pipe, call, start);
       const step = hooks.step ?? schedulerStep;
-      final = await denoise(what, call, start, pipe.scheduler.timesteps, startMs, (x, t) => {
+      final = await denoise(what, call, start, start.timesteps ?? timesteps, startMs, (x, t) => {
         const prediction = guidedPrediction(call.guidance, text, x, (input, branch) => hooks.predict(pipe, input, t, branch, start));
         return step(pipe, prediction, t, x, start);
       });

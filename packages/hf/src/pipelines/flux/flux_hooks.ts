@@ -1,9 +1,9 @@
 // FluxPipeline's part of the lifecycle (pipeline_lifecycle.ts), as diffusers' FluxPipeline
 // __call__: its inputs and defaults (28 steps, guidance 3.5 embedded for guidance-distilled
 // models, 512 T5 tokens, true CFG when trueCfgScale > 1 with a negative prompt), the prompts
-// through encodePrompt, noise drawn in diffusers' shape and packed into 2x2 patches with the
-// tokens' position ids, sigmas linspace(1, 1/steps) shifted by `mu` from the image's token count,
-// the transformer's velocity at timestep / 1000, and the packed latents unpacked and decoded.
+// through encodePrompt, sigmas linspace(1, 1/steps) shifted by `mu` from the image's token
+// count, noise drawn in diffusers' shape and packed into 2x2 patches with the tokens' position
+// ids, the transformer's velocity at timestep / 1000, and the packed latents unpacked and decoded.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, invalidParameter, log } from '@dtorch/common';
 import { batchPlacements } from '../../parallel/batch.js';
@@ -162,8 +162,18 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStar
     return { batched };
   },
 
+  // diffusers' sigmas, shifted by mu from the number of image tokens
+  setTimesteps(pipe, call) {
+    const s = pipe.scheduler.config;
+    const [latentHeight, latentWidth] = latentSize(pipe, call);
+    const mu = calculateShift((latentHeight / 2) * (latentWidth / 2), s.baseImageSeqLen, s.maxImageSeqLen, s.baseShift ?? 0.5, s.maxShift ?? 1.15);
+    pipe.scheduler.setTimesteps(call.steps, { sigmas: call.sigmas ?? linspace(1.0, 1 / call.steps, call.steps), mu });
+    pipe.scheduler.setBeginIndex(0);
+    return pipe.scheduler.timesteps;
+  },
+
   // diffusers' prepare_latents: noise [B, C, h, w] from the seed (h, w: the latent size, even), packed
-  prepareLatents(pipe, call, owned) {
+  prepareLatents(pipe, call, _timesteps, owned) {
     const { what } = call;
     const [latentHeight, latentWidth] = latentSize(pipe, call);
     const [rows, cols] = [latentHeight / 2, latentWidth / 2];
@@ -187,14 +197,6 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStar
     const imageIds = latentImageIds(rows, cols, pipe.mesh, pipe.dtype);
     owned.push(imageIds);
     return { latents, given: isGiven, imageIds, rows, cols };
-  },
-
-  // diffusers' sigmas, shifted by mu from the number of image tokens
-  setTimesteps(pipe, call, start) {
-    const s = pipe.scheduler.config;
-    const mu = calculateShift(start.rows * start.cols, s.baseImageSeqLen, s.maxImageSeqLen, s.baseShift ?? 0.5, s.maxShift ?? 1.15);
-    pipe.scheduler.setTimesteps(call.steps, { sigmas: call.sigmas ?? linspace(1.0, 1 / call.steps, call.steps), mu });
-    pipe.scheduler.setBeginIndex(0);
   },
 
   predict(pipe, x, t, text, start) {

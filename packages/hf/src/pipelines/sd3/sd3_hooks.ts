@@ -1,9 +1,9 @@
 // StableDiffusion3Pipeline's part of the lifecycle (pipeline_lifecycle.ts), as diffusers'
 // StableDiffusion3Pipeline __call__: its inputs and defaults (28 steps, guidance 7.0, 256 T5
 // tokens), the prompts through sd3_prompt.ts, the transformer's text inputs [negative; positive]
-// with guidance (split over 'cfg', then 'dp'; only 'dp' without), latents drawn in diffusers'
-// shape and kept whole on every device between steps, the schedule (dynamic shift from the image
-// size for a scheduler that asks), the prediction gathered after each call, and decoding.
+// with guidance (split over 'cfg', then 'dp'; only 'dp' without), the schedule (dynamic shift
+// from the image size for a scheduler that asks), latents drawn in diffusers' shape and kept
+// whole on every device between steps, the prediction gathered after each call, and decoding.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkFinite, checkInteger, invalidParameter } from '@dtorch/common';
 import { batchPlacementsOver } from '../../parallel/batch.js';
@@ -151,22 +151,24 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Text,
     return cfg ? { batched: text } : { positive: text };
   },
 
-  prepareLatents(pipe, call) {
-    const { seed, latents } = call.options;
-    const start = pipe.prepareLatents(call.batch, call.height, call.width, pipe.transformer.proj_out.weight.dtype, seed, latents);
-    return { latents: start, given: start === latents };
-  },
-
-  setTimesteps(pipe, call, start) {
+  // the dynamic shift, for a scheduler that asks, from the image's tokens
+  setTimesteps(pipe, call) {
     const { sigmas, mu } = call.options;
     const s = pipe.scheduler.config;
     let shift = mu;
     if (s.useDynamicShifting && shift === undefined) {
-      const p = pipe.patchSize;
-      const tokens = Math.floor(start.latents.shape[2]! / p) * Math.floor(start.latents.shape[3]! / p);
+      const [p, f] = [pipe.patchSize, pipe.vaeScaleFactor];
+      const tokens = Math.floor(Math.floor(call.height / f) / p) * Math.floor(Math.floor(call.width / f) / p);
       shift = calculateShift(tokens, s.baseImageSeqLen, s.maxImageSeqLen, s.baseShift ?? 0.5, s.maxShift ?? 1.16);
     }
     pipe.scheduler.setTimesteps(sigmas ? null : call.numInferenceSteps, { ...(sigmas ? { sigmas } : {}), ...(shift === undefined ? {} : { mu: shift }) });
+    return pipe.scheduler.timesteps;
+  },
+
+  prepareLatents(pipe, call) {
+    const { seed, latents } = call.options;
+    const start = pipe.prepareLatents(call.batch, call.height, call.width, pipe.transformer.proj_out.weight.dtype, seed, latents);
+    return { latents: start, given: start === latents };
   },
 
   // the prediction for x split as the text inputs are, gathered: the latents stay whole
