@@ -118,7 +118,7 @@ class Toy extends hf.nn.Module {
 
 const toyPlan: hf.ParallelPlan = {
   tp: { x_embedder: 'colwise', proj_out: 'rowwise' },
-  cp: { modules: { x_embedder: { inputs: { tokens: 1, batch: true } }, proj_out: { gatherOutput: true } } },
+  cp: { modules: { x_embedder: { inputs: { 0: { tokens: 1, batch: true } } }, proj_out: { gatherOutput: true } } },
 };
 
 describe('a plan a new model declares', () => {
@@ -172,7 +172,7 @@ describe('a plan a new model declares', () => {
     expect(code(() => hf.parallelize(toy, mesh, { cp: {} as never }))).toBe('INVALID_ARGUMENT');
     expect(() => hf.parallelize(toy, mesh, null as never)).toThrow(/parallelize plan/);
     expect(code(() => hf.parallelize(toy, mesh, { tp: { x_embedder: 'colwize' as never } }))).toBe('INVALID_ARGUMENT');
-    expect(() => hf.parallelize(toy, mesh, { cp: { modules: { x_embedder: { inputs: { tokens: 'one' as never } } } } })).toThrow(/"x_embedder" inputs.tokens/);
+    expect(() => hf.parallelize(toy, mesh, { cp: { modules: { x_embedder: { inputs: { 0: { tokens: 'one' as never } } } } } })).toThrow(/"x_embedder" inputs.0.tokens/);
     expect(() => hf.parallelize(toy, mesh, { cp: { modules: { proj_out: { gather: true } as never } } })).toThrow(/Unknown option "gather"/);
     leftSingleDevice(toy);
     // a layer without the form asked for: refused before any layer is replaced

@@ -32,17 +32,24 @@ export const fluxTpPlan: TpPlan = {
 };
 
 /**
- * Image and text tokens, and their position ids, split over 'ulysses' / 'ring' as they enter;
- * every batch-first input over 'dp' (and 'cfg' where it divides); the streams joined piece by
- * piece, so attention runs Ulysses or ring attention on each device's own tokens; the image
- * tokens gathered after proj_out.
+ * The image and text tokens split over 'ulysses' / 'ring' as the model gets them, every
+ * batch-first input over 'dp' (and 'cfg' where it divides); the tokens' position ids split as
+ * the rotary tables are made (pos_embed: the tables of the same ids are kept from call to call);
+ * the streams joined piece by piece, so attention runs Ulysses or ring attention on each
+ * device's own tokens; the image tokens gathered after proj_out.
  */
 export const fluxContextParallelPlan: ContextParallelPlan = {
   modules: {
-    x_embedder: { inputs: { tokens: 1, batch: true } },
-    context_embedder: { inputs: { tokens: 1, batch: true } },
-    time_text_embed: { inputs: { batch: true } },
-    pos_embed: { inputs: { tokens: 0 } },
+    '': {
+      inputs: {
+        0: { tokens: 1, batch: true }, // hiddenStates
+        encoderHiddenStates: { tokens: 1, batch: true },
+        pooledProjections: { batch: true },
+        timestep: { batch: true },
+        guidance: { batch: true },
+      },
+    },
+    pos_embed: { inputs: { 0: { tokens: 0 }, 1: { tokens: 0 } } }, // txtIds, imgIds
     proj_out: { gatherOutput: true },
   },
   jointAttention: pieceByPieceJoin,
