@@ -130,7 +130,8 @@ export class FluxPipeline extends DiffusionPipeline {
 
   /** The built-in tiny-flux: random weights (tiny-flux.json's configs and seeds), real tokenizers, made here with no download. */
   static async tiny(options?: PipelineOptions): Promise<FluxPipeline> {
-    return new FluxPipeline(await tinyComponents('FluxPipeline.tiny', 'tiny-flux', COMPONENTS, options));
+    // `this`: a variant (a subclass) made from the same components is of its own class
+    return new (this ?? FluxPipeline)(await tinyComponents('FluxPipeline.tiny', 'tiny-flux', COMPONENTS, options));
   }
 
   /**
@@ -139,7 +140,7 @@ export class FluxPipeline extends DiffusionPipeline {
    * `textEncoderMesh` (default `mesh`), all in `dtype`.
    */
   static override async fromPretrained(source: string, options?: PipelineOptions): Promise<FluxPipeline> {
-    return new FluxPipeline(await loadComponents('FluxPipeline.fromPretrained', 'FluxPipeline', COMPONENTS, source, options));
+    return new (this ?? FluxPipeline)(await loadComponents('FluxPipeline.fromPretrained', 'FluxPipeline', COMPONENTS, source, options));
   }
 
   /**

@@ -139,7 +139,8 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
    * `textEncoderMesh` (default `mesh`), every model in `dtype`.
    */
   static override async fromPretrained(source: string, options: PipelineOptions = {}): Promise<StableDiffusion3Pipeline> {
-    return new StableDiffusion3Pipeline(await loadComponents(`${what}.fromPretrained`, what, COMPONENTS, source, options));
+    // `this`: a variant (a subclass) made from the same components is of its own class
+    return new (this ?? StableDiffusion3Pipeline)(await loadComponents(`${what}.fromPretrained`, what, COMPONENTS, source, options));
   }
 
   /**
@@ -148,7 +149,7 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
    * the images are noise, the code paths SD3-medium's.
    */
   static async tiny(options: TinySD3Options = {}): Promise<StableDiffusion3Pipeline> {
-    return new StableDiffusion3Pipeline(await tinySD3Components(options));
+    return new (this ?? StableDiffusion3Pipeline)(await tinySD3Components(options));
   }
 
   /**
