@@ -17,10 +17,10 @@ async function cancelled(call: Promise<unknown>): Promise<dt.DTorchError> {
   return err as dt.DTorchError;
 }
 
-describe.each([
-  ['FluxPipeline', () => hf.FluxPipeline.tiny()],
-  ['StableDiffusion3Pipeline', () => hf.StableDiffusion3Pipeline.tiny()],
-] as const)('%s.generate({ signal })', (name, tiny) => {
+// every pipeline, as its built-in tiny one
+const pipelines = Object.values(hf.registry.tinyPipelines).map((t) => [t.pipeline, () => t.make()] as const);
+
+describe.each(pipelines)('%s.generate({ signal })', (name, tiny) => {
   it('stops between steps when the signal is aborted, frees what it made, and the pipeline still generates', async () => {
     const pipe: hf.DiffusionPipeline = await tiny();
     try {
