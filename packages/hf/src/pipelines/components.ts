@@ -54,7 +54,7 @@ export async function loadComponents<Components>(what: string, pipeline: string,
     if (!cls) return AutoTokenizer.fromPretrained(source, from);
     const scheduler = registered(registry.schedulers, cls);
     if (scheduler) return scheduler.fromPretrained(source, from);
-    return registry.models[cls as RegisteredModelName].model.fromPretrained(source, { ...from, ...meshOf(spec, where) });
+    return registry.models[cls as RegisteredModelName].model.fromPretrained(source, { ...from, ...meshOf(spec, where) }); // a class the table allows
   }, { what, source, pipeline });
 }
 
@@ -91,8 +91,8 @@ function meshOf(spec: ComponentSpec, where: Placement): { mesh: dt.DeviceMesh; d
 
 /**
  * Every component of `table` that `index` lists, checked against the table, then made by `make`
- * (given its spec and class; no class for a tokenizer) all at once; when one fails, those made
- * are freed and the first failure (in table order) is thrown.
+ * (given its spec, and its class unless it is a tokenizer) all at once; when one fails, those
+ * made are freed and the first failure (in table order) is thrown.
  */
 async function makeAll<Components>(
   table: ComponentTable<Components>,
@@ -100,18 +100,19 @@ async function makeAll<Components>(
   make: (spec: ComponentSpec, cls: string | undefined) => Promise<unknown> | unknown,
   at: { what: string; source: string; pipeline: string },
 ): Promise<Components> {
-  const parts = (Object.entries(table) as [string, ComponentSpec][]).filter(([, spec]) => !spec.optional || index.components[spec.folder]);
-  for (const [, spec] of parts) {
-    const found = componentClass(index, spec.folder, at.what);
-    if (spec.classes && !(spec.classes as readonly string[]).includes(found)) {
-      throw new DTorchError(ErrorCode.BadConfig, `${at.what}: ${at.source}'s ${spec.folder} is a ${found}; ${at.pipeline} takes ${spec.classes.join(' or ')}`);
+  const parts = (Object.entries(table) as [string, ComponentSpec][])
+    .filter(([, spec]) => !spec.optional || index.components[spec.folder])
+    .map(([option, spec]) => ({ option, spec, cls: componentClass(index, spec.folder, at.what) }));
+  for (const { spec, cls } of parts) {
+    if (spec.classes && !(spec.classes as readonly string[]).includes(cls)) {
+      throw new DTorchError(ErrorCode.BadConfig, `${at.what}: ${at.source}'s ${spec.folder} is a ${cls}; ${at.pipeline} takes ${spec.classes.join(' or ')}`);
     }
   }
-  const made = await Promise.allSettled(parts.map(async ([, spec]) => make(spec, spec.classes ? componentClass(index, spec.folder, at.what) : undefined)));
+  const made = await Promise.allSettled(parts.map(async ({ spec, cls }) => make(spec, spec.classes ? cls : undefined)));
   const failed = made.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     for (const r of made) if (r.status === 'fulfilled' && r.value instanceof nn.Module) r.value.dispose();
     throw failed.reason;
   }
-  return Object.fromEntries(parts.map(([option], i) => [option, (made[i] as PromiseFulfilledResult<unknown>).value])) as Components;
+  return Object.fromEntries(parts.map(({ option }, i) => [option, (made[i] as PromiseFulfilledResult<unknown>).value])) as Components;
 }

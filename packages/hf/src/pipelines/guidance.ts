@@ -3,8 +3,8 @@
 // (guidance_scale > 1) and Flux's true CFG (true_cfg_scale > 1 with a negative prompt) do.
 // The two branches run as diffusers runs them for each family, one transformer call on the
 // batch [negative; positive] (SD3) or two calls (Flux), and batched whenever the mesh has a dim
-// named 'cfg' (CFG parallel, as xDiT's): the batch is split over it, each half of the mesh runs
-// one branch, and the prediction is gathered for the combination.
+// named 'cfg' (CFG parallel, as xDiT's) that can split them: the batch is split over it, each
+// half of the mesh runs one branch, and the prediction is gathered for the combination.
 import * as dt from '@dtorch/api';
 import { log } from '@dtorch/common';
 

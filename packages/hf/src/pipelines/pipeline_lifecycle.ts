@@ -94,7 +94,7 @@ export function checkCall<P extends DenoisingParts, C extends CallSettings, T, S
   return call;
 }
 
-/** Runs a checked call: prompt, latents, schedule, the denoising loop, decoding; the tensors it made freed. */
+/** Runs a checked call: prompt, schedule, latents, the denoising loop, decoding; the tensors it made freed. */
 export async function runCall<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, T, S>, what: string, call: C): Promise<GenerateOutput> {
   const startMs = performance.now();
   const owned: dt.Tensor[] = [];
