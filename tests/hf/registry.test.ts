@@ -52,9 +52,9 @@ describe('hf.registry', () => {
       expect(cls.name).toBe(name);
       expect((cls as unknown as { prototype: unknown }).prototype).toBeInstanceOf(hf.DiffusionPipeline);
     }
-    expect(hf.registry.models.FluxTransformer2DModel.model).toBe(hf.FluxTransformer2DModel);
-    expect(hf.registry.pipelines.FluxPipeline).toBeTypeOf('function');
-    expect(await hf.registry.pipelines.StableDiffusion3Pipeline()).toBe(hf.StableDiffusion3Pipeline);
+    expect(hf.registry.models['FluxTransformer2DModel']!.model).toBe(hf.FluxTransformer2DModel);
+    expect(hf.registry.pipelines['FluxPipeline']).toBeTypeOf('function');
+    expect(await hf.registry.pipelines['StableDiffusion3Pipeline']!()).toBe(hf.StableDiffusion3Pipeline);
   });
 
   it("makes each tiny pipeline from a spec whose model_index.json names it and only registered parts", () => {

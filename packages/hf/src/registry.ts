@@ -21,11 +21,16 @@ import { FlowMatchEulerDiscreteScheduler } from './schedulers/flow_match_euler_d
 export interface RegisteredModel {
   /** The class: `new model(config, { mesh, dtype })`, or `model.fromPretrained(source, options)`. */
   readonly model: {
+    /** The model of `config` (its config class's), its parameters on `options.mesh` in `options.dtype`. */
     new (config: never, options?: ModelOptions): PreTrainedModel;
+    /** The model saved at `source` (PreTrainedModel.fromPretrained). */
     fromPretrained(source: string, options?: FromPretrainedOptions): Promise<PreTrainedModel>;
   };
   /** Its config, read from config.json's contents (as a tiny pipeline's spec holds them). */
-  readonly config: { fromDict(values: JsonObject): unknown };
+  readonly config: {
+    /** The config of config.json's contents `values`. */
+    fromDict(values: JsonObject): unknown;
+  };
   /**
    * Made at random (a tiny pipeline), built with its constructor's initial values rather than
    * none (nn.skipInit): a buffer computed only there (SD3's position table) must keep them.
@@ -84,7 +89,7 @@ const tinyPipelines = {
   'tiny-sd3': { pipeline: 'StableDiffusion3Pipeline', make: async (options) => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline.tiny(options) },
 } as const satisfies Record<string, TinyPipeline>;
 
-/** A model class name the registry holds. */
+/** A model class name the registry holds (a pipeline's component table names its classes by them). */
 export type RegisteredModelName = keyof typeof models;
 /** A scheduler class name the registry holds. */
 export type RegisteredSchedulerName = keyof typeof schedulers;
@@ -95,15 +100,15 @@ export type RegisteredSchedulerName = keyof typeof schedulers;
  */
 export const registry = Object.freeze({
   /** The models, by class name. */
-  models: models as Readonly<Record<RegisteredModelName, RegisteredModel>>,
+  models: models as Readonly<Record<string, RegisteredModel>>,
   /** The schedulers, by class name. */
-  schedulers: schedulers as Readonly<Record<RegisteredSchedulerName, typeof FlowMatchEulerDiscreteScheduler>>,
+  schedulers: schedulers as Readonly<Record<string, typeof FlowMatchEulerDiscreteScheduler>>,
   /** The tokenizer class names model_index.json gives (AutoTokenizer loads each). */
   tokenizers: tokenizers as readonly string[],
   /** The pipeline classes, by _class_name, each imported when first asked for. */
-  pipelines: pipelines as Readonly<Record<keyof typeof pipelines, () => Promise<PipelineClass>>>,
+  pipelines: pipelines as Readonly<Record<string, () => Promise<PipelineClass>>>,
   /** The built-in tiny pipelines, by name. */
-  tinyPipelines: tinyPipelines as Readonly<Record<keyof typeof tinyPipelines, TinyPipeline>>,
+  tinyPipelines: tinyPipelines as Readonly<Record<string, TinyPipeline>>,
 });
 
 /** `table[name]` when `name` is one of its own keys (never an Object.prototype member such as 'constructor'). */

@@ -54,7 +54,7 @@ export async function loadComponents<Components>(what: string, pipeline: string,
     if (!cls) return AutoTokenizer.fromPretrained(source, from);
     const scheduler = registered(registry.schedulers, cls);
     if (scheduler) return scheduler.fromPretrained(source, from);
-    return registry.models[cls as RegisteredModelName].model.fromPretrained(source, { ...from, ...meshOf(spec, where) }); // a class the table allows
+    return registry.models[cls]!.model.fromPretrained(source, { ...from, ...meshOf(spec, where) }); // a class the table allows
   }, { what, source, pipeline });
 }
 
@@ -72,7 +72,7 @@ export async function tinyComponents<Components>(what: string, name: string, tab
     const config = spec[part.folder]!;
     const scheduler = registered(registry.schedulers, cls);
     if (scheduler) return scheduler.fromConfig(config);
-    const entry = registry.models[cls as RegisteredModelName];
+    const entry = registry.models[cls]!;
     return randomModel(() => new entry.model(entry.config.fromDict(config) as never, meshOf(part, where)), spec.seeds[part.folder]!, { initialize: entry.initialize ?? false });
   }, { what, source: name, pipeline: index.className });
 }
