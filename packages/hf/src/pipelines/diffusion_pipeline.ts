@@ -188,10 +188,10 @@ export abstract class DiffusionPipeline {
    * disposed, not as the freed models fail.
    * @internal
    */
-  protected async generateWith<P extends DiffusionPipeline & DenoisingParts, C extends CallSettings, T, S extends StartLatents>(
+  protected async generateWith<P extends DiffusionPipeline & DenoisingParts, C extends CallSettings, E, T, S extends StartLatents>(
     this: P,
     what: string,
-    hooks: PipelineHooks<P, C, T, S>,
+    hooks: PipelineHooks<P, C, E, T, S>,
     options: unknown,
   ): Promise<GenerateOutput> {
     this.checkLive(what);

@@ -6,12 +6,12 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import * as dt from '@dtorch/api';
 import type { GenerateOutput, StepInfo } from './diffusion_pipeline.js';
-import { fluxHooks, type FluxCall, type FluxStart, type FluxText } from './flux/flux_hooks.js';
+import { fluxHooks, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux/flux_hooks.js';
 import { FluxPipeline, type FluxGenerateOptions } from './flux/flux_pipeline.js';
 import type { PipelineHooks } from './pipeline_lifecycle.js';
 
 const blended: number[] = [];
-const partWay: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStart> = {
+const partWay: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxText, FluxStart> = {
   ...fluxHooks,
   prepareLatents(pipe, call, timesteps, owned) {
     return { ...fluxHooks.prepareLatents(pipe, call, timesteps, owned), timesteps: timesteps.slice(2) };

@@ -52,17 +52,23 @@ export interface StartLatents {
 
 /**
  * What a pipeline family supplies to the lifecycle (a hooks object, spread and overridden by a
- * variant): `P` the pipeline, `C` its call's settings, `T` the transformer's text inputs of one
- * guidance branch, `S` where its loop starts. Tensors a hook pushes onto `owned` are freed once
- * the loop ends (or the call fails).
+ * variant): `P` the pipeline, `C` its call's settings, `E` its text encoders' output, `T` the
+ * transformer's text inputs of one guidance branch, `S` where its loop starts. Tensors a hook
+ * pushes onto `owned` are freed once the loop ends (or the call fails).
  */
-export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents> {
+export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings, E, T, S extends StartLatents> {
   /** generate()'s options checked, defaults filled in, the guidance chosen: at the call, before it waits its turn. */
   checkInputs(pipe: P, what: string, options: unknown): C;
   /** The sizes of the call that its memory floor counts (memory_floor.ts). */
   memorySizes(pipe: P, call: C): GenerateSizes;
-  /** The transformer's text inputs: the prompt's, with the negative prompt's (or both batched) as the call's guidance runs. */
-  encodePrompt(pipe: P, call: C, owned: dt.Tensor[]): Promise<GuidedInputs<T>>;
+  /** The prompt through the text encoders (or the caller's embeddings), and the negative prompt when guidance runs. */
+  encodePrompt(pipe: P, call: C, owned: dt.Tensor[]): Promise<E>;
+  /**
+   * The transformer's text inputs: the prompt's, with the negative prompt's (or both batched) as
+   * the call's guidance runs them; recorded in the task that waits for encoding to end, so that
+   * it flushes with it.
+   */
+  textInputs(pipe: P, call: C, encoded: E, owned: dt.Tensor[]): GuidedInputs<T>;
   /** Sets the scheduler's timesteps for this call (from its size and options); returns them. */
   setTimesteps(pipe: P, call: C): readonly number[];
   /**
@@ -87,7 +93,7 @@ export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings,
  * The call's settings (hooks.checkInputs), refused at once when no device could hold the call
  * (its memory floor) or when its signal is already aborted: nothing is recorded either way.
  */
-export function checkCall<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, T, S>, what: string, options: unknown): C {
+export function checkCall<P extends DenoisingParts, C extends CallSettings, E, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, E, T, S>, what: string, options: unknown): C {
   const call = hooks.checkInputs(pipe, what, options);
   checkMemoryFloor(what, [pipe.mesh, pipe.vae.mesh], generatePhases(hooks.memorySizes(pipe, call)), 'lower height and width, or numImagesPerPrompt');
   checkNotCancelled(what, call.signal, 'before it began');
@@ -95,13 +101,13 @@ export function checkCall<P extends DenoisingParts, C extends CallSettings, T, S
 }
 
 /** Runs a checked call: prompt, schedule, latents, the denoising loop, decoding; the tensors it made freed. */
-export async function runCall<P extends DenoisingParts, C extends CallSettings, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, T, S>, what: string, call: C): Promise<GenerateOutput> {
+export async function runCall<P extends DenoisingParts, C extends CallSettings, E, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, E, T, S>, what: string, call: C): Promise<GenerateOutput> {
   const startMs = performance.now();
   const owned: dt.Tensor[] = [];
   try {
     // waiting for its turn, the call may have been cancelled
     checkNotCancelled(what, call.signal, 'before it began');
-    const text = await hooks.encodePrompt(pipe, call, owned);
+    const text = hooks.textInputs(pipe, call, await hooks.encodePrompt(pipe, call, owned), owned);
     await dt.sync();
     const encodedMs = performance.now();
 

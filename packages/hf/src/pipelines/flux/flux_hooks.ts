@@ -58,8 +58,16 @@ const GENERATE_OPTIONS = [
   'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal',
 ] as const;
 
+/** The prompt's embeddings, and the negative prompt's with true CFG. */
+export interface FluxEncoded {
+  /** The prompt's. */
+  readonly positive: FluxPromptEmbeds;
+  /** The negative prompt's, with true CFG. */
+  readonly negative?: FluxPromptEmbeds;
+}
+
 /** Flux's hooks of the lifecycle. */
-export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStart> = {
+export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxText, FluxStart> = {
   checkInputs(pipe, what, options) {
     const o = checkGenerateOptions<FluxGenerateOptions>(what, options, GENERATE_OPTIONS);
     const prompt = promptList(what, 'prompt', o.prompt);
@@ -118,10 +126,9 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStar
     } satisfies GenerateSizes;
   },
 
-  // the prompts (and with true CFG the negative prompts) through encodePrompt, and the guidance
-  // embedding; batched [negative; positive] once for every step when guidance batches them
-  async encodePrompt(pipe, call, owned): Promise<GuidedInputs<FluxText>> {
-    const o = call.options;
+  // the prompts, and with true CFG the negative prompts, through encodePrompt
+  async encodePrompt(pipe, call, owned) {
+    const { what, options: o } = call;
     const encode = async (prompt: unknown, prompt2: unknown, promptEmbeds: dt.Tensor | undefined, pooledPromptEmbeds: dt.Tensor | undefined) => {
       const e = await pipe.encodePrompt({
         prompt: prompt as string[] | undefined, prompt2: prompt2 as string[] | undefined, promptEmbeds, pooledPromptEmbeds,
@@ -131,15 +138,8 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStar
       return e;
     };
     const positive = await encode(o.prompt, o.prompt2, o.promptEmbeds, o.pooledPromptEmbeds);
-    const rows = positive.promptEmbeds.shape[0]!;
-    const guidance = pipe.transformer.config.guidanceEmbeds
-      ? dt.full([rows], call.guidanceScale, { dtype: 'float32', mesh: pipe.mesh, placements: batchPlacements(pipe.mesh) })
-      : undefined;
-    if (guidance) owned.push(guidance);
-    if (call.guidance.branches === 'off') return { positive: { ...positive, guidance } };
-
-    const { what } = call;
-    const prompts = rows / call.numImagesPerPrompt;
+    if (call.guidance.branches === 'off') return { positive };
+    const prompts = positive.promptEmbeds.shape[0]! / call.numImagesPerPrompt;
     const negativePrompt = promptList(what, 'negativePrompt', o.negativePrompt);
     const negativePrompt2 = promptList(what, 'negativePrompt2', o.negativePrompt2);
     const negative = await encode(
@@ -149,6 +149,18 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxText, FluxStar
     );
     const [p, q] = [positive.promptEmbeds.shape, negative.promptEmbeds.shape];
     if (p.join() !== q.join()) throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: the negative prompt embeddings are [${q.join(', ')}] but the prompt's [${p.join(', ')}]; they must be the same shape`);
+    return { positive, negative };
+  },
+
+  // the guidance embedding's value per row beside the embeddings; with guidance batched, the
+  // branches joined [negative; positive] once for every step
+  textInputs(pipe, call, { positive, negative }, owned): GuidedInputs<FluxText> {
+    const rows = positive.promptEmbeds.shape[0]!;
+    const guidance = pipe.transformer.config.guidanceEmbeds
+      ? dt.full([rows], call.guidanceScale, { dtype: 'float32', mesh: pipe.mesh, placements: batchPlacements(pipe.mesh) })
+      : undefined;
+    if (guidance) owned.push(guidance);
+    if (!negative) return { positive: { ...positive, guidance } };
     if (call.guidance.branches === 'separate') return { positive: { ...positive, guidance }, negative: { ...negative, guidance } };
     // both branches in one call, its batch split over 'cfg' by the transformer's plan
     const both = (a: dt.Tensor, b: dt.Tensor) => dt.cat([a, b], 0);

@@ -13,7 +13,7 @@ import type { GenerateSizes } from '../memory_floor.js';
 import type { CallSettings, PipelineHooks, StartLatents } from '../pipeline_lifecycle.js';
 import { checkGenerateOptions, checkImageSize, checkScale, imagesPerPrompt, promptList, tensorOption } from '../pipeline_inputs.js';
 import type { SD3GenerateOptions, StableDiffusion3Pipeline } from './sd3_pipeline.js';
-import { encodeSD3Prompt, promptTargetOf, textEncodersOf } from './sd3_prompt.js';
+import { encodeSD3Prompt, promptTargetOf, textEncodersOf, type SD3PromptEmbeds } from './sd3_prompt.js';
 
 /** An SD3 generate() call's settings, checked, with diffusers' defaults. */
 export interface SD3Call extends CallSettings {
@@ -49,7 +49,7 @@ const IMAGE_BATCH_DIMS = ['dp'] as const;
 const EMBEDS = ['promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds', 'negativePooledPromptEmbeds'] as const;
 
 /** SD3's hooks of the lifecycle. */
-export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Text, StartLatents> = {
+export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3PromptEmbeds, SD3Text, StartLatents> = {
   // diffusers' check_inputs and defaults, each error at the call
   checkInputs(pipe, what, options) {
     if (options && typeof options === 'object' && 'trueCfgScale' in options) {
@@ -124,17 +124,21 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Text,
     } satisfies GenerateSizes;
   },
 
-  // the transformer's prompt inputs: [negative; positive] with guidance, the batch split over
-  // 'cfg' and 'dp' (only 'dp' without guidance); kept for the whole loop
-  async encodePrompt(pipe, call, owned): Promise<GuidedInputs<SD3Text>> {
-    const o = call.options;
-    const cfg = call.guidance.branches !== 'off';
-    const embeds = await encodeSD3Prompt(call.what, textEncodersOf(pipe), promptTargetOf(pipe), {
-      ...pick(o, ['prompt', 'prompt2', 'prompt3', 'negativePrompt', 'negativePrompt2', 'negativePrompt3', 'clipSkip', ...EMBEDS]),
+  // diffusers' encode_prompt (sd3_prompt.ts)
+  encodePrompt(pipe, call) {
+    return encodeSD3Prompt(call.what, textEncodersOf(pipe), promptTargetOf(pipe), {
+      ...pick(call.options, ['prompt', 'prompt2', 'prompt3', 'negativePrompt', 'negativePrompt2', 'negativePrompt3', 'clipSkip', ...EMBEDS]),
       numImagesPerPrompt: call.numImagesPerPrompt,
       maxSequenceLength: call.maxSequenceLength,
-      doClassifierFreeGuidance: cfg,
+      doClassifierFreeGuidance: call.guidance.branches !== 'off',
     });
+  },
+
+  // the transformer's prompt inputs: [negative; positive] with guidance, the batch split over
+  // 'cfg' and 'dp' (only 'dp' without guidance), in its dtype; the encoded embeddings freed at
+  // once (the caller's left alone)
+  textInputs(pipe, call, embeds, owned): GuidedInputs<SD3Text> {
+    const cfg = call.guidance.branches !== 'off';
     const text = dt.tidy(() => {
       const whole = (t: dt.Tensor) => toMesh(pipe, t);
       const stack = (neg: dt.Tensor | undefined, pos: dt.Tensor) => {
@@ -144,8 +148,7 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Text,
       const dtype = pipe.transformer.proj_out.weight.dtype;
       return { context: stack(embeds.negativePromptEmbeds, embeds.promptEmbeds).to(dtype), pooled: stack(embeds.negativePooledPromptEmbeds, embeds.pooledPromptEmbeds).to(dtype) };
     });
-    // the encoded embeddings are freed at once (the caller's given ones are left alone)
-    const given = new Set(EMBEDS.map((k) => o[k]));
+    const given = new Set(EMBEDS.map((k) => call.options[k]));
     for (const t of Object.values(embeds) as (dt.Tensor | undefined)[]) if (t && !given.has(t)) t.dispose();
     owned.push(text.context, text.pooled);
     return cfg ? { batched: text } : { positive: text };
