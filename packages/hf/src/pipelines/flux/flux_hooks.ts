@@ -37,6 +37,14 @@ export interface FluxCall extends CallSettings {
   readonly batch: number;
 }
 
+/** The prompt's embeddings, and the negative prompt's with true CFG. */
+export interface FluxEncoded {
+  /** The prompt's. */
+  readonly positive: FluxPromptEmbeds;
+  /** The negative prompt's, with true CFG. */
+  readonly negative?: FluxPromptEmbeds;
+}
+
 /** The transformer's text inputs of one guidance branch: the prompt's embeddings, and the guidance embedding's value per row. */
 export interface FluxText extends FluxPromptEmbeds {
   /** [rows] float32 guidanceScale (guidance_embeds models only). */
@@ -47,8 +55,9 @@ export interface FluxText extends FluxPromptEmbeds {
 export interface FluxStart extends StartLatents {
   /** [rows · cols, 3]: (0, row, col) per token. */
   readonly imageIds: dt.Tensor;
-  /** Patches per column and per row. */
+  /** The grid's rows of 2x2 patches (latent height / 2). */
   readonly rows: number;
+  /** Its columns (latent width / 2). */
   readonly cols: number;
 }
 
@@ -57,14 +66,6 @@ const GENERATE_OPTIONS = [
   'seed', 'numImagesPerPrompt', 'maxSequenceLength', 'latents', 'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds',
   'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal',
 ] as const;
-
-/** The prompt's embeddings, and the negative prompt's with true CFG. */
-export interface FluxEncoded {
-  /** The prompt's. */
-  readonly positive: FluxPromptEmbeds;
-  /** The negative prompt's, with true CFG. */
-  readonly negative?: FluxPromptEmbeds;
-}
 
 /** Flux's hooks of the lifecycle. */
 export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxText, FluxStart> = {
