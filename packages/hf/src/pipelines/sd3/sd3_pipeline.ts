@@ -62,9 +62,9 @@ const COMPONENTS: ComponentTable<StableDiffusion3Components> = {
 
 const what = 'StableDiffusion3Pipeline';
 
-/** tiny-sd3's components (assets/tiny-pipelines/tiny-sd3.json), as StableDiffusion3Pipeline's constructor takes them. */
-export function tinySD3Components(options: TinySD3Options = {}): Promise<StableDiffusion3Components> {
-  return tinyComponents(`${what}.tiny`, 'tiny-sd3', COMPONENTS, options);
+/** tiny-sd3's components (assets/tiny-pipelines/tiny-sd3.json), as StableDiffusion3Pipeline's constructor takes them: the T5 with the rest. */
+export function tinySD3Components(options: TinySD3Options = {}): Promise<StableDiffusion3Components & Required<Pick<SD3TextEncoders, 'textEncoder3' | 'tokenizer3'>>> {
+  return tinyComponents(`${what}.tiny`, 'tiny-sd3', COMPONENTS, options) as Promise<StableDiffusion3Components & Required<Pick<SD3TextEncoders, 'textEncoder3' | 'tokenizer3'>>>;
 }
 
 /**
