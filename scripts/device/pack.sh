@@ -10,10 +10,11 @@ out=.device
 rm -rf "$out" && mkdir -p "$out"
 npm run build --silent >/dev/null
 xz -T0 -6 -c "$(command -v node)" > "$out/node.xz"
-# everything but the dev tools that only run here (compilers, linters, turbo, changesets) and the
-# tokenizers binaries of other platforms (the machine is linux-x64 with glibc)
+# everything but the dev tools that only run here (linters, turbo, changesets) and the tokenizers
+# binaries of other platforms (the machine is linux-x64 with glibc); typescript goes along: a test
+# runs the generator of Tensor's op methods (scripts/gen-tensor-methods.mjs), which parses with it
 tar -cJf "$out/node_modules.tar.xz" \
-  --exclude='node_modules/typescript' --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \
+  --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \
   --exclude='node_modules/prettier' --exclude='node_modules/eslint*' --exclude='node_modules/@eslint*' \
   --exclude='node_modules/@typescript-eslint' --exclude='node_modules/typescript-eslint' \
   --exclude='node_modules/@changesets' --exclude='node_modules/@types' \
