@@ -30,12 +30,16 @@ from tiny_pipeline_assets import unpack_tokenizer  # noqa: E402
 
 out = root / "tests" / "fixtures" / "hf" / "shapes"
 STEPS = 20
+TOKENS = 96  # T5's padded length shapes-flux runs at (its default in DTorch's registry)
 
-# DTorch against diffusers, image for image: two prompts in one call, and true CFG
+# DTorch against diffusers, image for image: two prompts in one call, true CFG, and diffusers'
+# default of 512 T5 tokens
 CASES = [
-    {"name": "two", "prompt": ["a red circle on a blue background", "a small yellow star at the top right on a black background"], "seed": 0},
+    {"name": "two", "prompt": ["a red circle on a blue background", "a small yellow star at the top right on a black background"], "seed": 0,
+     "max_sequence_length": TOKENS},
     {"name": "cfg", "prompt": ["a large green triangle at the bottom left on a white background"], "seed": 1,
-     "negative_prompt": [""], "true_cfg_scale": 4.0},
+     "negative_prompt": [""], "true_cfg_scale": 4.0, "max_sequence_length": TOKENS},
+    {"name": "t5-512", "prompt": ["a purple ring at the centre on an orange background"], "seed": 2, "max_sequence_length": 512},
 ]
 # the semantic prompts: held-out captions (never trained on) of the tests' stream, one seed each
 SEMANTIC = 12
@@ -43,7 +47,7 @@ SEMANTIC = 12
 
 def run(pipe, case):
     generator = torch.Generator("cpu").manual_seed(case["seed"])
-    extra = {k: case[k] for k in ("negative_prompt", "true_cfg_scale") if k in case}
+    extra = {k: case[k] for k in ("negative_prompt", "true_cfg_scale", "max_sequence_length") if k in case}
     return pipe(case["prompt"], height=scenes.SIZE, width=scenes.SIZE, num_inference_steps=STEPS,
                 generator=generator, output_type="pt", **extra).images.float()
 
@@ -69,12 +73,12 @@ def main():
     semantic = [scenes.scene_for(0, 3, i, want_held_out=True)["caption"] for i in range(SEMANTIC)]
     passed = []
     for i, caption in enumerate(semantic):
-        image = run(pipe, {"prompt": [caption], "seed": i})[0]
+        image = run(pipe, {"prompt": [caption], "seed": i, "max_sequence_length": TOKENS})[0]
         pixels = (image.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
         passed.append(scenes.check(pixels, caption)["ok"])
     save_file(tensors, out / "shapes-flux.safetensors")
     (out / "shapes-flux.json").write_text(json.dumps({
-        "steps": STEPS, "size": scenes.SIZE, "cases": CASES,
+        "steps": STEPS, "size": scenes.SIZE, "max_sequence_length": TOKENS, "cases": CASES,
         "semantic": {"captions": semantic, "seeds": list(range(SEMANTIC)), "diffusers_passed": passed},
     }, indent=1) + "\n")
     print(json.dumps({"diffusers_passed": sum(passed), "of": SEMANTIC}))

@@ -43,7 +43,12 @@ import scenes  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
 from tiny_pipeline_assets import unpack_tokenizer  # noqa: E402
 
-T5_TOKENS = 512  # FluxPipeline's max_sequence_length default: the model sees the padding it will see
+# T5's padded length: the model runs at SHORT_TOKENS (its own default, 5x less text to attend to than
+# FluxPipeline's 512) and learns 512 too (every LONG_EVERY-th batch), so that a call that keeps
+# diffusers' default max_sequence_length still draws what it is asked
+T5_TOKENS = 512
+SHORT_TOKENS = 96
+LONG_EVERY = 5
 CLIP_TOKENS = 77
 
 
@@ -193,7 +198,6 @@ def train_flow(vae, clip, t5, transformer, args, tokenizers, log):
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.99))
     side = scenes.SIZE // 8  # latent side: the VAE halves three times
     img_ids = FluxPipeline._prepare_latent_image_ids(1, side // 2, side // 2, device, torch.float32)
-    txt_ids = torch.zeros(T5_TOKENS, 3, device=device)
     generator = torch.Generator(device).manual_seed(args.seed + 10)
     autocast = torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=device.startswith("cuda"))
     start = time.time()
@@ -204,7 +208,9 @@ def train_flow(vae, clip, t5, transformer, args, tokenizers, log):
         drop = (torch.rand(args.batch, device=device, generator=generator) < 0.1)[:, None]
         latents = latents_all[idx]
         clip_ids = torch.where(drop, clip_empty, clip_all[idx])
-        t5_ids = torch.where(drop, t5_empty, t5_all[idx])
+        tokens = T5_TOKENS if step % LONG_EVERY == LONG_EVERY - 1 else SHORT_TOKENS  # captions are at most 64 tokens: none is cut at 96
+        t5_ids = torch.where(drop, t5_empty, t5_all[idx])[:, :tokens]
+        txt_ids = torch.zeros(tokens, 3, device=device)
         noise = torch.randn(latents.shape, device=device, generator=generator)
         # logit-normal times (as SD3 and FLUX.1 train): most of the weight on the middle of the path
         sigma = torch.sigmoid(torch.randn(latents.shape[0], device=device, generator=generator))
@@ -249,9 +255,9 @@ def save(pipe, out):
 
 
 @torch.no_grad()
-def evaluate(pipe, args, count, steps, true_cfg_scale):
+def evaluate(pipe, args, count, steps, true_cfg_scale, tokens):
     """scenes.check over `count` held-out captions (stream 2), one seed each: the share that pass.
-    The first 16 pictures go to samples-cfg<scale>.png, a 4 x 4 grid, their captions in order."""
+    The first 16 pictures go to samples-cfg<scale>-t5-<tokens>.png, a 4 x 4 grid, their captions in order."""
     pipe.to(args.device)
     results, pictures = [], []
     for start in range(0, count, 25):
@@ -259,7 +265,7 @@ def evaluate(pipe, args, count, steps, true_cfg_scale):
         generators = [torch.Generator("cpu").manual_seed(i) for i in range(start, start + len(batch))]
         extra = {"negative_prompt": [""] * len(batch), "true_cfg_scale": true_cfg_scale} if true_cfg_scale > 1 else {}
         images = pipe(batch, height=scenes.SIZE, width=scenes.SIZE, num_inference_steps=steps, generator=generators,
-                      output_type="np", **extra).images
+                      max_sequence_length=tokens, output_type="np", **extra).images
         for caption, image in zip(batch, images):
             pixels = (image * 255).round().astype(np.uint8)
             results.append({"caption": caption, **scenes.check(pixels, caption)})
@@ -267,10 +273,10 @@ def evaluate(pipe, args, count, steps, true_cfg_scale):
     grid = np.concatenate([np.concatenate(pictures[r * 4:r * 4 + 4], axis=1) for r in range(min(4, len(pictures) // 4))], axis=0) if len(pictures) >= 4 else None
     if grid is not None:
         from PIL import Image
-        Image.fromarray(grid).save(pathlib.Path(args.out) / f"samples-cfg{true_cfg_scale:g}.png")
+        Image.fromarray(grid).save(pathlib.Path(args.out) / f"samples-cfg{true_cfg_scale:g}-t5-{tokens}.png")
     share = lambda key: round(sum(1 for r in results if key(r)) / len(results), 3)  # noqa: E731
     return {
-        "captions": len(results), "steps": steps, "true_cfg_scale": true_cfg_scale,
+        "captions": len(results), "steps": steps, "true_cfg_scale": true_cfg_scale, "max_sequence_length": tokens,
         "accuracy": share(lambda r: r["ok"]), "background": share(lambda r: r["background"]),
         "objects": share(lambda r: all(r["objects"])), "captions_shown": [r["caption"] for r in results[:16]],
         "failures": [r["caption"] for r in results if not r["ok"]][:20],
@@ -311,7 +317,7 @@ def main():
     p.add_argument("--vae-lr", type=float, default=1e-3)
     p.add_argument("--vae-kl", type=float, default=1e-4)
     p.add_argument("--steps", type=int, default=12000, help="transformer steps (20 for a smoke run)")
-    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--batch", type=int, default=192)
     p.add_argument("--lr", type=float, default=4e-4)
     p.add_argument("--ema", type=float, default=0.999)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes that draw scenes")
@@ -367,7 +373,8 @@ def main():
     # evaluated as shipped: the bf16 weights read back, run in float32
     shipped = FluxPipeline.from_pretrained(args.out, tokenizer=tokenizers[0], tokenizer_2=tokenizers[1], torch_dtype=torch.float32)
     shipped.set_progress_bar_config(disable=True)
-    log["evaluation"] = [evaluate(shipped, args, args.eval, args.eval_steps, cfg) for cfg in (1.0, 4.0)]
+    log["evaluation"] = [evaluate(shipped, args, args.eval, args.eval_steps, cfg, tokens)
+                         for tokens in (SHORT_TOKENS, T5_TOKENS) for cfg in (1.0, 4.0)]
     for e in log["evaluation"]:
         print(json.dumps({k: v for k, v in e.items() if k != "failures"}), flush=True)
     caught.__exit__(None, None, None)

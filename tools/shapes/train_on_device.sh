@@ -15,7 +15,7 @@ plan=$(python3 -c "
 v, f, s, spent = $V, $F, $S, $SECONDS
 render = 120000 / s + 15
 vae = min(3000, int(v * 60) // 500 * 500)
-flow = min(40000, int(f * (${SECONDS_TARGET:-565} - spent - render - vae / v - 75)) // 500 * 500)
+flow = min(40000, int(f * (${SECONDS_TARGET:-565} - spent - render - vae / v - 90)) // 500 * 500)
 print(vae, flow)")
 read -r V_STEPS F_STEPS <<< "$plan"
 echo "probe took $SECONDS s; vae $V_STEPS steps, flow $F_STEPS steps" | tee $OUT/plan.txt
