@@ -324,7 +324,7 @@ def main():
     p.add_argument("--eval", type=int, default=100, help="held-out captions to evaluate")
     p.add_argument("--eval-steps", type=int, default=20)
     p.add_argument("--checkpoint", help="a file to keep the averaged weights in every 2,000 steps")
-    p.add_argument("--probe", action="store_true", help="time 100 steps of each stage, print steps/s, save nothing")
+    p.add_argument("--probe", action="store_true", help="time 120 steps of each stage and the drawing of scenes, print the rates, save nothing")
     args = p.parse_args()
 
     torch.use_deterministic_algorithms(True, warn_only=True)
