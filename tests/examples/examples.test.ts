@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import { PNG } from 'pngjs';
 import { saveTinyPipeline } from '../hf/save_tiny_pipeline.js';
+import { check } from '../hf/shapes_check.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const readmes = ['README.md', ...readdirSync(join(root, 'packages')).map((p) => join('packages', p, 'README.md'))].filter((f) => existsSync(join(root, f)));
@@ -116,11 +118,14 @@ describe('the examples', () => {
     expect(out).toMatch(/output \[4,3\] S\(0\),R; largest difference from PyTorch \d/);
   });
 
-  it('tiny-flux.mjs: writes a PNG on ulysses=2, into the temporary folder', () => {
-    const out = run('examples/tiny-flux.mjs');
-    const png = join(tmpdir(), 'dtorch', 'tiny-flux.png');
-    expect(out).toContain(`wrote ${png}`);
-    expect(readFileSync(png).subarray(1, 4).toString()).toBe('PNG');
+  it('shapes-flux.mjs: draws the scene it asks for on ulysses=2, into the temporary folder', () => {
+    const out = run('examples/shapes-flux.mjs');
+    const file = join(tmpdir(), 'dtorch', 'shapes-flux.png');
+    expect(out).toContain(`wrote ${file} on DeviceMesh('cpu', [0, 1], ['ulysses'])`);
+    const png = PNG.sync.read(readFileSync(file));
+    const caption = /prompt: '([^']+)'/.exec(readFileSync(join(root, 'examples', 'shapes-flux.mjs'), 'utf8'))![1]!;
+    const result = check({ width: png.width, height: png.height, channels: 4, data: png.data }, caption);
+    expect(result.ok, `${caption}: ${JSON.stringify(result.measures)}`).toBe(true);
   });
 
   it('real-image.mjs: a saved pipeline folder (here tiny-sd3, as diffusers lays it out) in bfloat16 on the first device, a PNG out', async () => {
@@ -180,7 +185,7 @@ describe('the examples', () => {
   });
 
   it('every example is tested here', () => {
-    const tested = new Set(['tensors', 'placements', 'nn-checkpoint', 'tiny-flux', 'real-image', 'two-cpus', 'errors', 'memory', 'runtime', 'cluster']);
+    const tested = new Set(['tensors', 'placements', 'nn-checkpoint', 'shapes-flux', 'real-image', 'two-cpus', 'errors', 'memory', 'runtime', 'cluster']);
     const files = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.mjs')).map((f) => f.replace(/\.mjs$/, ''));
     expect(files.filter((f) => !tested.has(f))).toEqual([]);
   });

@@ -26,7 +26,7 @@ describe('hf.registry', () => {
 
   it("equals docs/hf.md's table", () => {
     const sorted = (names: Iterable<string>) => [...names].sort();
-    expect([...table.keys()]).toEqual(['models', 'schedulers', 'tokenizers', 'pipelines', 'built-in tiny pipelines']);
+    expect([...table.keys()]).toEqual(['models', 'schedulers', 'tokenizers', 'pipelines', 'built-in tiny pipelines', 'built-in trained pipelines']);
     expect(sorted(table.get('models')!)).toEqual(sorted(Object.keys(hf.registry.models)));
     expect(sorted(table.get('schedulers')!)).toEqual(sorted(Object.keys(hf.registry.schedulers)));
     expect(sorted(table.get('tokenizers')!)).toEqual(sorted(hf.registry.tokenizers));
@@ -35,10 +35,12 @@ describe('hf.registry', () => {
     const tiny = table.get('built-in tiny pipelines')!;
     const pairs = Object.entries(hf.registry.tinyPipelines).flatMap(([name, t]) => [name, t.pipeline]);
     expect(tiny).toEqual(pairs);
+    const trained = Object.entries(hf.registry.trainedPipelines).flatMap(([name, t]) => [name, t.pipeline]);
+    expect(table.get('built-in trained pipelines')).toEqual(trained);
   });
 
-  it('names each built-in tiny pipeline in docs/cli.md', () => {
-    for (const name of Object.keys(hf.registry.tinyPipelines)) expect(doc('cli.md')).toContain(`\`${name}\``);
+  it('names each built-in pipeline in docs/cli.md', () => {
+    for (const name of [...Object.keys(hf.registry.tinyPipelines), ...Object.keys(hf.registry.trainedPipelines)]) expect(doc('cli.md')).toContain(`\`${name}\``);
   });
 
   it('holds each class under its own name', async () => {

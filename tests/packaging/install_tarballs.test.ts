@@ -2,7 +2,8 @@
 // tarballs into a fresh project (npm runs @dtorch/common's install script, which builds the addon
 // there from the package's own copy of the native sources), then use it: a 2-device program with
 // @dtorch/api and @dtorch/nn, a strict TypeScript consumer of every package compiled (its
-// dependencies' declarations checked too: skipLibCheck off) and run, `npx dtorch generate`,
+// dependencies' declarations checked too: skipLibCheck off) and run, `npx dtorch generate` (tiny-flux,
+// and shapes-flux from the weights the tarball ships),
 // and the errors when LibTorch moves or the addon is missing. Minutes (a full native build):
 // `npm run test:packaging`, also part of `npm test`.
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { check } from '../hf/shapes_check.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -139,6 +141,15 @@ describe('the packed packages, installed outside the repository', () => {
     const { PNG } = createRequire(join(app, 'package.json'))('pngjs') as typeof import('pngjs');
     const png = PNG.sync.read(readFileSync(join(app, 'cat.png')));
     expect([png.width, png.height]).toEqual([96, 64]);
+  });
+
+  it('runs `npx dtorch generate --model shapes-flux` from the weights shipped in @dtorch/hf, and the picture shows its caption', () => {
+    const prompt = 'a large white square on a blue background';
+    ok(run('npx', ['dtorch', 'generate', '--model', 'shapes-flux', '--prompt', prompt, '--devices', 'cpu:0,1', '--parallel', 'ulysses=2', '--out', 'shapes.png']), 'npx dtorch generate');
+    const { PNG } = createRequire(join(app, 'package.json'))('pngjs') as typeof import('pngjs');
+    const png = PNG.sync.read(readFileSync(join(app, 'shapes.png')));
+    expect([png.width, png.height]).toEqual([128, 128]);
+    expect(check({ width: png.width, height: png.height, channels: 4, data: png.data }, prompt).ok).toBe(true);
   });
 
   it('names the LibTorch it needs and the command that fixes it when LibTorch moved', () => {

@@ -43,6 +43,9 @@ CASES = [
 ]
 # the semantic prompts: held-out captions (never trained on) of the tests' stream, one seed each
 SEMANTIC = 12
+# as shapes-flux runs by default (the registry's defaults): true CFG with an empty negative prompt,
+# where it draws best (train_log.json: 50% of held-out captions pass against 27% without)
+SEMANTIC_CFG = {"negative_prompt": [""], "true_cfg_scale": 4.0}
 
 
 def run(pipe, case):
@@ -73,13 +76,13 @@ def main():
     semantic = [scenes.scene_for(0, 3, i, want_held_out=True)["caption"] for i in range(SEMANTIC)]
     passed = []
     for i, caption in enumerate(semantic):
-        image = run(pipe, {"prompt": [caption], "seed": i, "max_sequence_length": TOKENS})[0]
+        image = run(pipe, {"prompt": [caption], "seed": i, "max_sequence_length": TOKENS, **SEMANTIC_CFG})[0]
         pixels = (image.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
         passed.append(scenes.check(pixels, caption)["ok"])
     save_file(tensors, out / "shapes-flux.safetensors")
     (out / "shapes-flux.json").write_text(json.dumps({
         "steps": STEPS, "size": scenes.SIZE, "max_sequence_length": TOKENS, "cases": CASES,
-        "semantic": {"captions": semantic, "seeds": list(range(SEMANTIC)), "diffusers_passed": passed},
+        "semantic": {"captions": semantic, **SEMANTIC_CFG, "seeds": list(range(SEMANTIC)), "diffusers_passed": passed},
     }, indent=1) + "\n")
     print(json.dumps({"diffusers_passed": sum(passed), "of": SEMANTIC}))
 

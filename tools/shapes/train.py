@@ -180,10 +180,12 @@ def train_flow(vae, clip, t5, transformer, args, tokenizers, log):
     device = args.device
     start = time.time()
     pixels, captions = render(args.seed, 1, args.scenes, args.workers)
+    vae.to(device).eval()
     latents_all = pack(encode(vae, pixels, device))
     # FLUX.1's normalisation: shift_factor and scaling_factor from the latents' mean and spread
     mean, std = latents_all.mean().item(), latents_all.std().item()
-    vae.register_to_config(shift_factor=round(mean, 4), scaling_factor=round(1 / std, 4))
+    if not args.init:  # a continued run keeps the factors its transformer was trained with
+        vae.register_to_config(shift_factor=round(mean, 4), scaling_factor=round(1 / std, 4))
     latents_all = (latents_all - vae.config.shift_factor) * vae.config.scaling_factor
     clip_all, t5_all = (ids.to(device) for ids in tokenize(tokenizers, captions))
     clip_empty, t5_empty = (ids.to(device) for ids in tokenize(tokenizers, [""]))
@@ -324,6 +326,8 @@ def main():
     p.add_argument("--eval", type=int, default=100, help="held-out captions to evaluate")
     p.add_argument("--eval-steps", type=int, default=20)
     p.add_argument("--checkpoint", help="a file to keep the averaged weights in every 2,000 steps")
+    p.add_argument("--init", help="a pipeline folder this script wrote: its VAE (with --vae-steps 0), text encoders and "
+                   "transformer are trained on from there instead of from random (a run continued on another call)")
     p.add_argument("--probe", action="store_true", help="time 120 steps of each stage and the drawing of scenes, print the rates, save nothing")
     args = p.parse_args()
 
@@ -354,6 +358,15 @@ def main():
                      "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"},
     }
     vae, clip, t5, transformer, scheduler = components(args.seed)
+    if args.init:
+        # the earlier run's weights (bf16 as saved, trained on in float32) and its log, kept in this one's
+        init = pathlib.Path(args.init)
+        vae = AutoencoderKL.from_pretrained(init / "vae", torch_dtype=torch.float32)
+        clip = CLIPTextModel.from_pretrained(init / "text_encoder", torch_dtype=torch.float32)
+        t5 = T5EncoderModel.from_pretrained(init / "text_encoder_2", torch_dtype=torch.float32)
+        transformer = FluxTransformer2DModel.from_pretrained(init / "transformer", torch_dtype=torch.float32)
+        earlier = json.loads((init / "train_log.json").read_text())
+        log["init"] = {k: earlier[k] for k in ("seed", "args", "seconds", "versions", "evaluation", "init") if k in earlier}
     log["parameters"] = {n: sum(p.numel() for p in m.parameters()) for n, m in
                          (("vae", vae), ("text_encoder", clip), ("text_encoder_2", t5), ("transformer", transformer))}
     print(json.dumps({"parameters": log["parameters"]}), flush=True)
@@ -362,7 +375,10 @@ def main():
         probe(vae, clip, t5, transformer, args, fast, log)
         return
 
-    train_vae(vae, args, log)
+    if args.vae_steps > 0:
+        train_vae(vae, args, log)
+    elif not args.init:
+        raise SystemExit("--vae-steps 0 needs --init: an untrained VAE has nothing to encode with")
 
     train_flow(vae, clip, t5, transformer, args, fast, log)
     pipe = FluxPipeline(scheduler=scheduler, vae=vae, text_encoder=clip, tokenizer=tokenizers[0],

@@ -1,7 +1,8 @@
 // The classes DTorch loads by the names HF files give them, in one list: each model by the
 // class name of its config.json and of model_index.json, the schedulers and tokenizers a
 // model_index.json names, each pipeline by model_index.json's _class_name, and the built-in tiny
-// pipelines by the name `dtorch generate --model` takes. DiffusionPipeline.fromPretrained, the
+// pipelines (random weights, made on the spot) and trained ones (shipped weights, loaded from their
+// folder) by the name `dtorch generate --model` takes. DiffusionPipeline.fromPretrained, the
 // component loader, tiny(), the CLI, the docs and the tests read it: a new model adds its folder
 // and one entry here. The pipelines are imported when first asked for: their modules load
 // their components through this list, so importing them here would make a cycle.
@@ -56,6 +57,36 @@ export interface TinyPipeline {
   make(options?: TinyPipelineOptions): Promise<DiffusionPipeline>;
 }
 
+/** The settings a built-in trained pipeline was trained for: what `dtorch generate` uses when not told. */
+export interface TrainedPipelineDefaults {
+  /** Width and height in pixels. */
+  readonly width: number;
+  readonly height: number;
+  /** Denoising steps. */
+  readonly numInferenceSteps: number;
+  /** T5's padded length (FluxPipeline's maxSequenceLength). */
+  readonly maxSequenceLength: number;
+  /** True classifier-free guidance against this negative prompt, at this scale. */
+  readonly negativePrompt: string;
+  readonly trueCfgScale: number;
+}
+
+/**
+ * A built-in trained pipeline: shipped weights in diffusers' folder layout (assets/<name>, its model
+ * card beside them), loaded through `DiffusionPipeline.fromPretrained(await folder())` as any saved
+ * pipeline: nothing about it is special-cased.
+ */
+export interface TrainedPipeline {
+  /** The pipeline class, as model_index.json's _class_name spells it. */
+  readonly pipeline: string;
+  /** What it is, in a line (the CLI prints it). */
+  readonly about: string;
+  /** The size and steps it was trained for. */
+  readonly defaults: TrainedPipelineDefaults;
+  /** Its pipeline folder, put together in the temporary folder at first use (weights and tokenizers). */
+  folder(): Promise<string>;
+}
+
 /** The models, by the class name of their config.json (`_class_name`, or `architectures`) and of model_index.json. */
 const models = {
   AutoencoderKL: { model: AutoencoderKL, config: AutoencoderKLConfig },
@@ -89,6 +120,16 @@ const tinyPipelines = {
   'tiny-sd3': { pipeline: 'StableDiffusion3Pipeline', make: async (options) => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline.tiny(options) },
 } as const satisfies Record<string, TinyPipeline>;
 
+/** The built-in trained pipelines, by the name `dtorch generate --model` takes. */
+const trainedPipelines = {
+  'shapes-flux': {
+    pipeline: 'FluxPipeline',
+    about: 'FLUX.1-dev\'s architecture at 5.6 M parameters, trained on drawn shapes (tools/shapes): for checking the system, not a general image model',
+    defaults: { width: 128, height: 128, numInferenceSteps: 20, maxSequenceLength: 96, negativePrompt: '', trueCfgScale: 4 },
+    folder: async () => (await import('./pipelines/tiny/trained_pipeline_folder.js')).trainedPipelineFolder('shapes-flux', { tokenizer: 'clip', tokenizer_2: 't5' }),
+  },
+} as const satisfies Record<string, TrainedPipeline>;
+
 /** A model class name the registry holds (a pipeline's component table names its classes by them). */
 export type RegisteredModelName = keyof typeof models;
 /** A scheduler class name the registry holds. */
@@ -96,7 +137,8 @@ export type RegisteredSchedulerName = keyof typeof schedulers;
 
 /**
  * Every class DTorch loads by name: `models`, `schedulers`, `tokenizers` (as model_index.json
- * names a pipeline's parts), `pipelines` (loaded when asked for) and the built-in `tinyPipelines`.
+ * names a pipeline's parts), `pipelines` (loaded when asked for), the built-in `tinyPipelines`
+ * (random weights) and `trainedPipelines` (shipped weights).
  */
 export const registry = Object.freeze({
   /** The models, by class name. */
@@ -109,6 +151,8 @@ export const registry = Object.freeze({
   pipelines: pipelines as Readonly<Record<string, () => Promise<PipelineClass>>>,
   /** The built-in tiny pipelines, by name. */
   tinyPipelines: tinyPipelines as Readonly<Record<string, TinyPipeline>>,
+  /** The built-in trained pipelines, by name. */
+  trainedPipelines: trainedPipelines as Readonly<Record<string, TrainedPipeline>>,
 });
 
 /** `table[name]` when `name` is one of its own keys (never an Object.prototype member such as 'constructor'). */

@@ -1,6 +1,8 @@
 // `dtorch generate`: a prompt in, PNGs out. The flags become a DeviceMesh (mesh_spec.ts), the
 // model a pipeline (tiny-flux / tiny-sd3: the registry's built-in random-weight pipelines, made
-// here with no download; anything else a folder or hub id through DiffusionPipeline.fromPretrained), the run a
+// here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
+// steps it was trained for unless told; anything else a folder or hub id, all three of the last
+// through DiffusionPipeline.fromPretrained), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -16,7 +18,7 @@ import { StepProgress } from './progress.js';
 
 /** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
 export interface GenerateFlags {
-  /** --model: a hub id, a diffusers pipeline folder, or a built-in tiny pipeline (the registry's tinyPipelines). */
+  /** --model: a hub id, a diffusers pipeline folder, or a built-in pipeline (the registry's tinyPipelines and trainedPipelines). */
   model: string;
   /** --prompt. */
   prompt: string;
@@ -68,7 +70,9 @@ export function parseSize(text: string): { width: number; height: number } {
 async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
   // fromPretrained picks the class by model_index.json's _class_name (the registry's pipelines)
   const tiny = registered(registry.tinyPipelines, model);
-  return tiny ? tiny.make(options) : DiffusionPipeline.fromPretrained(model, options);
+  if (tiny) return tiny.make(options);
+  const trained = registered(registry.trainedPipelines, model);
+  return DiffusionPipeline.fromPretrained(trained ? await trained.folder() : model, options);
 }
 
 /** Peak bytes of each device of `mesh` since the run began: the CUDA allocator's on GPUs, the engine's count on CPU devices. */
@@ -98,9 +102,12 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   dt.resetPeakMemory();
   if (mesh.deviceType === 'cuda') for (const d of mesh.devices) dt.cuda.resetPeakMemoryStats(d);
 
-  const builtIn = registered(registry.tinyPipelines, flags.model) !== undefined;
+  const tiny = registered(registry.tinyPipelines, flags.model);
+  const trained = registered(registry.trainedPipelines, flags.model);
+  const builtIn = tiny !== undefined || trained !== undefined;
   console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}`);
-  if (builtIn) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
+  if (tiny) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
+  if (trained) console.log(`${flags.model} is built in: ${trained.about}`);
   const pipe = await loadPipeline(flags.model, {
     mesh,
     dtype,
@@ -120,6 +127,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
       progress.onStep(info);
     },
     ...(flags.negativePrompt !== undefined && { negativePrompt: flags.negativePrompt }),
+    ...(trained && { ...trained.defaults }),
     ...(flags.steps !== undefined && { numInferenceSteps: flags.steps }),
     ...(size && { width: size.width, height: size.height }),
     ...(flags.guidance !== undefined && { guidanceScale: flags.guidance }),

@@ -58,6 +58,7 @@ instead, before anything loads. --out is checked before loading too: a folder, o
 cannot be written, is an error at once.
 
 Examples:
+  dtorch generate --model shapes-flux --prompt "a red circle at the top left on a blue background" --out shapes.png
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
@@ -72,13 +73,13 @@ export function program(version: string): Command {
   cli
     .command('generate')
     .description('generate images from a prompt and write them as PNG')
-    .requiredOption('--model <model>', 'a hub id, a diffusers pipeline folder, tiny-flux or tiny-sd3 (built in, random weights)')
+    .requiredOption('--model <model>', 'a hub id, a diffusers pipeline folder, shapes-flux (built in, trained on drawn shapes), or tiny-flux / tiny-sd3 (built in, random weights)')
     .requiredOption('--prompt <text>', 'the prompt')
     .option('--out <file.png>', 'the PNG to write; an existing file is replaced unless --no-overwrite', 'image.png')
     .option('--no-overwrite', 'refuse to replace an existing --out file (for scripts that must not lose files)')
     .option('--negative-prompt <text>', 'the negative prompt (SD3: classifier-free guidance; Flux: with --true-cfg-scale > 1)')
-    .option('--steps <n>', 'denoising steps (default the pipeline\'s: 28; at most the scheduler\'s num_train_timesteps, 1000)', integer('--steps', 1))
-    .option('--size <WxH>', 'WIDTHxHEIGHT in pixels, or one number for a square (default the pipeline\'s: 1024x1024 for FLUX.1, SD3 and tiny-flux, 32x32 for tiny-sd3)')
+    .option('--steps <n>', 'denoising steps (default the pipeline\'s: 28; shapes-flux 20; at most the scheduler\'s num_train_timesteps, 1000)', integer('--steps', 1))
+    .option('--size <WxH>', 'WIDTHxHEIGHT in pixels, or one number for a square (default the pipeline\'s: 1024x1024 for FLUX.1, SD3 and tiny-flux, 128x128 for shapes-flux, 32x32 for tiny-sd3)')
     .option('--seed <n>', `the seed of the initial latents, 0 to ${MAX_SEED} (as torch.Generator("cpu").manual_seed)`, integer('--seed', 0, MAX_SEED, ` (DTorch's generator takes seeds below 2^48; torch's go up to 2^64 - 1)`), 0)
     .option('--guidance <scale>', 'guidance scale (Flux: the embedded guidance, default 3.5; SD3: CFG, default 7)', scale('--guidance'))
     .option('--true-cfg-scale <scale>', 'Flux: true classifier-free guidance with --negative-prompt when > 1', scale('--true-cfg-scale'))
