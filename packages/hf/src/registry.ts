@@ -59,15 +59,17 @@ export interface TinyPipeline {
 
 /** The settings a built-in trained pipeline was trained for: what `dtorch generate` uses when not told. */
 export interface TrainedPipelineDefaults {
-  /** Width and height in pixels. */
+  /** Width in pixels. */
   readonly width: number;
+  /** Height in pixels. */
   readonly height: number;
   /** Denoising steps. */
   readonly numInferenceSteps: number;
   /** T5's padded length (FluxPipeline's maxSequenceLength). */
   readonly maxSequenceLength: number;
-  /** True classifier-free guidance against this negative prompt, at this scale. */
+  /** The negative prompt of true classifier-free guidance. */
   readonly negativePrompt: string;
+  /** True classifier-free guidance's scale (FluxPipeline's trueCfgScale). */
   readonly trueCfgScale: number;
 }
 
