@@ -130,7 +130,7 @@ describe.each(meshes)('shapes-flux on $name', ({ name, make }) => {
         ...(c.negative_prompt && { negativePrompt: twice ? [...c.negative_prompt, ...c.negative_prompt] : c.negative_prompt }),
         ...(c.true_cfg_scale !== undefined && { trueCfgScale: c.true_cfg_scale }),
       });
-      const images = twice ? dt.narrow((all as dt.Tensor).redistribute([new dt.Replicate()]), 0, 0, 1) : all;
+      const images = twice ? dt.narrow((all as dt.Tensor).redistribute([dt.Replicate()]), 0, 0, 1) : all;
       if (twice) (all as dt.Tensor).dispose();
       await expectClose(images as dt.Tensor, fixtureTensor(reference, `${c.name}.image`), TOLERANCE, `${name} ${c.name}`);
       (images as dt.Tensor).dispose();

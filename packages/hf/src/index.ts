@@ -30,5 +30,6 @@ export { parallelize, removeContextParallel, checkHeadsDivide, type ParallelPlan
 export { type ContextParallelPlan, type ModuleSplits, type InputSplit } from "./parallel/context_parallel.js";
 export { pieceByPieceJoin, ulyssesHeadsJoin, type JointAttention, type HasJointAttention } from "./parallel/joint_attention.js";
 export * from "./pipelines/index.js";
+export * from "./lora/index.js";
 export { registry, type RegisteredModel, type TinyPipeline, type TinyPipelineOptions, type TrainedPipeline, type TrainedPipelineDefaults } from "./registry.js";
 export * as nn from "@dtorch/nn";

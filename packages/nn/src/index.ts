@@ -30,3 +30,19 @@ export { type LayerOptions } from './layer_options.js';
 export { type StateDictSource, type LoadStateDictOptions, type LoadStateDictResult } from './state_dict.js';
 export { saveSafetensors, tensorBytes } from './save_safetensors.js';
 export { sliceRuns } from './slice_runs.js';
+export { fromSafetensorsDtype, toSafetensorsDtype } from './dtypes.js';
+export { LinearLora, linearLora, loraDelta, checkLoraFits, type LoraShape } from './lora/linear_lora.js';
+export {
+  addLoraAdapter,
+  loraAdapterNames,
+  activeLoraWeights,
+  setLoraAdapters,
+  enableLora,
+  loraEnabled,
+  deleteLoraAdapter,
+  fuseLora,
+  unfuseLora,
+  loraFused,
+  unloadLora,
+  type LoraWeights,
+} from './lora/model_lora.js';

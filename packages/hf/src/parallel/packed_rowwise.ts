@@ -5,7 +5,7 @@
 // (from colwise layers), meets the matching columns of the whole weight (sliced locally), and the
 // partial sums are reduced once, where torch.cat of the split parts would have to gather them.
 import * as dt from '@dtorch/api';
-import type * as nn from '@dtorch/nn';
+import * as nn from '@dtorch/nn';
 
 /** linear.forward(cat(parts, -1)), as Σ parts[i] · weight[:, block i]ᵀ, reduced, plus the bias. */
 export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt.Tensor {
@@ -25,7 +25,10 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
       sum = sum ? sum.add(product) : product;
       offset += width;
     }
-    const whole = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
-    return linear.bias && splitByFeatures ? whole.add(linear.bias) : whole;
+    const reduced = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
+    const whole = linear.bias && splitByFeatures ? reduced.add(linear.bias) : reduced;
+    // the linear's LoRA adapters ride on its forward, which this product does not call
+    const delta = nn.loraDelta(linear, parts, whole);
+    return delta ? whole.add(delta) : whole;
   });
 }

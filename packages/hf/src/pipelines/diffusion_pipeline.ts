@@ -5,8 +5,25 @@
 // dispose() ends them. DiffusionPipeline.fromPretrained picks the class from model_index.json's
 // _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
-import { DTorchError, ErrorCode } from '@dtorch/common';
-import { checkPretrainedOptions, type FromPretrainedOptions } from '../loading/options.js';
+import { DTorchError, ErrorCode, checkKnownOptions } from '@dtorch/common';
+import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions } from '../loading/options.js';
+import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
+import { fetchLoraFile } from '../lora/lora_source.js';
+import type { LoraFile } from '../lora/lora_state_dict.js';
+import {
+  activeAdapters,
+  addPipelineLora,
+  deleteAdapters,
+  enableAdapters,
+  fuseAdapters,
+  listAdapters,
+  setAdapters,
+  unfuseAdapters,
+  unloadAdapters,
+  withLoraScale,
+  type LoadLoraWeightsOptions,
+  type LoraComponents,
+} from '../lora/pipeline_lora.js';
 import { registered, registry } from '../registry.js';
 import type { OutputType } from './image_output.js';
 import { fetchModelIndex } from './model_index.js';
@@ -98,6 +115,12 @@ export interface GenerateOptions {
   /** Called after each step; it may not keep the tensors it does not own. */
   onStep?: (info: StepInfo) => void;
   /**
+   * Scales every loaded LoRA adapter for this call (diffusers' joint_attention_kwargs "scale",
+   * which also scales the text encoders' adapters); default 1. Adapters fused into the weights
+   * keep what was fused.
+   */
+  loraScale?: number;
+  /**
    * Cancels the call: checked before it begins and between steps, after which it rejects with
    * CANCELLED and frees what it made (the step under way finishes first).
    */
@@ -146,6 +169,8 @@ export abstract class DiffusionPipeline {
   #disposed = false;
   // generate() calls take turns: each sets the scheduler's timesteps and steps through them
   #turn: Promise<unknown> = Promise.resolve();
+  // generate() calls waiting or running: LoRA changes wait for none (they would change a call midway)
+  #calls = 0;
 
   /** Images for the prompts, as diffusers' __call__ (each pipeline documents its options and defaults). */
   abstract generate(options: GenerateOptions): Promise<GenerateOutput>;
@@ -196,9 +221,117 @@ export abstract class DiffusionPipeline {
   ): Promise<GenerateOutput> {
     this.checkLive(what);
     const call = checkCall(this, hooks, what, options);
-    const run = this.#turn.then(() => this.whileLive(what, () => runCall(this, hooks, what, call)));
+    const lora = this.loraComponents();
+    const run = this.#turn.then(() => this.whileLive(what, () => withLoraScale(what, lora, call.loraScale, () => runCall(this, hooks, what, call))));
     this.#turn = run.catch(() => undefined);
+    this.#calls++;
+    void run.finally(() => this.#calls--).catch(() => undefined);
     return run;
+  }
+
+  // ---- LoRA adapters (diffusers' LoraLoaderMixin) ----
+
+  /**
+   * The components that take LoRA adapters, by diffusers' name (transformer, text_encoder, ...);
+   * null for one the pipeline has not now. None by default: a pipeline family names its own.
+   * @internal
+   */
+  protected loraComponents(): LoraComponents {
+    return new Map();
+  }
+
+  /**
+   * `file`'s LoRA in diffusers' module paths; by default diffusers' own layout only (a family
+   * that converts shared layouts, as Flux, overrides it).
+   * @internal
+   */
+  protected convertLora(file: LoraFile): DiffusersLora {
+    return diffusersLayoutLora(file.path, this.constructor.name, file.tensors);
+  }
+
+  /**
+   * Loads a LoRA (diffusers' load_lora_weights): `source` is a `.safetensors` file, or a folder
+   * or hub id holding one (`weightName`). Its modules go to the transformer and the text encoders
+   * as the file's keys say (diffusers' layout; for Flux also kohya / sd-scripts, ComfyUI, BFL's
+   * and XLabs'), as adapter `adapterName`, active with weight 1 beside those active already.
+   * Keys the pipeline cannot place are an error unless `strict: false`. Returns the adapter's name.
+   */
+  async loadLoraWeights(source: string, options?: LoadLoraWeightsOptions): Promise<string> {
+    const what = `${this.constructor.name}.loadLoraWeights`;
+    const o = checkPretrainedOptions<LoadLoraWeightsOptions>(what, options, ['weightName', 'adapterName', 'strict']);
+    if (o.strict !== undefined && typeof o.strict !== 'boolean') throw new DTorchError(ErrorCode.InvalidArgument, `${what}: strict must be true or false, got ${JSON.stringify(o.strict)}`);
+    this.#checkLoraChange(what);
+    const file = await fetchLoraFile(what, source, o.weightName, repoOptions(o));
+    this.#checkLoraChange(what); // the file was read meanwhile
+    return addPipelineLora(what, this.loraComponents(), file, this.convertLora(file), o.adapterName, o.strict ?? true);
+  }
+
+  /** Makes `names` the active adapters with `weights` (one for all or one each; default 1), as diffusers' set_adapters. */
+  setAdapters(names: string | readonly string[], weights?: number | readonly number[]): void {
+    const what = `${this.constructor.name}.setAdapters`;
+    this.#checkLoraChange(what);
+    setAdapters(what, this.loraComponents(), names, weights);
+  }
+
+  /** Turns the LoRA adapters off, keeping them (diffusers' disable_lora). */
+  disableLora(): void {
+    this.#checkLoraChange(`${this.constructor.name}.disableLora`);
+    enableAdapters(this.loraComponents(), false);
+  }
+
+  /** Turns the LoRA adapters on again (diffusers' enable_lora). */
+  enableLora(): void {
+    this.#checkLoraChange(`${this.constructor.name}.enableLora`);
+    enableAdapters(this.loraComponents(), true);
+  }
+
+  /** Deletes adapters `names`, releasing their memory (diffusers' delete_adapters). */
+  deleteAdapters(names: string | readonly string[]): void {
+    const what = `${this.constructor.name}.deleteAdapters`;
+    this.#checkLoraChange(what);
+    deleteAdapters(what, this.loraComponents(), names);
+  }
+
+  /** The active adapters, in the order they were loaded (diffusers' get_active_adapters); none while disabled. */
+  getActiveAdapters(): string[] {
+    return activeAdapters(this.loraComponents());
+  }
+
+  /** The adapters each component holds (diffusers' get_list_adapters). */
+  getListAdapters(): Record<string, string[]> {
+    return listAdapters(this.loraComponents());
+  }
+
+  /**
+   * Fuses the active adapters into the weights, times `loraScale` (default 1), of `components`
+   * (default all): they then cost nothing per step (diffusers' fuse_lora). unfuseLora() puts the
+   * same bits back. Returns how many linear layers changed.
+   */
+  fuseLora(options?: { loraScale?: number; components?: readonly string[] }): number {
+    const what = `${this.constructor.name}.fuseLora`;
+    const o = checkKnownOptions<{ loraScale?: number; components?: readonly string[] }>(`${what} options`, options, ['loraScale', 'components']);
+    this.#checkLoraChange(what);
+    return fuseAdapters(what, this.loraComponents(), o.loraScale ?? 1, o.components);
+  }
+
+  /** Puts back the weights fuseLora changed, bit for bit (diffusers' unfuse_lora). Returns how many linear layers changed. */
+  unfuseLora(options?: { components?: readonly string[] }): number {
+    const what = `${this.constructor.name}.unfuseLora`;
+    const o = checkKnownOptions<{ components?: readonly string[] }>(`${what} options`, options, ['components']);
+    this.#checkLoraChange(what);
+    return unfuseAdapters(what, this.loraComponents(), o.components);
+  }
+
+  /** Removes every adapter and releases its memory (diffusers' unload_lora_weights); weights fused already stay fused. */
+  unloadLoraWeights(): void {
+    this.#checkLoraChange(`${this.constructor.name}.unloadLoraWeights`);
+    unloadAdapters(this.loraComponents());
+  }
+
+  // LoRA changes need a live pipeline and no generate() waiting or running
+  #checkLoraChange(what: string): void {
+    this.checkLive(what);
+    if (this.#calls > 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${this.#calls} generate() call(s) are waiting or running; await them before changing LoRA adapters`);
   }
 
   /** The pipeline at `source` (a folder or hub id), of the class its model_index.json names. */

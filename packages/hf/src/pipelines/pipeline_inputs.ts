@@ -8,12 +8,13 @@ import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, describeValue,
 import type { GenerateOptions } from './diffusion_pipeline.js';
 import { outputTypes } from './image_output.js';
 
-/** generate()'s options, holding only `known` names; onStep, outputType and signal checked. */
+/** generate()'s options, holding only `known` names; onStep, outputType, signal and loraScale checked. */
 export function checkGenerateOptions<T extends GenerateOptions>(what: string, options: unknown, known: readonly string[]): Partial<T> {
   const o = checkKnownOptions<T>(`${what} options`, options, known);
   if (o.onStep !== undefined && typeof o.onStep !== 'function') throw invalidParameter(`${what} onStep`, 'function', o.onStep);
   if (o.outputType !== undefined && !outputTypes.includes(o.outputType)) throw invalidParameter(`${what} outputType`, outputTypes.map((t) => `'${t}'`).join(', '), o.outputType);
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw invalidParameter(`${what} signal`, 'AbortSignal', o.signal);
+  if (o.loraScale !== undefined && (typeof o.loraScale !== 'number' || !Number.isFinite(o.loraScale))) throw invalidParameter(`${what} loraScale`, 'finite number', o.loraScale);
   return o;
 }
 

@@ -38,6 +38,8 @@ export interface CallSettings {
   readonly onStep: ((info: StepInfo) => void) | undefined;
   /** Cancels the call between steps. */
   readonly signal: AbortSignal | undefined;
+  /** Every LoRA adapter's weight times this, for this call (undefined: as set). */
+  readonly loraScale: number | undefined;
 }
 
 /** Where the denoising loop starts. */

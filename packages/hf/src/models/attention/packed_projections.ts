@@ -9,7 +9,8 @@
 // The linears stay the model's parameters (state dict, loading, saving see them as before).
 // When a parameter is replaced after pack() (loadStateDict, setTensor, Module.to), forward()
 // runs the linears one by one, with the same values, until pack() is called again; a compiled
-// call that read the packed views is traced again then, as the views were released.
+// call that read the packed views is traced again then, as the views were released. A linear's
+// LoRA adapters (nn.LinearLora) are added to its part of the packed product.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 
@@ -58,7 +59,12 @@ export class PackedProjections {
     return dt.tidy(() => {
       const weight = dt.cat(linears.map((l) => l.weight), 0);
       const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
-      return dt.F.linear(x, weight, bias).split(linears.map((l) => l.outFeatures), -1);
+      const outputs = dt.F.linear(x, weight, bias).split(linears.map((l) => l.outFeatures), -1);
+      // a linear's LoRA adapters ride on its forward, which the packed matmul does not call
+      return outputs.map((out, i) => {
+        const delta = nn.loraDelta(linears[i]!, [x], out);
+        return delta ? out.add(delta) : out;
+      });
     });
   }
 

@@ -64,7 +64,7 @@ export interface FluxStart extends StartLatents {
 const GENERATE_OPTIONS = [
   'prompt', 'prompt2', 'negativePrompt', 'negativePrompt2', 'height', 'width', 'numInferenceSteps', 'sigmas', 'guidanceScale', 'trueCfgScale',
   'seed', 'numImagesPerPrompt', 'maxSequenceLength', 'latents', 'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds',
-  'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal',
+  'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal', 'loraScale',
 ] as const;
 
 /** Flux's hooks of the lifecycle. */
@@ -112,7 +112,7 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxT
     });
     return {
       what, options: o, height, width, steps, sigmas, guidanceScale, guidance, numImagesPerPrompt, maxSequenceLength, batch,
-      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal,
+      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
     };
   },
 

@@ -10,6 +10,10 @@ import { AutoencoderKL } from '../../models/autoencoder_kl/autoencoder_kl.js';
 import { CLIPTextModel } from '../../models/clip/clip_text_model.js';
 import { FluxTransformer2DModel } from '../../models/flux/flux_transformer_2d_model.js';
 import { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
+import type * as nn from '@dtorch/nn';
+import { fluxLoraToDiffusers, type DiffusersLora } from '../../lora/lora_formats.js';
+import type { LoraFile } from '../../lora/lora_state_dict.js';
+import type { LoraComponents } from '../../lora/pipeline_lora.js';
 import { batchPlacements } from '../../parallel/batch.js';
 import { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
 import { PreTrainedTokenizer } from '../../tokenizers/pretrained_tokenizer.js';
@@ -190,6 +194,16 @@ export class FluxPipeline extends DiffusionPipeline {
     } finally {
       latents.dispose();
     }
+  }
+
+  /** @internal The transformer and both text encoders take LoRAs (diffusers' FluxLoraLoaderMixin; T5's too, which diffusers leaves to PEFT). */
+  protected override loraComponents(): LoraComponents {
+    return new Map<string, nn.Module | null>([['transformer', this.transformer], ['text_encoder', this.textEncoder], ['text_encoder_2', this.textEncoder2]]);
+  }
+
+  /** @internal Flux LoRAs in diffusers', kohya's, ComfyUI's, BFL's or XLabs' layout. */
+  protected override convertLora(file: LoraFile): DiffusersLora {
+    return fluxLoraToDiffusers(file.tensors);
   }
 
   override dispose(): void {

@@ -42,7 +42,7 @@ export interface SD3Text {
 const GENERATE_OPTIONS = [
   'prompt', 'prompt2', 'prompt3', 'negativePrompt', 'negativePrompt2', 'negativePrompt3', 'height', 'width',
   'numInferenceSteps', 'guidanceScale', 'seed', 'numImagesPerPrompt', 'maxSequenceLength', 'latents',
-  'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds', 'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal',
+  'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds', 'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal', 'loraScale',
   'clipSkip', 'sigmas', 'mu',
 ] as const;
 const IMAGE_BATCH_DIMS = ['dp'] as const;
@@ -106,7 +106,7 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Promp
     const guidance = chooseGuidance(what, pipe.mesh, { scale: guidanceScale, on: cfg, batched: true, latentsSplitOverDp: false, describe: "classifier-free guidance's two branches (guidanceScale > 1)" });
     return {
       what, options: o, height, width, numInferenceSteps, numImagesPerPrompt, maxSequenceLength, batch, guidance,
-      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal,
+      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
     };
   },
 

@@ -15,6 +15,8 @@ import { AutoencoderKL } from '../../models/autoencoder_kl/autoencoder_kl.js';
 import { CLIPTextModelWithProjection } from '../../models/clip/clip_text_model.js';
 import { SD3Transformer2DModel } from '../../models/sd3/sd3_transformer_2d_model.js';
 import { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
+import type * as nn from '@dtorch/nn';
+import type { LoraComponents } from '../../lora/pipeline_lora.js';
 import type { TinyPipelineOptions } from '../../registry.js';
 import { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
 import type { PreTrainedTokenizer } from '../../tokenizers/pretrained_tokenizer.js';
@@ -171,6 +173,13 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
   releaseTextEncoders(): void {
     for (const e of [this.textEncoder, this.textEncoder2, this.textEncoder3]) e?.dispose();
     this.textEncoder = this.textEncoder2 = this.textEncoder3 = undefined;
+  }
+
+  /** @internal The transformer and the three text encoders take LoRAs (diffusers' SD3LoraLoaderMixin; T5's too, which diffusers leaves to PEFT). */
+  protected override loraComponents(): LoraComponents {
+    return new Map<string, nn.Module | null>([
+      ['transformer', this.transformer], ['text_encoder', this.textEncoder ?? null], ['text_encoder_2', this.textEncoder2 ?? null], ['text_encoder_3', this.textEncoder3 ?? null],
+    ]);
   }
 
   override dispose(): void {

@@ -1,0 +1,281 @@
+// The LoRA adapters of one Linear, as PEFT's LoraLayer: y = W x + b + Σ scale_i · B_i A_i x over
+// the active adapters, scale_i = weight_i · alpha_i / rank_i. The linear stays the model's
+// module (its keys, loading and parallel form are unchanged); the adapters ride on it as a
+// forward hook, so every linear class (plain or tensor-parallel) gets them, and the code that
+// multiplies a linear's weight itself (packed q/k/v projections, a linear over concatenated
+// inputs) asks for the delta with loraDelta().
+//
+// On a mesh, A [rank, in] and B [out, rank] lie as the base weight [out, in] does: a weight split
+// on its output rows (colwise) has B split by rows and A whole; one split on its input columns
+// (rowwise) has A split by columns and B whole, and the rank-r partial sums A x are reduced (r
+// numbers a token, not the output's width). Other mesh dims (tokens, batch) need nothing.
+//
+// Tensors are values here and a compiled call or a captured graph is dropped when a tensor it
+// read is released: every change (an adapter added, removed, weighted, enabled, fused) gives the
+// base weight a new handle on the same storage, so whatever read this linear before the change
+// is traced again, and nothing else is.
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { RemovableHandle } from '../forward_hooks.js';
+import type { Linear } from '../layers/linear.js';
+import { tpDim, toTp } from '../parallel/tp_dim.js';
+
+/** An adapter's rank and alpha: it runs with scale weight · alpha / rank. */
+export interface LoraShape {
+  /** The rank r: A is [r, in], B [out, r]. */
+  readonly rank: number;
+  /** PEFT's lora_alpha. */
+  readonly alpha: number;
+}
+
+/** One adapter of a linear: A [rank, in], B [out, rank], and alpha (scale alpha / rank). */
+interface Adapter {
+  readonly rank: number;
+  readonly alpha: number;
+  readonly a: dt.Tensor;
+  readonly b: dt.Tensor;
+}
+
+/** An active adapter: its weight, and weight · alpha / rank as a 0-d tensor (a value traces read). */
+interface Active {
+  readonly weight: number;
+  readonly scale: dt.Tensor;
+}
+
+/** Where the linear's weight was before fusing, and which adapters went into it. */
+interface Fused {
+  readonly original: dt.Tensor;
+  readonly names: readonly string[];
+}
+
+const registry = new WeakMap<Linear, LinearLora>();
+
+/** The LoRA adapters of `linear`, or undefined when it has none. */
+export function linearLora(linear: Linear): LinearLora | undefined {
+  return registry.get(linear);
+}
+
+/**
+ * What the active, unfused adapters of `linear` add to its output for `inputs`: one input [..., in],
+ * or parts side by side along the last dim (a linear over concatenated inputs); undefined when
+ * none would add anything. Placed as `like` (the base output) lies.
+ */
+export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like: dt.Tensor): dt.Tensor | undefined {
+  return registry.get(linear)?.delta(inputs, like);
+}
+
+/**
+ * Checks that `a` [rank, in] and `b` [out, rank] (tensors, or what a file says of them: their
+ * shapes) fit `linear`; the error names `where` (the module's path and the file).
+ */
+export function checkLoraFits(linear: Linear, where: string, a: { readonly shape: readonly number[] }, b: { readonly shape: readonly number[] }): void {
+  const { inFeatures, outFeatures } = linear;
+  if (a.shape.length !== 2 || b.shape.length !== 2 || a.shape[1] !== inFeatures || b.shape[0] !== outFeatures || a.shape[0] !== b.shape[1]) {
+    throw new DTorchError(
+      ErrorCode.BadFile,
+      `${where}: a LoRA for a linear of ${inFeatures} inputs and ${outFeatures} outputs needs lora_A [rank, ${inFeatures}] and lora_B [${outFeatures}, rank] of one rank, got lora_A [${a.shape.join(', ')}] and lora_B [${b.shape.join(', ')}]; is the adapter for this model?`,
+    );
+  }
+}
+
+/** The adapters of one Linear (PEFT's LoraLayer); made by {@link LinearLora.of}. */
+export class LinearLora {
+  /** The linear the adapters ride on. */
+  readonly linear: Linear;
+  readonly #adapters = new Map<string, Adapter>();
+  #active = new Map<string, Active>();
+  #enabled = true;
+  #fused: Fused | undefined;
+  #hook: RemovableHandle | undefined;
+
+  private constructor(linear: Linear) {
+    this.linear = linear;
+  }
+
+  /** The adapters of `linear`, made (empty) when it has none. */
+  static of(linear: Linear): LinearLora {
+    let lora = registry.get(linear);
+    if (!lora) registry.set(linear, (lora = new LinearLora(linear)));
+    return lora;
+  }
+
+  /** The adapters' names, in the order they were added. */
+  get names(): string[] {
+    return [...this.#adapters.keys()];
+  }
+
+  /** Rank and alpha of adapter `name` (it runs with scale alpha / rank), or undefined. */
+  adapter(name: string): LoraShape | undefined {
+    const a = this.#adapters.get(name);
+    return a && { rank: a.rank, alpha: a.alpha };
+  }
+
+  /** The active adapters and their weights. */
+  get active(): Map<string, number> {
+    return new Map([...this.#active].map(([name, a]) => [name, a.weight]));
+  }
+
+  /** Whether the adapters run (disable() turns them off without forgetting them). */
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  /** The adapters fused into the weight, or none. */
+  get fusedNames(): readonly string[] {
+    return this.#fused?.names ?? [];
+  }
+
+  /**
+   * Adds adapter `name` (A [rank, in], B [out, rank], taken over: placed as the weight lies, in its
+   * dtype) with `alpha`, inactive until setActive names it. Call check() first.
+   */
+  add(name: string, a: dt.Tensor, b: dt.Tensor, alpha: number): void {
+    const w = this.linear.weight;
+    // A lies as the weight's input columns do, B as its output rows (see the file's comment)
+    const aPlaced = placeLike(a, w, w.placements.map((p) => (p.isShard(0) ? dt.Replicate() : p)));
+    const bPlaced = placeLike(b, w, w.placements.map((p) => (p.isShard(1) ? dt.Replicate() : p)));
+    this.#adapters.set(name, { rank: a.shape[0]!, alpha, a: dt.keep(aPlaced), b: dt.keep(bPlaced) });
+    this.#hook ??= this.linear.registerForwardHook((_m, args, output) => {
+      const delta = this.delta([args[0] as dt.Tensor], output as dt.Tensor);
+      return delta && (output as dt.Tensor).add(delta);
+    });
+  }
+
+  /** Makes `weights` (name -> weight) the active adapters; the others stay loaded, inactive. */
+  setActive(weights: ReadonlyMap<string, number>): void {
+    for (const a of this.#active.values()) a.scale.dispose();
+    const dtype = this.linear.weight.dtype;
+    const mesh = this.linear.weight.mesh;
+    this.#active = new Map(
+      [...weights].filter(([name]) => this.#adapters.has(name)).map(([name, weight]) => {
+        const { alpha, rank } = this.#adapters.get(name)!;
+        return [name, { weight, scale: dt.keep(dt.full([], (weight * alpha) / rank, { mesh, dtype })) }];
+      }),
+    );
+    this.#retrace();
+  }
+
+  /** Turns the adapters on or off (disableLora / enableLora), keeping them and their weights. */
+  setEnabled(on: boolean): void {
+    if (this.#enabled === on) return;
+    this.#enabled = on;
+    this.#retrace();
+  }
+
+  /** Removes adapter `name` (its memory released). Returns whether it was there. */
+  remove(name: string): boolean {
+    const adapter = this.#adapters.get(name);
+    if (!adapter) return false;
+    if (this.#fused?.names.includes(name)) throw new DTorchError(ErrorCode.InvalidArgument, `LoRA adapter "${name}" is fused into the weights; unfuseLora() before deleting it`);
+    adapter.a.dispose();
+    adapter.b.dispose();
+    this.#adapters.delete(name);
+    this.#active.get(name)?.scale.dispose();
+    this.#active.delete(name);
+    if (this.#adapters.size === 0) {
+      this.#hook?.remove();
+      this.#hook = undefined;
+      if (!this.#fused) registry.delete(this.linear);
+    }
+    this.#retrace();
+    return true;
+  }
+
+  /**
+   * Adds scale · Σ (active weight · alpha / rank) · B A of the active adapters to the weight, in
+   * float32 then the weight's dtype; the weight as it was is kept for unfuse(). The fused
+   * adapters then add nothing at run time.
+   */
+  fuse(scale: number): void {
+    if (this.#fused) throw new DTorchError(ErrorCode.InvalidArgument, 'fuseLora: the adapters are fused already; unfuseLora() first');
+    const active = [...this.#active].filter(() => this.#enabled);
+    if (active.length === 0) return;
+    const w = this.linear.weight;
+    const fusedWeight = dt.tidy(() => {
+      let sum = w.to('float32');
+      for (const [name, { weight }] of active) {
+        const { a, b, alpha, rank } = this.#adapters.get(name)!;
+        const product = b.to('float32').matmul(a.to('float32'));
+        const placed = product.placements.every((p, d) => p.equals(w.placements[d]!)) ? product : product.redistribute(w.placements);
+        sum = sum.add(placed.mul((scale * weight * alpha) / rank));
+      }
+      return sum.to(w.dtype);
+    });
+    // a second handle on the weight's storage keeps it (no copy) for unfuse
+    const original = dt.keep(w.view(w.shape));
+    this.linear.setTensor('weight', fusedWeight);
+    this.#fused = { original, names: active.map(([name]) => name) };
+  }
+
+  /** Puts back the weight fuse() started from (the same bits). Returns whether anything was fused. */
+  unfuse(): boolean {
+    const fused = this.#fused;
+    if (!fused) return false;
+    this.#fused = undefined;
+    this.linear.setTensor('weight', fused.original);
+    if (this.#adapters.size === 0) registry.delete(this.linear);
+    return true;
+  }
+
+  /**
+   * Forgets the fused state, keeping the fused weight as the linear's own (unloadLoraWeights after
+   * fuseLora, as diffusers keeps the merged weights): the weight it started from is released.
+   */
+  keepFused(): void {
+    this.#fused?.original.dispose();
+    this.#fused = undefined;
+  }
+
+  /** Removes every adapter (fused ones stay in the weight: see keepFused()). */
+  clear(): void {
+    this.keepFused();
+    for (const name of this.names) this.remove(name);
+    registry.delete(this.linear);
+  }
+
+  /** See {@link loraDelta}. */
+  delta(inputs: readonly dt.Tensor[], like: dt.Tensor): dt.Tensor | undefined {
+    if (!this.#enabled) return undefined;
+    const fused = this.#fused?.names ?? [];
+    const running = [...this.#active].filter(([name]) => !fused.includes(name));
+    if (running.length === 0) return undefined;
+    const tp = tpDim(this.linear.weight.mesh);
+    let sum: dt.Tensor | undefined;
+    for (const [name, { scale }] of running) {
+      const { a, b } = this.#adapters.get(name)!;
+      // the rank-r projection A x: for split inputs, each part meets its own columns of A
+      let h: dt.Tensor | undefined;
+      let offset = 0;
+      for (const part of inputs) {
+        const width = part.shape.at(-1)!;
+        const columns = inputs.length === 1 ? a : a.narrow(1, offset, width);
+        const x = tp >= 0 && columns.placements[tp]!.isShard() ? toTp(part, dt.Shard(-1)) : part;
+        const product = dt.F.linear(x, columns);
+        h = h ? h.add(product) : product;
+        offset += width;
+      }
+      // the r numbers of each token, whole on 'tp' (summed or gathered: small), scaled, then B
+      if (tp >= 0 && !h!.placements[tp]!.isReplicate()) h = toTp(h!, dt.Replicate());
+      const d = dt.F.linear(h!.mul(scale), b);
+      sum = sum ? sum.add(d) : d;
+    }
+    const placed = sum!.placements.every((p, d) => p.equals(like.placements[d]!)) ? sum! : sum!.redistribute(like.placements);
+    return placed.dtype === like.dtype ? placed : placed.to(like.dtype);
+  }
+
+  // A new handle on the weight's storage (no copy): what traced this linear traces again.
+  #retrace(): void {
+    const w = this.linear.weight;
+    this.linear.setTensor('weight', w.view(w.shape));
+  }
+}
+
+// `t` on the weight's mesh with `placements`, in its dtype; `t` itself is released when a new
+// tensor is made from it.
+function placeLike(t: dt.Tensor, weight: dt.Tensor, placements: readonly dt.Placement[]): dt.Tensor {
+  const cast = t.dtype === weight.dtype ? t : t.to(weight.dtype);
+  const placed = cast.mesh === weight.mesh ? cast.redistribute(placements) : cast.redistribute(weight.mesh, placements);
+  if (cast !== t && cast !== placed) cast.dispose();
+  if (placed !== t) t.dispose();
+  return placed;
+}
