@@ -3,7 +3,8 @@
 # the local node binary, the node_modules the tests and the native build need, and the built
 # TypeScript. The GPU machine has no Node.js, no npm and no registry.
 #   bash scripts/device/pack.sh      then run scripts/device/run.sh there with carry [".device"]
-#   DIFFUSERS_SRC=/work/diffusers-src/src bash scripts/device/pack.sh    packs diffusers' source too (BENCH=diffusion)
+#   DIFFUSERS_SRC=/work/diffusers-src/src bash scripts/device/pack.sh    packs diffusers' source too (BENCH=diffusion, lora)
+#   BENCH_ONLY=1 bash scripts/device/pack.sh    without the test and docs tools (for TESTS=0 calls)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.device
@@ -13,7 +14,13 @@ xz -T0 -6 -c "$(command -v node)" > "$out/node.xz"
 # everything but the dev tools that only run here (linters, turbo, changesets) and the tokenizers
 # binaries of other platforms (the machine is linux-x64 with glibc); typescript goes along: a test
 # runs the generator of Tensor's op methods (scripts/gen-tensor-methods.mjs), which parses with it
-tar -cJf "$out/node_modules.tar.xz" \
+# BENCH_ONLY=1 also leaves out what only the tests and the docs use (vitest, vite and its bundler,
+# typescript, typedoc), for a benchmark call (TESTS=0) when the working tree leaves less room
+slim=()
+[ "${BENCH_ONLY:-0}" = 1 ] && slim=(--exclude='node_modules/typescript' --exclude='node_modules/@rolldown' --exclude='node_modules/rolldown'
+  --exclude='node_modules/vite' --exclude='node_modules/vitest' --exclude='node_modules/@vitest' --exclude='node_modules/typedoc'
+  --exclude='node_modules/@shikijs' --exclude='node_modules/lightningcss*')
+tar -cJf "$out/node_modules.tar.xz" "${slim[@]}" \
   --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \
   --exclude='node_modules/prettier' --exclude='node_modules/eslint*' --exclude='node_modules/@eslint*' \
   --exclude='node_modules/@typescript-eslint' --exclude='node_modules/typescript-eslint' \

@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -83,6 +83,11 @@ if bench diffusion && [ "$cuda" = true ]; then
   if [ -z "${DIFFUSERS_SRC:-}" ]; then echo "BENCH=diffusion: no diffusers source (.device/diffusers-src.tar.xz); the diffusers side will fail"; fi
   DEVICE=cuda MODELS=${DIFFUSION_MODELS:-flux-dev,sd3-medium,vae-decode} node bench/hf/diffusion_models.mjs > "$OUT/hf-diffusion-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"done":true' -e '"error"' "$OUT/hf-diffusion-cuda.jsonl" | cut -c1-900
+fi
+if bench lora && [ "$cuda" = true ]; then
+  # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS)
+  DEVICE=cuda node bench/hf/lora.mjs > "$OUT/hf-lora-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"error"' "$OUT/hf-lora-cuda.jsonl" | cut -c1-1200
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
 # the device tool brings back a limited number of files: the logs travel as one archive

@@ -145,6 +145,45 @@ async function saveTinySd3(dir: string): Promise<void> {
   pipe.dispose();
 }
 
+describe('dtorch generate --lora', () => {
+  const loras = fileURLToPath(new URL('../fixtures/hf/lora/', import.meta.url));
+  const style = join(loras, 'flux-style.safetensors');
+  const detail = join(loras, 'flux-detail.safetensors');
+  const args = ['--model', 'tiny-flux', '--prompt', 'a cat', '--size', '32', '--steps', '2', '--seed', '1'];
+  const pixels = (path: string) => PNG.sync.read(readFileSync(path)).data;
+
+  it("gives the PNG of the library's loadLoraWeights and setAdapters; --fuse-lora gives the same picture", async () => {
+    const r = dtorch(['generate', ...args, '--lora', `${style}:0.5`, '--lora', detail, '--out', join(work, 'lora.png')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('LoRA: flux-style x0.5, flux-detail x1');
+    const pipe = await hf.FluxPipeline.tiny();
+    try {
+      await pipe.loadLoraWeights(style, { adapterName: 'a' });
+      await pipe.loadLoraWeights(detail, { adapterName: 'b' });
+      pipe.setAdapters(['a', 'b'], [0.5, 1]);
+      const { images } = await pipe.generate({ prompt: 'a cat', height: 32, width: 32, numInferenceSteps: 2, seed: 1 });
+      expect(readFileSync(join(work, 'lora.png')).equals(images[0]!)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+    const plain = dtorch(['generate', ...args, '--out', join(work, 'plain.png')]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(readFileSync(join(work, 'plain.png')).equals(readFileSync(join(work, 'lora.png'))), 'the LoRA changes the picture').toBe(false);
+    const fused = dtorch(['generate', ...args, '--lora', `${style}:0.5`, '--lora', detail, '--fuse-lora', '--out', join(work, 'fused.png')]);
+    expect(fused.status, fused.stderr).toBe(0);
+    expect(fused.stdout).toMatch(/\(fused into \d+ linear layers\)/);
+    const [a, b] = [pixels(join(work, 'lora.png')), pixels(join(work, 'fused.png'))];
+    expect(Math.max(...a.map((v, i) => Math.abs(v - b[i]!))), 'fused and unfused differ by rounding at most').toBeLessThanOrEqual(2);
+  });
+
+  it('a missing file, a bad scale, --fuse-lora alone and a LoRA for another model are one line', () => {
+    expectOneLineError(dtorch(['generate', ...args, '--lora', join(work, 'none.safetensors'), '--out', join(work, 'x.png')]), /there is no file .*none\.safetensors/);
+    expectOneLineError(dtorch(['generate', ...args, '--lora', `${style}:much`, '--out', join(work, 'x.png')]), /--lora PATH-OR-ID\[:SCALE\] with SCALE a number/);
+    expectOneLineError(dtorch(['generate', ...args, '--fuse-lora', '--out', join(work, 'x.png')]), /--fuse-lora: there is no --lora/);
+    expectOneLineError(dtorch(['generate', ...args, '--lora', join(loras, 'sd3-style.safetensors'), '--out', join(work, 'x.png')]), /strict: false/);
+  });
+});
+
 describe('dtorch generate --model <folder>', () => {
   it('a saved tiny-sd3 folder gives the PNG that tiny-sd3 gives; a missing component is one line', async () => {
     const dir = join(work, 'saved-sd3');
@@ -283,7 +322,7 @@ describe('dtorch generate: the defaults --help names', () => {
   it('dtype by device kind, each built-in model\'s size, --out replacing a file', async () => {
     const help = dtorch(['generate', '--help']).stdout.replace(/\s+/g, ' ');
     expect(help).toContain("the parameters' dtype (default bfloat16 on CUDA devices, float32 on CPU devices)");
-    expect(help).toContain("default the pipeline's: 1024x1024 for FLUX.1, SD3 and tiny-flux, 32x32 for tiny-sd3");
+    expect(help).toContain("default the pipeline's: 1024x1024 for FLUX.1, SD3 and tiny-flux, 128x128 for shapes-flux, 32x32 for tiny-sd3");
     expect(help).toContain('an existing file is replaced unless --no-overwrite');
     // what it says is what runs
     const flux = await hf.FluxPipeline.tiny();
@@ -294,6 +333,10 @@ describe('dtorch generate: the defaults --help names', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(decodePng(out)).toEqual({ width: 32, height: 32 });
     expect(r.stdout).toMatch(/^loading tiny-sd3 on cpu:0 in float32$/m);
+    const shapes = join(work, 'shapes-size.png');
+    const s = dtorch(['generate', '--model', 'shapes-flux', '--prompt', 'a red circle on a blue background', '--steps', '1', '--out', shapes, '--devices', 'cpu:0']);
+    expect(s.status, s.stderr).toBe(0);
+    expect(decodePng(shapes)).toEqual({ width: 128, height: 128 });
   });
 
   it.skipIf(!dt.cuda.isAvailable())('runs in bfloat16 on a CUDA device without --dtype', () => {

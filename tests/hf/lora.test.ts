@@ -180,6 +180,25 @@ describe('LoRA adapters on tiny-flux', () => {
     expect(pipe.getListAdapters()).toEqual({});
   });
 
+  it("loads into the transformer alone (diffusers' load_lora_adapter), with the model's own set / fuse / unload", async () => {
+    const xlabs = join(fixtures, 'flux-xlabs.safetensors');
+    expect(await pipe.transformer.loadLoraAdapter(xlabs, { adapterName: 'xlabs' })).toBe('xlabs');
+    expect(pipe.getListAdapters()).toEqual({ transformer: ['xlabs'] });
+    expect(await outputError(pipe, 'flux.xlabs')).toBeLessThanOrEqual(TOLERANCE);
+    pipe.transformer.setAdapters('xlabs', 0);
+    expect(await outputError(pipe, 'flux.base')).toBeLessThanOrEqual(TOLERANCE);
+    pipe.transformer.setAdapters('xlabs');
+    expect(pipe.transformer.fuseLora()).toBeGreaterThan(0);
+    expect(await outputError(pipe, 'flux.xlabs')).toBeLessThanOrEqual(TOLERANCE);
+    expect(pipe.transformer.unfuseLora()).toBeGreaterThan(0);
+    pipe.transformer.unloadLora();
+    expect(await outputError(pipe, 'flux.base')).toBeLessThanOrEqual(TOLERANCE);
+    // a text encoder's modules are not the transformer's: left aside
+    await pipe.transformer.loadLoraAdapter(join(fixtures, 'flux-style.safetensors'), { adapterName: 'style' });
+    expect(pipe.getListAdapters()).toEqual({ transformer: ['style'] });
+    pipe.transformer.unloadLora();
+  });
+
   it('fused equals unfused, and unfuseLora gives back the same bits', async () => {
     const weightOf = async () => {
       const w = (await pipe.transformer.transformer_blocks.at(0).attn.to_q.weight.data()) as Float32Array;

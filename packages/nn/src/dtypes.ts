@@ -2,10 +2,12 @@
 import type * as dt from '@dtorch/api';
 import type { SafetensorsDtype } from '@dtorch/external';
 
+/** The DTorch dtype of each safetensors dtype name. */
 export const fromSafetensorsDtype: Record<SafetensorsDtype, dt.DType> = {
   F64: 'float64', F32: 'float32', F16: 'float16', BF16: 'bfloat16', I64: 'int64', I32: 'int32', I16: 'int16', I8: 'int8', U8: 'uint8', BOOL: 'bool',
 };
 
+/** The safetensors dtype name of each DTorch dtype. */
 export const toSafetensorsDtype = Object.fromEntries(Object.entries(fromSafetensorsDtype).map(([k, v]) => [v, k])) as Record<dt.DType, SafetensorsDtype>;
 
 export const isFloating = (dtype: dt.DType): boolean => dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16' || dtype === 'float64';

@@ -2,7 +2,8 @@
 // model a pipeline (tiny-flux / tiny-sd3: the registry's built-in random-weight pipelines, made
 // here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
 // steps it was trained for unless told; anything else a folder or hub id, all three of the last
-// through DiffusionPipeline.fromPretrained), the run a
+// through DiffusionPipeline.fromPretrained), its --lora adapters (lora_spec.ts) loaded and
+// weighted (fused under --fuse-lora), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -13,6 +14,7 @@ import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '.
 import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
+import type { LoraSpec } from './lora_spec.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
 
@@ -50,6 +52,10 @@ export interface GenerateFlags {
   revision?: string;
   /** --local-files-only: the HF cache only, no download. */
   localFilesOnly?: boolean;
+  /** --lora, each flag parsed (parseLora). */
+  lora?: LoraSpec[];
+  /** --fuse-lora: the LoRAs fused into the weights before generating. */
+  fuseLora?: boolean;
 }
 
 function invalid(message: string): DTorchError {
@@ -92,6 +98,22 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(2)}s`;
 }
 
+// --lora's adapters loaded, weighted, and fused under --fuse-lora; a line saying what runs
+async function applyLoras(pipe: DiffusionPipeline, flags: GenerateFlags): Promise<void> {
+  const loras = flags.lora ?? [];
+  if (loras.length === 0) {
+    if (flags.fuseLora) throw invalid('--fuse-lora: there is no --lora to fuse; give --lora PATH-OR-ID[:SCALE]');
+    return;
+  }
+  // --revision is the model's; a LoRA repository is read at its main branch
+  for (const l of loras) {
+    await pipe.loadLoraWeights(l.source, { adapterName: l.name, ...(l.weightName !== undefined && { weightName: l.weightName }), ...(flags.localFilesOnly && { localFilesOnly: true }) });
+  }
+  pipe.setAdapters(loras.map((l) => l.name), loras.map((l) => l.scale));
+  const fused = flags.fuseLora ? pipe.fuseLora() : 0;
+  console.log(`LoRA: ${loras.map((l) => `${l.name} x${l.scale}`).join(', ')}${flags.fuseLora ? ` (fused into ${fused} linear layers)` : ''}`);
+}
+
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const size = flags.size === undefined ? undefined : parseSize(flags.size);
@@ -114,6 +136,12 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     ...(!builtIn && flags.revision !== undefined && { revision: flags.revision }),
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });
+  try {
+    await applyLoras(pipe, flags);
+  } catch (err) {
+    pipe.dispose();
+    throw err;
+  }
   const loadMs = performance.now() - started;
 
   const progress = new StepProgress();

@@ -8,6 +8,7 @@
 // works without the native addon.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GenerateFlags } from './generate.js';
+import { parseLora } from './lora_spec.js';
 import type { WorkerFlags } from './worker.js';
 
 // DTorch's generator takes seeds below 2^48 (they travel to the engine as doubles; torch's
@@ -61,6 +62,7 @@ Examples:
   dtorch generate --model shapes-flux --prompt "a red circle at the top left on a blue background" --out shapes.png
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --lora ./style.safetensors:0.8 --lora org/detail-lora --fuse-lora
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
 /** The `dtorch` command and its subcommands, generate, info and worker; `version`: @dtorch/hf's. */
@@ -89,6 +91,8 @@ export function program(version: string): Command {
     .option('--images-per-prompt <n>', 'images per prompt', integer('--images-per-prompt', 1))
     .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
     .option('--local-files-only', 'use the HF cache only, no download')
+    .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
+    .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
     .addHelpText('after', meshHelp)
     .action(async (flags: GenerateFlags) => {
       const { runGenerate } = await import('./generate.js');

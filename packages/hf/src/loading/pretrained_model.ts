@@ -4,12 +4,26 @@
 // the weights loaded into it, each rank reading only its own slice of each tensor.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
-import { DTorchError, ErrorCode, log } from '@dtorch/common';
+import { DTorchError, ErrorCode, checkKnownOptions, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, openRepo, type RepoFiles } from '@dtorch/external';
 import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, inSubfolder, repoOptions, type FromPretrainedOptions } from './options.js';
 import { fetchWeights } from './weight_files.js';
+import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
+import { fetchLoraFile } from '../lora/lora_source.js';
+import type { LoraFile } from '../lora/lora_state_dict.js';
+import {
+  addPipelineLora,
+  deleteAdapters,
+  enableAdapters,
+  fuseAdapters,
+  setAdapters,
+  unfuseAdapters,
+  unloadAdapters,
+  type LoadLoraWeightsOptions,
+  type LoraComponents,
+} from '../lora/pipeline_lora.js';
 
 /** Where a model's parameters live and their dtype (as nn layers take them). */
 export interface ModelOptions {
@@ -102,6 +116,77 @@ export abstract class PreTrainedModel extends nn.Module {
   /** Packs the groups the model itself owns (projections across its blocks); how many. */
   protected packOwnProjections(): number {
     return 0;
+  }
+
+  // ---- LoRA adapters of this model alone (diffusers' PeftAdapterMixin; a pipeline's own methods load into all its components) ----
+
+  /**
+   * Loads a LoRA into this model (diffusers' load_lora_adapter): `source` a `.safetensors` file, or
+   * a folder or hub id holding one (`weightName`); the file's modules under `prefix` (default
+   * "transformer"; keys without a component prefix count as the transformer's), as adapter
+   * `adapterName`, active with weight 1 beside those active already. Returns the adapter's name.
+   */
+  async loadLoraAdapter(source: string, options?: LoadLoraWeightsOptions & { prefix?: string }): Promise<string> {
+    const what = `${this.constructor.name}.loadLoraAdapter`;
+    const o = checkPretrainedOptions<LoadLoraWeightsOptions & { prefix?: string }>(what, options, ['weightName', 'adapterName', 'strict', 'prefix']);
+    if (o.strict !== undefined && typeof o.strict !== 'boolean') throw new DTorchError(ErrorCode.InvalidArgument, `${what}: strict must be true or false, got ${JSON.stringify(o.strict)}`);
+    const prefix = o.prefix ?? 'transformer';
+    const file = await fetchLoraFile(what, source, o.weightName, repoOptions(o));
+    const converted = this.convertLora(file);
+    // the other components' modules are theirs, not this model's: left aside, as diffusers does
+    const own = { ...converted, modules: new Map([...converted.modules].filter(([key]) => key.startsWith(`${prefix}.`))) };
+    return addPipelineLora(what, new Map([[prefix, this]]), file, own, o.adapterName, o.strict ?? true);
+  }
+
+  /**
+   * `file`'s LoRA in diffusers' module paths; diffusers' own layout unless the model converts
+   * the layouts people share for it (FluxTransformer2DModel).
+   * @internal
+   */
+  protected convertLora(file: LoraFile): DiffusersLora {
+    return diffusersLayoutLora(file.path, this.constructor.name, file.tensors);
+  }
+
+  /** Makes `names` the active adapters with `weights` (one for all or one each; default 1), as diffusers' set_adapters. */
+  setAdapters(names: string | readonly string[], weights?: number | readonly number[]): void {
+    setAdapters(`${this.constructor.name}.setAdapters`, this.#lora(), names, weights);
+  }
+
+  /** Turns the LoRA adapters off, keeping them (diffusers' disable_lora). */
+  disableLora(): void {
+    enableAdapters(this.#lora(), false);
+  }
+
+  /** Turns the LoRA adapters on again (diffusers' enable_lora). */
+  enableLora(): void {
+    enableAdapters(this.#lora(), true);
+  }
+
+  /** Deletes adapters `names`, releasing their memory (diffusers' delete_adapters). */
+  deleteAdapters(names: string | readonly string[]): void {
+    deleteAdapters(`${this.constructor.name}.deleteAdapters`, this.#lora(), names);
+  }
+
+  /** Fuses the active adapters into the weights, times `loraScale` (default 1); unfuseLora() puts the same bits back. How many linears changed. */
+  fuseLora(options?: { loraScale?: number }): number {
+    const what = `${this.constructor.name}.fuseLora`;
+    const o = checkKnownOptions<{ loraScale?: number }>(`${what} options`, options, ['loraScale']);
+    return fuseAdapters(what, this.#lora(), o.loraScale ?? 1, undefined);
+  }
+
+  /** Puts back the weights fuseLora changed, bit for bit. How many linears changed. */
+  unfuseLora(): number {
+    return unfuseAdapters(`${this.constructor.name}.unfuseLora`, this.#lora(), undefined);
+  }
+
+  /** Removes every adapter and releases its memory (diffusers' unload_lora); fused weights stay fused. */
+  unloadLora(): void {
+    unloadAdapters(this.#lora());
+  }
+
+  // the model as the one component its LoRA methods act on (the name is for messages only)
+  #lora(): LoraComponents {
+    return new Map([['model', this]]);
   }
 }
 

@@ -7,8 +7,11 @@ import { SafetensorsCheckpoint, type SafetensorsDtype } from '@dtorch/external';
 
 /** One tensor of a LoRA file: its dtype, shape and raw little-endian bytes (row-major). */
 export interface LoraTensor {
+  /** Its dtype as the file names it (F32, BF16, ...). */
   readonly dtype: SafetensorsDtype;
+  /** Its shape. */
   readonly shape: readonly number[];
+  /** Its elements, little-endian, row-major. */
   readonly bytes: Uint8Array;
 }
 
@@ -16,7 +19,9 @@ export interface LoraTensor {
 export interface LoraFile {
   /** The path it was read from. */
   readonly path: string;
+  /** Every tensor by its key in the file. */
   readonly tensors: Map<string, LoraTensor>;
+  /** The header's `__metadata__` (diffusers writes `lora_adapter_metadata` there). */
   readonly metadata: Readonly<Record<string, string>>;
 }
 

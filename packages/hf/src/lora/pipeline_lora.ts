@@ -9,7 +9,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import type { RepoOptions } from '@dtorch/external';
-import { PreTrainedModel } from '../loading/pretrained_model.js';
+import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import { componentConfigs, moduleAlpha } from './lora_alpha.js';
 import type { DiffusersLora, ModuleLora } from './lora_formats.js';
 import type { LoraFile, LoraTensor } from './lora_state_dict.js';
@@ -283,7 +283,7 @@ function pick(what: string, components: LoraComponents, only: readonly string[] 
 
 // each model's q/k/v (and adaLN) groups packed again: a LoRA change gave the weights new handles
 function repack(components: LoraComponents): void {
-  for (const model of components.values()) if (model instanceof PreTrainedModel) model.packProjections();
+  for (const model of components.values()) if (model && hasPackedProjections(model)) model.packProjections();
 }
 
 const preview = (keys: readonly string[]): string => `${keys.slice(0, 5).join(', ')}${keys.length > 5 ? `, and ${keys.length - 5} more` : ''}`;

@@ -11,6 +11,10 @@ import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter, log } from '@dtorch/common';
 import { FluxTransformer2DConfig } from './flux_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import type { FromSingleFileOptions } from '../../loading/single_file/from_single_file.js';
+import { fluxFromSingleFile } from '../../loading/single_file/flux_single_file.js';
+import { fluxLoraToDiffusers, type DiffusersLora } from '../../lora/lora_formats.js';
+import type { LoraFile } from '../../lora/lora_state_dict.js';
 import { pieceByPieceJoin, type HasJointAttention, type JointAttention } from '../../parallel/joint_attention.js';
 import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
@@ -104,9 +108,26 @@ export class FluxTransformer2DModel extends PreTrainedModel implements HasJointA
     return FluxTransformer2DConfig.fromFile(path);
   }
 
+  /**
+   * The model from one checkpoint file in BFL's layout (flux1-dev.safetensors, flux1-schnell
+   * .safetensors, or ComfyUI's copies with keys under "model.diffusion_model."), as diffusers'
+   * from_single_file: keys converted as diffusers converts them, read in place (each rank reads
+   * only its slice; fused qkv and linear1 as row slices), the config read from the shapes
+   * (`options.config` gives what they do not fix, e.g. axes_dims_rope for heads other than 128),
+   * on `options.mesh` in `options.dtype`, loaded and packed as fromPretrained gives it.
+   */
+  static fromSingleFile(path: string, options?: FromSingleFileOptions): Promise<FluxTransformer2DModel> {
+    return fluxFromSingleFile(this, path, options);
+  }
+
   /** The mesh the weights are on; inputs must be on it. */
   get mesh(): dt.DeviceMesh {
     return this.x_embedder.weight.mesh;
+  }
+
+  /** @internal Flux LoRAs in diffusers', kohya's, ComfyUI's, BFL's or XLabs' layout. */
+  protected override convertLora(file: LoraFile): DiffusersLora {
+    return fluxLoraToDiffusers(file.tensors);
   }
 
   /**

@@ -14,6 +14,8 @@ import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
 import { SD3Transformer2DConfig } from './sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import type { FromSingleFileOptions } from '../../loading/single_file/from_single_file.js';
+import { sd3FromSingleFile } from '../../loading/single_file/sd3_single_file.js';
 import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
 import { AdaLNProjections, AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
@@ -92,6 +94,19 @@ export class SD3Transformer2DModel extends PreTrainedModel {
   /** Reads the model's config.json. */
   static readConfig(path: string): SD3Transformer2DConfig {
     return SD3Transformer2DConfig.fromFile(path);
+  }
+
+  /**
+   * The model from one checkpoint file in SD3's original layout (sd3_medium.safetensors,
+   * sd3.5_large.safetensors: keys under "model.diffusion_model.", which a file holding the text
+   * encoders too may have beside them), as diffusers' from_single_file: keys converted as
+   * diffusers converts them, read in place (each rank reads only its slice; fused qkv as row
+   * slices), the config read from the shapes (`options.config` gives what they do not fix:
+   * sample_size, and attention_head_dim when the file has no qk norms and its heads are not 64
+   * wide), on `options.mesh` in `options.dtype`, loaded and packed as fromPretrained gives it.
+   */
+  static fromSingleFile(path: string, options?: FromSingleFileOptions): Promise<SD3Transformer2DModel> {
+    return sd3FromSingleFile(this, path, options);
   }
 
   /** The mesh the weights are on; inputs must be on it. */
