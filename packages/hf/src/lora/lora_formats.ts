@@ -6,6 +6,7 @@
 // split by rows of B (each part keeps A whole), BFL's (shift, scale) halves are swapped by rows.
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { safetensorsDtypes } from '@dtorch/external';
+import { fluxBflDoubleBlock, fluxBflSingleBlock, fluxBflTop, type BflModule, type BflModules } from '../models/flux/flux_bfl_layout.js';
 import type { LoraTensor } from './lora_state_dict.js';
 
 /** The layout a Flux LoRA file was written in. */
@@ -31,67 +32,37 @@ export interface DiffusersLora {
   unknown: string[];
 }
 
-/** Where one BFL linear goes in FluxTransformer2DModel. */
-interface Target {
-  /** diffusers module paths; several for a fused matrix, in the order of its output rows. */
-  modules: readonly string[];
-  /** Relative row counts of the parts of a fused matrix: q, k, v equal; linear1's mlp part is mlp_ratio (4) times one. */
-  parts?: readonly number[];
-  /** BFL's final adaLN emits (shift, scale), diffusers' AdaLayerNormContinuous (scale, shift). */
-  swapHalves?: boolean;
+/** Where one BFL linear goes in FluxTransformer2DModel: its layout row, and whether its alpha counts. */
+interface Target extends Pick<BflModule, 'modules' | 'parts' | 'shiftScale'> {
   /** diffusers' kohya converter ignores final_layer alphas ("TODO: alphas"): these run with scale 1. */
   alphaIgnored?: boolean;
 }
 
-const qkv = [1, 1, 1];
+/** The linears of a layout table (norms take no LoRA), by BFL's name. */
+function linearTargets(table: BflModules): Map<string, Target> {
+  const linears = Object.entries(table).filter(([, m]) => m.kind === 'linear');
+  return new Map(linears.map(([name, m]) => [name, name.startsWith('final_layer.') ? { ...m, alphaIgnored: true } : m]));
+}
 
-// BFL module names (flux/model.py) -> diffusers', per double block, per single block, and outside the
-// blocks. sd-scripts' names are these with "." -> "_" after "lora_unet_"; ComfyUI's after "diffusion_model.".
-const doubleBlockTargets: Record<string, Target> = {
-  'img_attn.qkv': { modules: ['attn.to_q', 'attn.to_k', 'attn.to_v'], parts: qkv },
-  'img_attn.proj': { modules: ['attn.to_out.0'] },
-  'img_mlp.0': { modules: ['ff.net.0.proj'] },
-  'img_mlp.2': { modules: ['ff.net.2'] },
-  'img_mod.lin': { modules: ['norm1.linear'] },
-  'txt_attn.qkv': { modules: ['attn.add_q_proj', 'attn.add_k_proj', 'attn.add_v_proj'], parts: qkv },
-  'txt_attn.proj': { modules: ['attn.to_add_out'] },
-  'txt_mlp.0': { modules: ['ff_context.net.0.proj'] },
-  'txt_mlp.2': { modules: ['ff_context.net.2'] },
-  'txt_mod.lin': { modules: ['norm1_context.linear'] },
-};
-const singleBlockTargets: Record<string, Target> = {
-  // diffusers hard-codes FLUX.1's [3072, 3072, 3072, 12288]; the ratio fits any width
-  linear1: { modules: ['attn.to_q', 'attn.to_k', 'attn.to_v', 'proj_mlp'], parts: [1, 1, 1, 4] },
-  linear2: { modules: ['proj_out'] },
-  'modulation.lin': { modules: ['norm.linear'] },
-};
-const topTargets: Record<string, Target> = {
-  img_in: { modules: ['x_embedder'] },
-  txt_in: { modules: ['context_embedder'] },
-  'time_in.in_layer': { modules: ['time_text_embed.timestep_embedder.linear_1'] },
-  'time_in.out_layer': { modules: ['time_text_embed.timestep_embedder.linear_2'] },
-  'vector_in.in_layer': { modules: ['time_text_embed.text_embedder.linear_1'] },
-  'vector_in.out_layer': { modules: ['time_text_embed.text_embedder.linear_2'] },
-  'guidance_in.in_layer': { modules: ['time_text_embed.guidance_embedder.linear_1'] },
-  'guidance_in.out_layer': { modules: ['time_text_embed.guidance_embedder.linear_2'] },
-  'final_layer.adaLN_modulation.1': { modules: ['norm_out.linear'], swapHalves: true, alphaIgnored: true },
-  'final_layer.linear': { modules: ['proj_out'], alphaIgnored: true },
-};
+// sd-scripts' names are BFL's with "." -> "_" after "lora_unet_"; ComfyUI's after "diffusion_model.".
+const doubleBlockTargets = linearTargets(fluxBflDoubleBlock);
+const singleBlockTargets = linearTargets(fluxBflSingleBlock);
+const topTargets = linearTargets(fluxBflTop);
 
-// XLabs' processor LoRAs (x-flux) -> diffusers'; diffusers maps single blocks' qkv_lora to q, k, v only.
+// XLabs' processor LoRAs (x-flux) -> diffusers'; diffusers maps single blocks' qkv_lora to linear1's q, k, v only.
 const xlabsDoubleTargets: Record<string, Target> = {
-  qkv_lora1: doubleBlockTargets['img_attn.qkv']!,
-  proj_lora1: doubleBlockTargets['img_attn.proj']!,
-  qkv_lora2: doubleBlockTargets['txt_attn.qkv']!,
-  proj_lora2: doubleBlockTargets['txt_attn.proj']!,
+  qkv_lora1: doubleBlockTargets.get('img_attn.qkv')!,
+  proj_lora1: doubleBlockTargets.get('img_attn.proj')!,
+  qkv_lora2: doubleBlockTargets.get('txt_attn.qkv')!,
+  proj_lora2: doubleBlockTargets.get('txt_attn.proj')!,
 };
+const linear1 = singleBlockTargets.get('linear1')!;
 const xlabsSingleTargets: Record<string, Target> = {
-  qkv_lora: { modules: ['attn.to_q', 'attn.to_k', 'attn.to_v'], parts: qkv },
-  proj_lora: { modules: ['proj_out'] },
+  qkv_lora: { modules: linear1.modules.slice(0, 3), parts: linear1.parts!.slice(0, 3) },
+  proj_lora: singleBlockTargets.get('linear2')!,
 };
 
-const underscored = (table: Record<string, Target>): Map<string, Target> =>
-  new Map(Object.entries(table).map(([name, target]) => [name.replaceAll('.', '_'), target]));
+const underscored = (table: Map<string, Target>): Map<string, Target> => new Map([...table].map(([name, target]) => [name.replaceAll('.', '_'), target]));
 const sdDouble = underscored(doubleBlockTargets);
 const sdSingle = underscored(singleBlockTargets);
 const sdTop = underscored(topTargets);
@@ -108,7 +79,7 @@ function sdScriptsTarget(name: string): Target | undefined {
 
 // diffusers' own paths with "." -> "_", as the "lora_transformer_" files of diffusers' "mixture" branch
 // name them; derived from the tables above so that every Flux linear is here once.
-const diffusersBlockPaths = (table: Record<string, Target>) => [...new Set(Object.values(table).flatMap((t) => t.modules))];
+const diffusersBlockPaths = (table: Map<string, Target>) => [...new Set([...table.values()].flatMap((t) => t.modules))];
 const mixtureDouble = new Map(diffusersBlockPaths(doubleBlockTargets).map((m) => [m.replaceAll('.', '_'), m]));
 const mixtureSingle = new Map(diffusersBlockPaths(singleBlockTargets).map((m) => [m.replaceAll('.', '_'), m]));
 const mixtureTop = new Map(diffusersBlockPaths(topTargets).map((m) => [m.replaceAll('.', '_'), m]));
@@ -225,7 +196,7 @@ function add(out: DiffusersLora, name: string, lora: ModuleLora, key: string): v
 /** One down/up pair (and alpha) split over its target modules under "transformer.". */
 function addTarget(out: DiffusersLora, target: Target, a: LoraTensor, b: LoraTensor, alpha: number, upKey: string): void {
   const rank = a.shape[0]!;
-  if (target.swapHalves) b = swapHalves(b, upKey);
+  if (target.shiftScale) b = swapHalves(b, upKey);
   if (!target.parts) {
     add(out, `transformer.${target.modules[0]}`, { a, b, alpha }, upKey);
     return;

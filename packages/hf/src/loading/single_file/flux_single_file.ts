@@ -1,61 +1,20 @@
 // FLUX.1 transformers in BFL's layout (flux1-dev.safetensors, flux1-schnell.safetensors, and
 // ComfyUI's copies under "model.diffusion_model.") to diffusers' FluxTransformer2DModel, as
-// diffusers' convert_flux_transformer_checkpoint_to_diffusers: keys renamed by the table below,
+// diffusers' convert_flux_transformer_checkpoint_to_diffusers: keys renamed by flux_bfl_layout.ts,
 // fused qkv and single blocks' linear1 (q, k, v, MLP) split by rows, the final adaLN's (shift,
 // scale) halves swapped. The config comes from the shapes (diffusers fetches FLUX.1's from the
 // hub instead); unlike diffusers' conversion, which hard-codes FLUX.1's width (3072), any width.
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
 import { FluxTransformer2DConfig } from '../../models/flux/flux_transformer_config.js';
+import { fluxBflDoubleBlock, fluxBflSingleBlock, fluxBflTop, type BflModules } from '../../models/flux/flux_bfl_layout.js';
 import type { FluxTransformer2DModel } from '../../models/flux/flux_transformer_2d_model.js';
 import { PlanBuilder, type ConversionPlan } from './conversion_plan.js';
 import { checkAgrees, fromSingleFile, singleFileConfig, type FromSingleFileOptions, type SingleFileLayout, type SingleFileModelClass } from './from_single_file.js';
 import type { SingleFileCheckpoint } from './single_file_checkpoint.js';
 
-// diffusers' linears (weight and bias) <- BFL's, outside the blocks, in each double block
-// (transformer_blocks.N <- double_blocks.N) and in each single block (single_transformer_blocks.N
-// <- single_blocks.N)
-const topLinears: Record<string, string> = {
-  'time_text_embed.timestep_embedder.linear_1': 'time_in.in_layer',
-  'time_text_embed.timestep_embedder.linear_2': 'time_in.out_layer',
-  'time_text_embed.text_embedder.linear_1': 'vector_in.in_layer',
-  'time_text_embed.text_embedder.linear_2': 'vector_in.out_layer',
-  context_embedder: 'txt_in',
-  x_embedder: 'img_in',
-  proj_out: 'final_layer.linear',
-};
-const guidanceLinears: Record<string, string> = {
-  'time_text_embed.guidance_embedder.linear_1': 'guidance_in.in_layer',
-  'time_text_embed.guidance_embedder.linear_2': 'guidance_in.out_layer',
-};
-const doubleLinears: Record<string, string> = {
-  'norm1.linear': 'img_mod.lin',
-  'norm1_context.linear': 'txt_mod.lin',
-  'attn.to_out.0': 'img_attn.proj',
-  'attn.to_add_out': 'txt_attn.proj',
-  'ff.net.0.proj': 'img_mlp.0',
-  'ff.net.2': 'img_mlp.2',
-  'ff_context.net.0.proj': 'txt_mlp.0',
-  'ff_context.net.2': 'txt_mlp.2',
-};
-const doubleNorms: Record<string, string> = {
-  'attn.norm_q.weight': 'img_attn.norm.query_norm.scale',
-  'attn.norm_k.weight': 'img_attn.norm.key_norm.scale',
-  'attn.norm_added_q.weight': 'txt_attn.norm.query_norm.scale',
-  'attn.norm_added_k.weight': 'txt_attn.norm.key_norm.scale',
-};
-const singleLinears: Record<string, string> = {
-  'norm.linear': 'modulation.lin',
-  proj_out: 'linear2',
-};
-const singleNorms: Record<string, string> = {
-  'attn.norm_q.weight': 'norm.query_norm.scale',
-  'attn.norm_k.weight': 'norm.key_norm.scale',
-};
 /** FLUX.1's rotary dims per position axis (BFL's axes_dim), for its heads of 128. */
 const flux1AxesDims = [16, 56, 56];
-/** The single blocks' MLP width over the model's (BFL's mlp_ratio; FluxSingleTransformerBlock's). */
-const mlpRatio = 4;
 
 /** BFL's FLUX.1 layout, read into FluxTransformer2DModel. */
 export const fluxSingleFileLayout: SingleFileLayout<FluxTransformer2DConfig> = {
@@ -127,23 +86,26 @@ function fluxConfig(file: SingleFileCheckpoint, given: JsonObject, what: string)
 // Where each diffusers key lies in the BFL file, for a model of `config`.
 function fluxPlan(file: SingleFileCheckpoint, config: FluxTransformer2DConfig): ConversionPlan {
   const p = new PlanBuilder((key) => file.shape(key));
-  const dim = config.innerDim;
-  const linears = config.guidanceEmbeds ? { ...topLinears, ...guidanceLinears } : topLinears;
-  for (const [to, from] of Object.entries(linears)) p.linear(to, from);
-  for (let i = 0; i < config.numLayers; i++) {
-    const [to, from] = [`transformer_blocks.${i}.`, `double_blocks.${i}.`];
-    for (const [t, f] of Object.entries(doubleLinears)) p.linear(to + t, from + f);
-    for (const [t, f] of Object.entries(doubleNorms)) p.tensor(to + t, from + f);
-    p.split(['to_q', 'to_k', 'to_v'].map((m) => `${to}attn.${m}`), `${from}img_attn.qkv`, [dim, dim, dim], 'q, k, v');
-    p.split(['add_q_proj', 'add_k_proj', 'add_v_proj'].map((m) => `${to}attn.${m}`), `${from}txt_attn.qkv`, [dim, dim, dim], 'q, k, v');
-  }
-  for (let i = 0; i < config.numSingleLayers; i++) {
-    const [to, from] = [`single_transformer_blocks.${i}.`, `single_blocks.${i}.`];
-    for (const [t, f] of Object.entries(singleLinears)) p.linear(to + t, from + f);
-    for (const [t, f] of Object.entries(singleNorms)) p.tensor(to + t, from + f);
-    const modules = [`${to}attn.to_q`, `${to}attn.to_k`, `${to}attn.to_v`, `${to}proj_mlp`];
-    p.split(modules, `${from}linear1`, [dim, dim, dim, mlpRatio * dim], `q, k, v and the MLP's ${mlpRatio} x ${dim}`);
-  }
-  p.swapHalves('norm_out.linear', 'final_layer.adaLN_modulation.1');
+  const top = Object.entries(fluxBflTop).filter(([name]) => config.guidanceEmbeds || !name.startsWith('guidance_in.'));
+  planModules(p, Object.fromEntries(top), '', '', config.innerDim);
+  for (let i = 0; i < config.numLayers; i++) planModules(p, fluxBflDoubleBlock, `transformer_blocks.${i}.`, `double_blocks.${i}.`, config.innerDim);
+  for (let i = 0; i < config.numSingleLayers; i++) planModules(p, fluxBflSingleBlock, `single_transformer_blocks.${i}.`, `single_blocks.${i}.`, config.innerDim);
   return p.plan;
+}
+
+/** A layout table's modules, diffusers' under `to` and BFL's under `from`; fused parts scaled by the model's width `dim`. */
+function planModules(p: PlanBuilder, table: BflModules, to: string, from: string, dim: number): void {
+  for (const [name, m] of Object.entries(table)) {
+    const modules = m.modules.map((module) => to + module);
+    if (m.kind === 'norm') p.tensor(`${modules[0]}.weight`, `${from}${name}.scale`);
+    else if (m.parts) p.split(modules, from + name, m.parts.map((part) => part * dim), partsText(m.parts, dim));
+    else if (m.shiftScale) p.swapHalves(modules[0]!, from + name);
+    else p.linear(modules[0]!, from + name);
+  }
+}
+
+/** What a fused matrix's parts are, for the error when its rows do not add up: q, k, v, then the single blocks' MLP. */
+function partsText(parts: readonly number[], dim: number): string {
+  const mlp = parts[3];
+  return mlp === undefined ? 'q, k, v' : `q, k, v and the MLP's ${mlp} x ${dim}`;
 }
