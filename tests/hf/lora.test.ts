@@ -4,10 +4,11 @@
 // final latents (or encode_prompt's outputs) within 2e-3 of the largest reference value, for
 // one adapter in diffusers' layout (with its metadata's alphas and patterns), two at weights
 // 0.8 / 0.5, a per-call loraScale, the same adapter written in kohya's, ComfyUI-BFL's and
-// XLabs' layouts, CLIP's and T5's adapters; on 1 CPU device, 'tp' 2 (A and B split as the
-// weights), 'ulysses' 2, 'cfg' 2 and 'dp' 2. Fused equals unfused, unfuse gives back the same
-// bits, unloading gives the memory back, and bad files and calls are DTorchErrors that leave
-// the pipeline as it was.
+// XLabs' layouts, CLIP's and T5's adapters, SD3's "style" in kohya's layout (which diffusers
+// does not read: against sd3.style); on 1 CPU device, 'tp' 2 (A and B split as the weights),
+// 'ulysses' 2, 'cfg' 2 and 'dp' 2. Fused equals unfused, unfuse gives back the same bits,
+// unloading gives the memory back, and bad files and calls are DTorchErrors that leave the
+// pipeline as it was.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,6 +146,31 @@ describe.each(meshes)('LoRA on $name matches diffusers', ({ make, flux, sd3 }) =
   });
   it.each(sd3)('%s', async (name) => {
     expect(await caseError(sd3Pipe!, name)).toBeLessThanOrEqual(TOLERANCE);
+  });
+});
+
+describe('LoRA adapters on tiny-sd3', () => {
+  // kohya's (sd-scripts') SD3 layout, which diffusers' SD3 loader does not read: the "style" adapter
+  // whole (make_sd3_lora_fixtures.py checks its deltas through diffusers' single-file converter,
+  // and that its weights merged give sd3.style), so it must give sd3.style's latents
+  const kohya = join(fixtures, 'sd3-style-kohya.safetensors');
+  it.each([
+    ['1 cpu device', () => new dt.DeviceMesh('cpu', [0])],
+    ['tp=2', () => new dt.DeviceMesh('cpu', [0, 1], ['tp'])],
+  ] as const)('reads a kohya / sd-scripts LoRA on %s as its diffusers-layout source', async (_, make) => {
+    const pipe = await hf.StableDiffusion3Pipeline.tiny({ mesh: make() });
+    try {
+      expect(await pipe.loadLoraWeights(kohya, { adapterName: 'kohya' })).toBe('kohya');
+      expect(pipe.getListAdapters()).toEqual({ transformer: ['kohya'], text_encoder: ['kohya'], text_encoder_2: ['kohya'] });
+      expect(await outputError(pipe, 'sd3.style')).toBeLessThanOrEqual(TOLERANCE);
+      pipe.unloadLoraWeights();
+      // into the transformer alone (its own convertLora): the CLIPs' modules are left aside
+      expect(await pipe.transformer.loadLoraAdapter(kohya, { adapterName: 'k' })).toBe('k');
+      expect(pipe.getListAdapters()).toEqual({ transformer: ['k'] });
+      pipe.transformer.unloadLora();
+    } finally {
+      pipe.dispose();
+    }
   });
 });
 

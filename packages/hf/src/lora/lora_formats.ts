@@ -9,7 +9,7 @@ import { safetensorsDtypes } from '@dtorch/external';
 import { fluxBflDoubleBlock, fluxBflSingleBlock, fluxBflTop, type BflModule, type BflModules } from '../models/flux/flux_bfl_layout.js';
 import type { LoraTensor } from './lora_state_dict.js';
 
-/** The layout a Flux LoRA file was written in. */
+/** The layout a LoRA file was written in (SD3's kohya files are 'kohya' too). */
 export type LoraLayout = 'diffusers' | 'kohya' | 'bfl' | 'xlabs';
 
 /** One module's LoRA in diffusers' (PEFT's) form. */
@@ -22,7 +22,7 @@ export interface ModuleLora {
   alpha?: number;
 }
 
-/** A Flux LoRA file in diffusers' module paths. */
+/** A LoRA file in diffusers' module paths (Flux's: fluxLoraToDiffusers; SD3's: sd3LoraToDiffusers). */
 export interface DiffusersLora {
   /** The layout the file was in. */
   layout: LoraLayout;
@@ -32,14 +32,14 @@ export interface DiffusersLora {
   unknown: string[];
 }
 
-/** Where one BFL linear goes in FluxTransformer2DModel: its layout row, and whether its alpha counts. */
-interface Target extends Pick<BflModule, 'modules' | 'parts' | 'shiftScale'> {
+/** Where one linear of a file goes: the diffusers modules its rows feed (a layout row), and whether its alpha counts. */
+export interface LoraTarget extends Pick<BflModule, 'modules' | 'parts' | 'shiftScale'> {
   /** diffusers' kohya converter ignores final_layer alphas ("TODO: alphas"): these run with scale 1. */
   alphaIgnored?: boolean;
 }
 
 /** The linears of a layout table (norms take no LoRA), by BFL's name. */
-function linearTargets(table: BflModules): Map<string, Target> {
+function linearTargets(table: BflModules): Map<string, LoraTarget> {
   const linears = Object.entries(table).filter(([, m]) => m.kind === 'linear');
   return new Map(linears.map(([name, m]) => [name, name.startsWith('final_layer.') ? { ...m, alphaIgnored: true } : m]));
 }
@@ -50,25 +50,25 @@ const singleBlockTargets = linearTargets(fluxBflSingleBlock);
 const topTargets = linearTargets(fluxBflTop);
 
 // XLabs' processor LoRAs (x-flux) -> diffusers'; diffusers maps single blocks' qkv_lora to linear1's q, k, v only.
-const xlabsDoubleTargets: Record<string, Target> = {
+const xlabsDoubleTargets: Record<string, LoraTarget> = {
   qkv_lora1: doubleBlockTargets.get('img_attn.qkv')!,
   proj_lora1: doubleBlockTargets.get('img_attn.proj')!,
   qkv_lora2: doubleBlockTargets.get('txt_attn.qkv')!,
   proj_lora2: doubleBlockTargets.get('txt_attn.proj')!,
 };
 const linear1 = singleBlockTargets.get('linear1')!;
-const xlabsSingleTargets: Record<string, Target> = {
+const xlabsSingleTargets: Record<string, LoraTarget> = {
   qkv_lora: { modules: linear1.modules.slice(0, 3), parts: linear1.parts!.slice(0, 3) },
   proj_lora: singleBlockTargets.get('linear2')!,
 };
 
-const underscored = (table: Map<string, Target>): Map<string, Target> => new Map([...table].map(([name, target]) => [name.replaceAll('.', '_'), target]));
+const underscored = (table: Map<string, LoraTarget>): Map<string, LoraTarget> => new Map([...table].map(([name, target]) => [name.replaceAll('.', '_'), target]));
 const sdDouble = underscored(doubleBlockTargets);
 const sdSingle = underscored(singleBlockTargets);
 const sdTop = underscored(topTargets);
 
 /** The target of an sd-scripts unet name (without "lora_unet_"), with block paths filled in. */
-function sdScriptsTarget(name: string): Target | undefined {
+function sdScriptsTarget(name: string): LoraTarget | undefined {
   const block = /^(double|single)_blocks_(\d+)_(.+)$/.exec(name);
   if (!block) return sdTop.get(name);
   const [, kind, index, rest] = block;
@@ -79,7 +79,7 @@ function sdScriptsTarget(name: string): Target | undefined {
 
 // diffusers' own paths with "." -> "_", as the "lora_transformer_" files of diffusers' "mixture" branch
 // name them; derived from the tables above so that every Flux linear is here once.
-const diffusersBlockPaths = (table: Map<string, Target>) => [...new Set([...table.values()].flatMap((t) => t.modules))];
+const diffusersBlockPaths = (table: Map<string, LoraTarget>) => [...new Set([...table.values()].flatMap((t) => t.modules))];
 const mixtureDouble = new Map(diffusersBlockPaths(doubleBlockTargets).map((m) => [m.replaceAll('.', '_'), m]));
 const mixtureSingle = new Map(diffusersBlockPaths(singleBlockTargets).map((m) => [m.replaceAll('.', '_'), m]));
 const mixtureTop = new Map(diffusersBlockPaths(topTargets).map((m) => [m.replaceAll('.', '_'), m]));
@@ -94,7 +94,7 @@ function mixtureModule(name: string): string | undefined {
 }
 
 /** CLIP's module path of a kohya text-encoder name (after "lora_te_" / "lora_te1_"), as diffusers' _convert_text_encoder_lora_key and its later PEFT renaming give it. */
-function clipModule(name: string): string | undefined {
+export function clipModule(name: string): string | undefined {
   const path = name
     .replaceAll('_', '.')
     .replace('text.model', 'text_model')
@@ -114,13 +114,13 @@ function bad(key: string, what: string): DTorchError {
 
 function checkMatrix(t: LoraTensor, key: string): void {
   if (!matrixDtypes.has(t.dtype)) throw bad(key, `has dtype ${t.dtype}; LoRA weights must be F32, F16 or BF16 (re-save the file in one of them)`);
-  if (t.shape.length !== 2) throw bad(key, `has shape [${t.shape}]; LoRA weights of linears are matrices (convolution LoRAs do not apply to Flux)`);
+  if (t.shape.length !== 2) throw bad(key, `has shape [${t.shape}]; LoRA weights of linears are matrices (DTorch reads no convolution LoRAs)`);
   const expected = t.shape[0]! * t.shape[1]! * safetensorsDtypes[t.dtype];
   if (t.bytes.byteLength !== expected) throw bad(key, `holds ${t.bytes.byteLength} bytes but ${t.dtype} [${t.shape}] needs ${expected}; the file is damaged`);
 }
 
 /** The one number of an alpha tensor (shape [] or [1]). */
-function scalar(t: LoraTensor, key: string): number {
+export function scalar(t: LoraTensor, key: string): number {
   if (t.shape.reduce((a, b) => a * b, 1) !== 1) throw bad(key, `has shape [${t.shape}]; an alpha is one number`);
   const view = new DataView(t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
   switch (t.dtype) {
@@ -188,13 +188,14 @@ function isZeroBlock(t: LoraTensor, row: number, nRows: number, col: number, cou
 
 // ---- building the result ----
 
-function add(out: DiffusersLora, name: string, lora: ModuleLora, key: string): void {
+/** Adds module `name`; a second LoRA for it is an error naming `key`. */
+export function add(out: DiffusersLora, name: string, lora: ModuleLora, key: string): void {
   if (out.modules.has(name)) throw bad(key, `is a second LoRA for module ${name}; keep one adapter per file`);
   out.modules.set(name, lora);
 }
 
 /** One down/up pair (and alpha) split over its target modules under "transformer.". */
-function addTarget(out: DiffusersLora, target: Target, a: LoraTensor, b: LoraTensor, alpha: number, upKey: string): void {
+export function addTarget(out: DiffusersLora, target: LoraTarget, a: LoraTensor, b: LoraTensor, alpha: number, upKey: string): void {
   const rank = a.shape[0]!;
   if (target.shiftScale) b = swapHalves(b, upKey);
   if (!target.parts) {
@@ -223,7 +224,7 @@ function addTarget(out: DiffusersLora, target: Target, a: LoraTensor, b: LoraTen
 }
 
 /** A and B of one module, checked: matrices whose ranks agree; `original` names keys in messages. */
-function pair(tensors: ReadonlyMap<string, LoraTensor>, downKey: string, upKey: string, original: (key: string) => string = (k) => k): [LoraTensor, LoraTensor] {
+export function pair(tensors: ReadonlyMap<string, LoraTensor>, downKey: string, upKey: string, original: (key: string) => string = (k) => k): [LoraTensor, LoraTensor] {
   const a = tensors.get(downKey)!;
   const b = tensors.get(upKey)!;
   checkMatrix(a, original(downKey));
@@ -234,14 +235,15 @@ function pair(tensors: ReadonlyMap<string, LoraTensor>, downKey: string, upKey: 
   return [a, b];
 }
 
-interface Group {
+/** One module's keys: its down (A), up (B) and alpha. */
+export interface Group {
   down?: string;
   up?: string;
   alpha?: string;
 }
 
 /** Keys grouped by module name over the given suffixes; keys with none of them go to `rest`. */
-function groupBy(keys: Iterable<string>, suffixes: Record<keyof Group, string>, rest: string[]): Map<string, Group> {
+export function groupBy(keys: Iterable<string>, suffixes: Record<keyof Group, string>, rest: string[]): Map<string, Group> {
   const groups = new Map<string, Group>();
   for (const key of keys) {
     const part = (Object.keys(suffixes) as (keyof Group)[]).find((p) => key.endsWith(suffixes[p]));
@@ -262,7 +264,7 @@ const partners: Record<string, string> = { lora_down: 'lora_up', lora_up: 'lora_
 const partnerKey = (key: string) => key.replace(/(lora_down|lora_up|lora_A|lora_B|down|up)(\.weight)$/, (_, part: string, weight: string) => partners[part]! + weight);
 
 /** A group's down and up keys, or undefined (its keys listed unknown) when it has no weights. */
-function weightsOf(group: Group, out: DiffusersLora, original: (key: string) => string): [string, string] | undefined {
+export function weightsOf(group: Group, out: DiffusersLora, original: (key: string) => string): [string, string] | undefined {
   if (group.down && group.up) return [group.down, group.up];
   if (group.down) throw bad(original(group.down), `has no matching up weight ("${partnerKey(original(group.down))}"); the file is incomplete: re-export the LoRA`);
   if (group.up) throw bad(original(group.up), `has no matching down weight ("${partnerKey(original(group.up))}"); the file is incomplete: re-export the LoRA`);
@@ -272,7 +274,8 @@ function weightsOf(group: Group, out: DiffusersLora, original: (key: string) => 
 
 // ---- layouts ----
 
-const kohyaSuffixes = { down: '.lora_down.weight', up: '.lora_up.weight', alpha: '.alpha' };
+/** kohya's / sd-scripts' key suffixes. */
+export const kohyaSuffixes = { down: '.lora_down.weight', up: '.lora_up.weight', alpha: '.alpha' };
 
 /** diffusers' _custom_replace: "." -> "_" in the part before lora_down / lora_up / alpha. */
 function sdScriptsName(key: string, limits: RegExp): string {
@@ -362,7 +365,7 @@ function fromMixture(tensors: ReadonlyMap<string, LoraTensor>, out: DiffusersLor
 const components = ['transformer', 'text_encoder', 'text_encoder_2'];
 
 /** diffusers' / PEFT's layout. With `alphaKeys` false, ".alpha" keys are listed unknown (diffusers does not read them there). */
-function fromDiffusersLayout(tensors: ReadonlyMap<string, LoraTensor>, out: DiffusersLora, alphaKeys: boolean): void {
+export function fromDiffusersLayout(tensors: ReadonlyMap<string, LoraTensor>, out: DiffusersLora, alphaKeys: boolean): void {
   const weights = new Map<string, { adapter: string; a?: string; b?: string }>();
   const alphas = new Map<string, string>();
   const moduleName = (path: string) => (components.some((c) => path.startsWith(`${c}.`)) ? path : `transformer.${path}`);
@@ -472,6 +475,12 @@ export function detectLoraLayout(keys: Iterable<string>): LoraLayout {
   return 'diffusers';
 }
 
+/** The tensors but DoRA's magnitudes, which are listed unknown: diffusers drops them (with a warning) and loads the rest as plain LoRA. */
+export function withoutDora(tensors: ReadonlyMap<string, LoraTensor>, out: DiffusersLora): Map<string, LoraTensor> {
+  out.unknown.push(...[...tensors.keys()].filter((k) => k.includes('dora_scale')));
+  return new Map([...tensors].filter(([k]) => !k.includes('dora_scale')));
+}
+
 /**
  * A Flux LoRA file's tensors in diffusers' module paths, whichever layout it was written in
  * (diffusers, kohya / sd-scripts / ComfyUI, BFL, XLabs). Pure: no device, bytes are moved or viewed,
@@ -480,9 +489,7 @@ export function detectLoraLayout(keys: Iterable<string>): LoraLayout {
  */
 export function fluxLoraToDiffusers(tensors: ReadonlyMap<string, LoraTensor>): DiffusersLora {
   const out: DiffusersLora = { layout: 'diffusers', modules: new Map(), unknown: [] };
-  // DoRA's magnitudes: diffusers drops them (with a warning) and loads the rest as plain LoRA
-  const kept = new Map([...tensors].filter(([k]) => !k.includes('dora_scale')));
-  out.unknown.push(...[...tensors.keys()].filter((k) => k.includes('dora_scale')));
+  const kept = withoutDora(tensors, out);
   out.layout = detectLoraLayout(kept.keys());
   if (out.layout === 'kohya') fromKohya(kept, out);
   else if (out.layout === 'xlabs') fromXlabs(kept, out);
@@ -492,8 +499,9 @@ export function fluxLoraToDiffusers(tensors: ReadonlyMap<string, LoraTensor>): D
 }
 
 /**
- * A LoRA file of a model whose shared layouts DTorch does not convert (SD3): diffusers' / PEFT's
- * own keys only; another layout is a BAD_FILE error naming it.
+ * A LoRA file of a model whose shared layouts DTorch does not convert (the default of a model or
+ * pipeline without a converter of its own): diffusers' / PEFT's own keys only; another layout is a
+ * BAD_FILE error naming it.
  */
 export function diffusersLayoutLora(path: string, model: string, tensors: ReadonlyMap<string, LoraTensor>): DiffusersLora {
   const layout = detectLoraLayout(tensors.keys());

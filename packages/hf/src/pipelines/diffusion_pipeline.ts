@@ -253,8 +253,8 @@ export abstract class DiffusionPipeline {
    * Loads a LoRA (diffusers' load_lora_weights): `source` is a `.safetensors` file, or a folder
    * or hub id holding one (`weightName`). Its modules go to the transformer and the text encoders
    * as the file's keys say (diffusers' layout; for Flux also kohya / sd-scripts, ComfyUI, BFL's
-   * and XLabs'), as adapter `adapterName`, active with weight 1 beside those active already.
-   * Keys the pipeline cannot place are an error unless `strict: false`. Returns the adapter's name.
+   * and XLabs'; for SD3 also kohya / sd-scripts), as adapter `adapterName`, active with weight 1
+   * beside those active already. Keys the pipeline cannot place are an error unless `strict: false`. Returns the adapter's name.
    */
   async loadLoraWeights(source: string, options?: LoadLoraWeightsOptions): Promise<string> {
     const what = `${this.constructor.name}.loadLoraWeights`;

@@ -1,54 +1,31 @@
 // SD3 and SD3.5 transformers in the original MMDiT layout (sd3_medium.safetensors,
 // sd3.5_large.safetensors: "model.diffusion_model.joint_blocks.N.x_block.attn.qkv.weight", ...)
 // to diffusers' SD3Transformer2DModel, as diffusers' convert_sd3_transformer_checkpoint_to_diffusers:
-// keys renamed by the tables below, each joint block's fused qkv (and SD3.5's attn2) split by
-// rows, the (shift, scale) halves of the last block's context adaLN and of the final adaLN swapped.
+// keys renamed by the tables of models/sd3/sd3_mmdit_layout.ts, each joint block's fused qkv
+// (and SD3.5's attn2) split by rows, the (shift, scale) halves of the last block's context adaLN
+// and of the final adaLN swapped.
 // The config comes from the shapes; the head width, which only SD3.5's qk norms show, is the
 // MMDiT's 64 otherwise (as every released SD3 has), and sample_size diffusers' 128.
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { ConfigReader, type JsonObject } from '../../configs/config_file.js';
 import { SD3Transformer2DConfig } from '../../models/sd3/sd3_transformer_config.js';
+import {
+  sd3MmditBlock,
+  sd3MmditContext,
+  sd3MmditDual,
+  sd3MmditDualQkNorms,
+  sd3MmditDualQkv,
+  sd3MmditFinalNorm,
+  sd3MmditLastContextNorm,
+  sd3MmditQkNorms,
+  sd3MmditQkv,
+  sd3MmditTop,
+} from '../../models/sd3/sd3_mmdit_layout.js';
 import type { SD3Transformer2DModel } from '../../models/sd3/sd3_transformer_2d_model.js';
 import { PlanBuilder, type ConversionPlan } from './conversion_plan.js';
 import { checkAgrees, fromSingleFile, singleFileConfig, type FromSingleFileOptions, type SingleFileLayout, type SingleFileModelClass } from './from_single_file.js';
 import type { SingleFileCheckpoint } from './single_file_checkpoint.js';
 
-// diffusers' linears (weight and bias) <- the original's, outside the blocks, and in each joint
-// block (transformer_blocks.N <- joint_blocks.N): x_block is the image stream, context_block the text's
-const topLinears: Record<string, string> = {
-  'pos_embed.proj': 'x_embedder.proj',
-  'time_text_embed.timestep_embedder.linear_1': 't_embedder.mlp.0',
-  'time_text_embed.timestep_embedder.linear_2': 't_embedder.mlp.2',
-  context_embedder: 'context_embedder',
-  'time_text_embed.text_embedder.linear_1': 'y_embedder.mlp.0',
-  'time_text_embed.text_embedder.linear_2': 'y_embedder.mlp.2',
-  proj_out: 'final_layer.linear',
-};
-const blockLinears: Record<string, string> = {
-  'attn.to_out.0': 'x_block.attn.proj',
-  'norm1.linear': 'x_block.adaLN_modulation.1',
-  'ff.net.0.proj': 'x_block.mlp.fc1',
-  'ff.net.2': 'x_block.mlp.fc2',
-};
-// the text stream's output side, which the last block (context_pre_only) lacks
-const contextLinears: Record<string, string> = {
-  'attn.to_add_out': 'context_block.attn.proj',
-  'norm1_context.linear': 'context_block.adaLN_modulation.1',
-  'ff_context.net.0.proj': 'context_block.mlp.fc1',
-  'ff_context.net.2': 'context_block.mlp.fc2',
-};
-const qkNorms: Record<string, string> = {
-  'attn.norm_q.weight': 'x_block.attn.ln_q.weight',
-  'attn.norm_k.weight': 'x_block.attn.ln_k.weight',
-  'attn.norm_added_q.weight': 'context_block.attn.ln_q.weight',
-  'attn.norm_added_k.weight': 'context_block.attn.ln_k.weight',
-};
-// SD3.5's second, image-only attention (MMDiT-X) in dual_attention_layers
-const dualLinears: Record<string, string> = { 'attn2.to_out.0': 'x_block.attn2.proj' };
-const dualQkNorms: Record<string, string> = {
-  'attn2.norm_q.weight': 'x_block.attn2.ln_q.weight',
-  'attn2.norm_k.weight': 'x_block.attn2.ln_k.weight',
-};
 /** The original MMDiT's head width (hidden size 64 x depth in depth heads), for files without qk norms to show it. */
 const mmditHeadDim = 64;
 
@@ -125,28 +102,30 @@ function sd3Config(file: SingleFileCheckpoint, given: JsonObject, what: string):
   return config;
 }
 
-// Where each diffusers key lies in the original file, for a model of `config`.
+// Where each diffusers key lies in the original file, for a model of `config` (the names: sd3_mmdit_layout.ts).
 function sd3Plan(file: SingleFileCheckpoint, config: SD3Transformer2DConfig): ConversionPlan {
   const p = new PlanBuilder((key) => file.shape(key));
   const dim = config.innerDim;
+  const qkv = (to: string, from: string, table: Readonly<Record<string, readonly string[]>>) => {
+    for (const [f, modules] of Object.entries(table)) p.split(modules.map((m) => to + m), from + f, [dim, dim, dim], 'q, k, v');
+  };
   p.tensor('pos_embed.pos_embed', 'pos_embed');
-  for (const [to, from] of Object.entries(topLinears)) p.linear(to, from);
+  for (const [to, from] of Object.entries(sd3MmditTop)) p.linear(to, from);
   for (let i = 0; i < config.numLayers; i++) {
     const [to, from] = [`transformer_blocks.${i}.`, `joint_blocks.${i}.`];
     const last = i === config.numLayers - 1;
-    p.split(['to_q', 'to_k', 'to_v'].map((m) => `${to}attn.${m}`), `${from}x_block.attn.qkv`, [dim, dim, dim], 'q, k, v');
-    p.split(['add_q_proj', 'add_k_proj', 'add_v_proj'].map((m) => `${to}attn.${m}`), `${from}context_block.attn.qkv`, [dim, dim, dim], 'q, k, v');
-    for (const [t, f] of Object.entries(blockLinears)) p.linear(to + t, from + f);
-    if (config.qkNorm) for (const [t, f] of Object.entries(qkNorms)) p.tensor(to + t, from + f);
-    if (!last) for (const [t, f] of Object.entries(contextLinears)) p.linear(to + t, from + f);
+    qkv(to, from, sd3MmditQkv);
+    for (const [t, f] of Object.entries(sd3MmditBlock)) p.linear(to + t, from + f);
+    if (config.qkNorm) for (const [t, f] of Object.entries(sd3MmditQkNorms)) p.tensor(to + t, from + f);
+    if (!last) for (const [t, f] of Object.entries(sd3MmditContext)) p.linear(to + t, from + f);
     // the last block's text stream only feeds the image's attention: its adaLN is diffusers' AdaLayerNormContinuous
-    else p.swapHalves(`${to}norm1_context.linear`, `${from}context_block.adaLN_modulation.1`);
+    else p.swapHalves(to + sd3MmditLastContextNorm.module, from + sd3MmditLastContextNorm.original);
     if (config.dualAttentionLayers.includes(i)) {
-      p.split(['to_q', 'to_k', 'to_v'].map((m) => `${to}attn2.${m}`), `${from}x_block.attn2.qkv`, [dim, dim, dim], 'q, k, v');
-      for (const [t, f] of Object.entries(dualLinears)) p.linear(to + t, from + f);
-      if (config.qkNorm) for (const [t, f] of Object.entries(dualQkNorms)) p.tensor(to + t, from + f);
+      qkv(to, from, sd3MmditDualQkv);
+      for (const [t, f] of Object.entries(sd3MmditDual)) p.linear(to + t, from + f);
+      if (config.qkNorm) for (const [t, f] of Object.entries(sd3MmditDualQkNorms)) p.tensor(to + t, from + f);
     }
   }
-  p.swapHalves('norm_out.linear', 'final_layer.adaLN_modulation.1');
+  p.swapHalves(sd3MmditFinalNorm.module, sd3MmditFinalNorm.original);
   return p.plan;
 }

@@ -16,6 +16,9 @@ import { SD3Transformer2DConfig } from './sd3_transformer_config.js';
 import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
 import type { FromSingleFileOptions } from '../../loading/single_file/from_single_file.js';
 import { sd3FromSingleFile } from '../../loading/single_file/sd3_single_file.js';
+import type { DiffusersLora } from '../../lora/lora_formats.js';
+import type { LoraFile } from '../../lora/lora_state_dict.js';
+import { sd3LoraToDiffusers } from '../../lora/sd3_lora_formats.js';
 import { checkHeadsDivide, parallelize } from '../../parallel/parallelize.js';
 import { CombinedTimestepTextProjEmbeddings } from '../embeddings/combined_timestep_embeddings.js';
 import { AdaLNProjections, AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
@@ -112,6 +115,11 @@ export class SD3Transformer2DModel extends PreTrainedModel {
   /** The mesh the weights are on; inputs must be on it. */
   get mesh(): dt.DeviceMesh {
     return this.proj_out.weight.mesh;
+  }
+
+  /** @internal SD3 LoRAs in diffusers' or kohya's (sd-scripts') layout. */
+  protected override convertLora(file: LoraFile): DiffusersLora {
+    return sd3LoraToDiffusers(file.tensors);
   }
 
   /**

@@ -16,7 +16,10 @@ import { CLIPTextModelWithProjection } from '../../models/clip/clip_text_model.j
 import { SD3Transformer2DModel } from '../../models/sd3/sd3_transformer_2d_model.js';
 import { T5EncoderModel } from '../../models/t5/t5_encoder_model.js';
 import type * as nn from '@dtorch/nn';
+import type { DiffusersLora } from '../../lora/lora_formats.js';
+import type { LoraFile } from '../../lora/lora_state_dict.js';
 import type { LoraComponents } from '../../lora/pipeline_lora.js';
+import { sd3LoraToDiffusers } from '../../lora/sd3_lora_formats.js';
 import type { TinyPipelineOptions } from '../../registry.js';
 import { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
 import type { PreTrainedTokenizer } from '../../tokenizers/pretrained_tokenizer.js';
@@ -180,6 +183,11 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     return new Map<string, nn.Module | null>([
       ['transformer', this.transformer], ['text_encoder', this.textEncoder ?? null], ['text_encoder_2', this.textEncoder2 ?? null], ['text_encoder_3', this.textEncoder3 ?? null],
     ]);
+  }
+
+  /** @internal SD3 LoRAs in diffusers' or kohya's (sd-scripts') layout. */
+  protected override convertLora(file: LoraFile): DiffusersLora {
+    return sd3LoraToDiffusers(file.tensors);
   }
 
   override dispose(): void {
