@@ -183,22 +183,57 @@ void runArange(KernelContext& ctx) {
 }
 
 // rand / randn / randint: the last attribute is the seed (assigned at record time when the user
-// gave none); randint has low, high before it.
+// gave none); randint has low, high after the shape. Between those and the seed: the draws a
+// dt.Generator made before this one (kind, dtype, ndim, shape..., and low, high for randint),
+// then how many attributes they take. The kernel replays them on the seeded generator first, so
+// this draw continues the generator's stream as torch's does after the same calls.
+constexpr int64_t kDrawRand = 0, kDrawRandn = 1, kDrawRandint = 2;
+
+// Checks the earlier draws at [begin, end): each a known kind, a dtype it can draw, a shape.
+void checkEarlierDraws(const InferContext& ctx, size_t begin, size_t end) {
+  size_t cursor = begin;
+  while (cursor < end) {
+    const int64_t kind = ctx.intAttr(cursor++);
+    if (kind != kDrawRand && kind != kDrawRandn && kind != kDrawRandint) ctx.fail(kInvalidArgument, "unknown earlier draw kind " + std::to_string(kind));
+    const DType dtype = dtypeFromCode(static_cast<int>(ctx.intAttr(cursor++)));
+    if (kind != kDrawRandint && !isFloating(dtype)) ctx.fail(common::code::kDtypeMismatch, "an earlier draw of the generator has a non-floating dtype");
+    const Shape shape = readShape(ctx, cursor);
+    checkByteCount(ctx, shape, dtype);
+    if (kind == kDrawRandint) {
+      const int64_t low = ctx.intAttr(cursor), high = ctx.intAttr(cursor + 1);
+      if (!(high > low)) ctx.fail(kInvalidArgument, "an earlier randint draw has high <= low");
+      cursor += 2;
+    }
+  }
+  if (cursor != end) ctx.fail(kInvalidArgument, "the generator's earlier draws overrun their attributes");
+}
+
+// The attributes the earlier draws take (the one before the seed), checked against `cursor`,
+// where the op's own attributes end.
+void checkDrawTail(const InferContext& ctx, size_t cursor) {
+  const size_t n = ctx.attrs.size();
+  if (n < cursor + 2) ctx.fail(kInvalidArgument, "missing the earlier draws' count and the seed");
+  const int64_t slots = ctx.intAttr(n - 2);
+  if (slots < 0 || cursor + static_cast<size_t>(slots) + 2 != n) ctx.fail(kInvalidArgument, "the earlier draws' count does not match the attributes");
+  checkEarlierDraws(ctx, cursor, n - 2);
+  ctx.intAttr(n - 1);
+}
+
 void inferRandom(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationMeta(ctx, cursor);
-  ctx.attr(cursor);
   if (!isFloating(meta.dtype)) {
     ctx.fail(common::code::kDtypeMismatch, "random values need a floating dtype, got " +
                                                std::string(dtypeName(meta.dtype)) + "; use float32 (the default)");
   }
+  checkDrawTail(ctx, cursor);
   out.push_back(std::move(meta));
 }
 void inferRandint(const InferContext& ctx, Outputs& out) {
   size_t cursor = 0;
   TensorMeta meta = creationMeta(ctx, cursor);
   const int64_t low = ctx.intAttr(cursor), high = ctx.intAttr(cursor + 1);
-  ctx.intAttr(cursor + 2);
+  checkDrawTail(ctx, cursor + 2);
   if (!(high > low)) {
     ctx.fail(kInvalidArgument, "high must be greater than low, got low " + std::to_string(low) + " and high " + std::to_string(high));
   }
@@ -210,9 +245,34 @@ void inferRandint(const InferContext& ctx, Outputs& out) {
   }
   out.push_back(std::move(meta));
 }
-// Draws on the CPU generator whatever the device, so values do not depend on the device kind.
+
+// Where the earlier draws begin: before them, randint's low and high.
+size_t earlierDrawsBegin(const KernelContext& ctx) {
+  const size_t n = ctx.node.attrs.size();
+  return n - 2 - static_cast<size_t>(ctx.intAttr(n - 2));
+}
+
+// Draws on the CPU generator whatever the device, so values do not depend on the device kind;
+// the generator's earlier draws are drawn again (and dropped) first.
 at::Generator generatorFor(const KernelContext& ctx) {
-  return at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(ctx.attr(ctx.node.attrs.size() - 1)));
+  const size_t n = ctx.node.attrs.size();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(ctx.attr(n - 1)));
+  size_t cursor = earlierDrawsBegin(ctx);
+  while (cursor < n - 2) {
+    const int64_t kind = ctx.intAttr(cursor++);
+    const auto options = at::TensorOptions().dtype(dtypeFromCode(static_cast<int>(ctx.intAttr(cursor++)))).device(at::kCPU);
+    std::vector<int64_t> shape(static_cast<size_t>(ctx.intAttr(cursor++)));
+    for (auto& size : shape) size = ctx.intAttr(cursor++);
+    if (kind == kDrawRand) {
+      at::rand(shape, gen, options);
+    } else if (kind == kDrawRandn) {
+      at::randn(shape, gen, options);
+    } else {
+      at::randint(ctx.intAttr(cursor), ctx.intAttr(cursor + 1), shape, gen, options);
+      cursor += 2;
+    }
+  }
+  return gen;
 }
 at::TensorOptions cpuOptionsFor(const KernelContext& ctx) { return optionsFor(ctx).device(at::kCPU); }
 void runRand(KernelContext& ctx) {
@@ -222,8 +282,8 @@ void runRandn(KernelContext& ctx) {
   ctx.outputs.push_back(pieceOf(ctx, at::randn(ctx.outputMeta().shape, generatorFor(ctx), cpuOptionsFor(ctx))));
 }
 void runRandint(KernelContext& ctx) {
-  const size_t n = ctx.node.attrs.size();
-  const auto low = static_cast<int64_t>(ctx.attr(n - 3)), high = static_cast<int64_t>(ctx.attr(n - 2));
+  const size_t begin = earlierDrawsBegin(ctx);
+  const auto low = static_cast<int64_t>(ctx.attr(begin - 2)), high = static_cast<int64_t>(ctx.attr(begin - 1));
   ctx.outputs.push_back(pieceOf(ctx, at::randint(low, high, ctx.outputMeta().shape, generatorFor(ctx), cpuOptionsFor(ctx))));
 }
 
@@ -281,9 +341,9 @@ void registerCreationOps(OpRegistry& registry) {
   registry.add({"full", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., value", inferFull, runFull});
   registry.add({"empty", 0, "meshId, nPlacements, placements..., dtype, ndim, shape...", inferEmpty, runEmpty});
   registry.add({"arange", 0, "meshId, nPlacements, placements..., dtype, start, end, step", inferArange, runArange});
-  registry.add(onHost({"rand", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., seed", inferRandom, runRand}));
-  registry.add(onHost({"randn", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., seed", inferRandom, runRandn}));
-  registry.add(onHost({"randint", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed", inferRandint, runRandint}));
+  registry.add(onHost({"rand", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed", inferRandom, runRand}));
+  registry.add(onHost({"randn", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed", inferRandom, runRandn}));
+  registry.add(onHost({"randint", 0, "meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, earlier draws..., nDrawAttrs, seed", inferRandint, runRandint}));
   registry.add(onHost({"from_data", 0, "meshId, nPlacements, placements..., dtype, ndim, shape...", inferFromData, runFromData}));
   registry.add(onHost({"from_local_data", 0, "meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank",
                        inferFromLocalData, runFromLocalData}));

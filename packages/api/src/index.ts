@@ -26,6 +26,7 @@ export { tidy, keep, dispose, memory, sync, workers, nativeSettings, resetPeakMe
 // op is exported where it is written. The Tensor methods are written from the same functions
 // (scripts/gen-tensor-methods.mjs), and dt.F (functional.ts) takes the torch.nn.functional ones.
 export * from './ops/creation.js';
+export { Generator, type RandomDraw } from './generator.js';
 export * from './ops/elementwise.js';
 export * from './ops/activation.js';
 export * from './ops/linalg.js';

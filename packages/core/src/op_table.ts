@@ -173,12 +173,12 @@ export const opTable = Object.freeze({
   pow_scalar: op(1, 'value, kind, alpha'),
   /** 1 tensor input; attributes: none. */
   quick_gelu: op(1, ''),
-  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
-  rand: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., seed'),
-  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed. */
-  randint: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed'),
-  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
-  randn: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed. */
+  rand: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, earlier draws..., nDrawAttrs, seed. */
+  randint: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, earlier draws..., nDrawAttrs, seed'),
+  /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed. */
+  randn: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed'),
   /** 1 tensor input; attributes: none. */
   reciprocal: op(1, ''),
   /** 1 tensor input; attributes: nPlacements, placements... */
@@ -508,11 +508,11 @@ export interface OpAttrs {
   pow_scalar: readonly [value: number, kind: number, alpha: number];
   /** quick_gelu: no attributes. */
   quick_gelu: readonly [];
-  /** rand: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
+  /** rand: meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed. */
   rand: readonly number[];
-  /** randint: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, seed. */
+  /** randint: meshId, nPlacements, placements..., dtype, ndim, shape..., low, high, earlier draws..., nDrawAttrs, seed. */
   randint: readonly number[];
-  /** randn: meshId, nPlacements, placements..., dtype, ndim, shape..., seed. */
+  /** randn: meshId, nPlacements, placements..., dtype, ndim, shape..., earlier draws..., nDrawAttrs, seed. */
   randn: readonly number[];
   /** reciprocal: no attributes. */
   reciprocal: readonly [];

@@ -1,9 +1,10 @@
 // Creation functions: tensors from JS data, from a shape and a value, ranges and random
 // numbers, on any mesh (default: one CPU device) with one placement per mesh dim.
-// Random numbers: every call gets a seed at record time (the given one, or the next from
-// manualSeed's sequence); each rank draws the full tensor from that seed on a CPU generator,
-// so the same seed gives the same full tensor on one device and on any mesh.
-import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, checkShape, describeValue, invalidParameter, isInteger } from '@dtorch/common';
+// Random numbers: every call gets a seed at record time (the given one, a dt.Generator's, or the
+// next from manualSeed's sequence); each rank draws the full tensor from that seed on a CPU
+// generator (after a Generator's earlier draws), so the same seed gives the same full tensor on
+// one device and on any mesh.
+import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, checkNumber, checkShape, describeValue, invalidParameter } from '@dtorch/common';
 import { dtypeOfHostArray, engine, type HostArray, type OpsWithAttrs } from '@dtorch/core';
 import { DeviceMesh, defaultMesh } from '../device_mesh.js';
 import { bytesPerElement, checkDtype, isFloatingDtype, type DType } from '../dtype.js';
@@ -11,6 +12,8 @@ import { ScalarKind, bigIntFitsInt64, checkBigIntFits, checkFits, isIntegerDtype
 import { atomic } from '../scope.js';
 import { Replicate, formatPlacements, normalizePlacements, type Placement } from '../placement.js';
 import { checkTensor, output, writeCreationHeader, writeShape } from '../record.js';
+import { Generator, type RandomDraw } from '../generator.js';
+import { checkSeed, nextSeed } from '../random_seeds.js';
 import type { NestedArray, Tensor } from '../tensor.js';
 
 /** Where a creation function puts its tensor and of which dtype. */
@@ -30,6 +33,11 @@ export interface RandomOptions extends CreationOptions {
    * The same seed gives the same full tensor on one device and on any mesh.
    */
   seed?: number;
+  /**
+   * Draw from this generator instead, continuing its stream as torch's `generator=` does: the
+   * values equal torch's after the same earlier draws from torch.Generator().manual_seed(its seed).
+   */
+  generator?: Generator;
 }
 
 interface Resolved {
@@ -39,7 +47,7 @@ interface Resolved {
 }
 
 const CREATION_OPTIONS = ['dtype', 'mesh', 'placements'] as const;
-const RANDOM_OPTIONS = [...CREATION_OPTIONS, 'seed'] as const;
+const RANDOM_OPTIONS = [...CREATION_OPTIONS, 'seed', 'generator'] as const;
 const TENSOR_OPTIONS = [...CREATION_OPTIONS, 'shape'] as const;
 
 // The options object of a creation function: a plain object of known names.
@@ -146,37 +154,28 @@ export function eye(n: number, m?: number | CreationOptions, options?: CreationO
 
 // ---- random -----------------------------------------------------------------------------
 
-const SEED_LIMIT = 2 ** 48; // seeds travel as doubles; stay well inside exact integers
-let seedBase = Math.floor(Math.random() * SEED_LIMIT);
-let seedCounter = 0;
-
-/** Makes unseeded random ops reproducible from here on, as torch.manual_seed. */
-export function manualSeed(seed: number): void {
-  // no modulo: two seeds must not silently give one sequence
-  if (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT) throw invalidParameter('manualSeed seed', 'integer in [0, 2^48)', seed);
-  seedBase = seed;
-  seedCounter = 0;
-}
-
-function nextSeed(): number {
-  // a different, deterministic seed for every unseeded call after manualSeed()
-  return (seedBase + ++seedCounter * 0x9e3779b1) % SEED_LIMIT;
-}
+export { manualSeed } from '../random_seeds.js';
 
 function random(op: 'rand' | 'randn', shape: readonly number[], options?: RandomOptions): Tensor {
   const r = resolve(options, 'float32', op, checkShape(`${op} shape`, shape).length, RANDOM_OPTIONS);
   if (!isFloatingDtype(r.dtype)) {
     throw new DTorchError(ErrorCode.DtypeMismatch, `${op}: random values need a floating dtype, got ${r.dtype}; use float32 (the default)`);
   }
-  return fromShape(op, op, shape, r, [seedOf(op, options)]);
+  return drawn(options, { kind: op, dtype: r.dtype, shape }, (draws) => fromShape(op, op, shape, r, draws));
 }
 
-function seedOf(op: string, options?: RandomOptions): number {
-  const seed = options?.seed;
-  if (seed !== undefined && (!isInteger(seed) || seed < 0 || seed >= SEED_LIMIT)) {
-    throw invalidParameter(`${op} seed`, `integer in [0, 2^48)`, seed);
-  }
-  return seed ?? nextSeed();
+// The op's trailing attributes (the generator's earlier draws, their count, the seed) passed to
+// `record`; the generator (if any) takes note of the draw once it is recorded.
+function drawn(options: RandomOptions | undefined, draw: RandomDraw, record: (trailing: number[]) => Tensor): Tensor {
+  const op = draw.kind;
+  const { seed, generator } = options ?? {};
+  if (generator !== undefined && !(generator instanceof Generator)) throw invalidParameter(`${op} generator`, 'a dt.Generator', generator);
+  if (generator !== undefined && seed !== undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${op}: give seed or generator, not both`);
+  if (seed !== undefined) checkSeed(`${op} seed`, seed);
+  const earlier = generator?.earlierDraws() ?? [];
+  const t = record([...earlier, earlier.length, generator?.initialSeed() ?? seed ?? nextSeed()]);
+  generator?.noteDraw(draw);
+  return t;
 }
 
 /** Uniform [0, 1). */
@@ -197,7 +196,7 @@ export function randint(low: number, high: number, shape: readonly number[], opt
   // as random_: no uint8 wrap for a negative low
   checkFits('randint low', low, r.dtype, { as: 'float' });
   checkFits('randint high - 1', high - 1, r.dtype, { as: 'float' });
-  return fromShape('randint', 'randint', shape, r, [low, high, seedOf('randint', options)]);
+  return drawn(options, { kind: 'randint', dtype: r.dtype, shape, low, high }, (draws) => fromShape('randint', 'randint', shape, r, [low, high, ...draws]));
 }
 
 // ---- from data --------------------------------------------------------------------------
