@@ -184,6 +184,40 @@ describe('dtorch generate --lora', () => {
   });
 });
 
+describe('dtorch generate --image', () => {
+  const pictures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
+  const wide = join(pictures, 'img2img-wide.png'); // 64x32 (width x height)
+  const args = ['--prompt', 'a cat', '--steps', '4', '--seed', '2'];
+
+  it("runs the model's image-to-image variant at the picture's size, giving the library's PNG; SD3 too", async () => {
+    const r = dtorch(['generate', '--model', 'tiny-flux', ...args, '--image', wide, '--strength', '0.7', '--out', join(work, 'edit.png')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('image to image (FluxImg2ImgPipeline)');
+    expect(r.stdout).toMatch(/image encode \d+\.\d+s/);
+    expect(decodePng(join(work, 'edit.png'))).toEqual({ width: 64, height: 32 });
+    const pipe = await hf.FluxImg2ImgPipeline.tiny();
+    try {
+      const { images } = await pipe.generate({ prompt: 'a cat', image: wide, strength: 0.7, height: 32, width: 64, numInferenceSteps: 4, seed: 2 });
+      expect(readFileSync(join(work, 'edit.png')).equals(images[0]!)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+    const sd3 = dtorch(['generate', '--model', 'tiny-sd3', ...args, '--image', wide, '--size', '32', '--out', join(work, 'edit-sd3.png')]);
+    expect(sd3.status, sd3.stderr).toBe(0);
+    expect(sd3.stdout).toContain('image to image (StableDiffusion3Img2ImgPipeline)');
+    expect(decodePng(join(work, 'edit-sd3.png'))).toEqual({ width: 32, height: 32 });
+  });
+
+  it('a picture that is not one, a missing picture, a bad strength and --strength alone are one line', () => {
+    const text = join(work, 'not-a-picture.png');
+    writeFileSync(text, 'hello');
+    expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--image', text, '--out', join(work, 'x.png')]), /not-a-picture\.png/);
+    expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--image', join(work, 'none.png'), '--out', join(work, 'x.png')]), /none\.png/);
+    expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--image', wide, '--strength', '2', '--out', join(work, 'x.png')]), /from 0 to 1 for --strength/);
+    expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--strength', '0.5', '--out', join(work, 'x.png')]), /--strength: there is no --image/);
+  });
+});
+
 describe('dtorch generate --model <folder>', () => {
   it('a saved tiny-sd3 folder gives the PNG that tiny-sd3 gives; a missing component is one line', async () => {
     const dir = join(work, 'saved-sd3');

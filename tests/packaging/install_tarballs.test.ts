@@ -8,10 +8,10 @@
 // `npm run test:packaging`, also part of `npm test`.
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PNG } from 'pngjs'; // the tests' own: @dtorch/hf writes PNGs with sharp and ships no PNG reader
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { check } from '../hf/shapes_check.js';
 
@@ -138,7 +138,6 @@ describe('the packed packages, installed outside the repository', () => {
   it('runs `npx dtorch generate --model tiny-flux` and writes a PNG of the size asked (width x height)', () => {
     const r = ok(run('npx', ['dtorch', 'generate', '--model', 'tiny-flux', '--prompt', 'a cat', '--size', '96x64', '--steps', '2', '--devices', 'cpu:0,1', '--parallel', 'ulysses=2', '--out', 'cat.png']), 'npx dtorch generate');
     expect(r.stdout).toMatch(/random weights/);
-    const { PNG } = createRequire(join(app, 'package.json'))('pngjs') as typeof import('pngjs');
     const png = PNG.sync.read(readFileSync(join(app, 'cat.png')));
     expect([png.width, png.height]).toEqual([96, 64]);
   });
@@ -146,7 +145,6 @@ describe('the packed packages, installed outside the repository', () => {
   it('runs `npx dtorch generate --model shapes-flux` from the weights shipped in @dtorch/hf, and the picture shows its caption', () => {
     const prompt = 'a large white square on a blue background';
     ok(run('npx', ['dtorch', 'generate', '--model', 'shapes-flux', '--prompt', prompt, '--devices', 'cpu:0,1', '--parallel', 'ulysses=2', '--out', 'shapes.png']), 'npx dtorch generate');
-    const { PNG } = createRequire(join(app, 'package.json'))('pngjs') as typeof import('pngjs');
     const png = PNG.sync.read(readFileSync(join(app, 'shapes.png')));
     expect([png.width, png.height]).toEqual([128, 128]);
     expect(check({ width: png.width, height: png.height, channels: 4, data: png.data }, prompt).ok).toBe(true);

@@ -10,10 +10,15 @@ import { checkSeed, nextSeed } from './random_seeds.js';
 
 /** One draw a generator made: its op, dtype, shape (and randint's bounds). */
 export interface RandomDraw {
+  /** The op that drew. */
   readonly kind: 'rand' | 'randn' | 'randint';
+  /** The dtype it drew in (the stream depends on it). */
   readonly dtype: DType;
+  /** The full tensor's shape. */
   readonly shape: readonly number[];
+  /** randint's lower bound. */
   readonly low?: number;
+  /** randint's upper bound (exclusive). */
   readonly high?: number;
 }
 

@@ -30,6 +30,8 @@ export { parallelize, removeContextParallel, checkHeadsDivide, type ParallelPlan
 export { type ContextParallelPlan, type ModuleSplits, type InputSplit } from "./parallel/context_parallel.js";
 export { pieceByPieceJoin, ulyssesHeadsJoin, type JointAttention, type HasJointAttention } from "./parallel/joint_attention.js";
 export * from "./pipelines/index.js";
+// images in, for image-to-image and inpainting (the output side is in pipelines/image_output.ts)
+export * from "./images/index.js";
 export * from "./lora/index.js";
 export { registry, type RegisteredModel, type TinyPipeline, type TinyPipelineOptions, type TrainedPipeline, type TrainedPipelineDefaults } from "./registry.js";
 export * as nn from "@dtorch/nn";

@@ -114,6 +114,8 @@ const tokenizers = ['CLIPTokenizer', 'CLIPTokenizerFast', 'T5Tokenizer', 'T5Toke
 const pipelines = {
   FluxPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_pipeline.js')).FluxPipeline,
   StableDiffusion3Pipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline,
+  FluxImg2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_img2img_pipeline.js')).FluxImg2ImgPipeline,
+  StableDiffusion3Img2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_img2img_pipeline.js')).StableDiffusion3Img2ImgPipeline,
 } as const;
 
 /** The built-in tiny pipelines, by the name `dtorch generate --model` takes. */

@@ -3,7 +3,7 @@
 // here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
 // steps it was trained for unless told; anything else a folder or hub id, all three of the last
 // through DiffusionPipeline.fromPretrained), its --lora adapters (lora_spec.ts) loaded and
-// weighted (fused under --fuse-lora), the run a
+// weighted (fused under --fuse-lora), with --image its image-to-image variant (image_variant.ts), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -15,6 +15,8 @@ import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import type { LoraSpec } from './lora_spec.js';
+import { imageSize, imageToImageVariant, sizeMultiple } from './image_variant.js';
+import type { ImageToImageOptions } from '../pipelines/variants/image_to_image.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
 
@@ -56,6 +58,10 @@ export interface GenerateFlags {
   lora?: LoraSpec[];
   /** --fuse-lora: the LoRAs fused into the weights before generating. */
   fuseLora?: boolean;
+  /** --image: the picture to start from (the model's image-to-image variant runs). */
+  image?: string;
+  /** --strength: how much of the schedule runs from --image (default the pipeline's, 0.6). */
+  strength?: number;
 }
 
 function invalid(message: string): DTorchError {
@@ -130,23 +136,33 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}`);
   if (tiny) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
   if (trained) console.log(`${flags.model} is built in: ${trained.about}`);
-  const pipe = await loadPipeline(flags.model, {
+  if (flags.strength !== undefined && flags.image === undefined) throw invalid('--strength: there is no --image to start from; give --image PICTURE (PNG, JPEG or WebP)');
+  const loaded = await loadPipeline(flags.model, {
     mesh,
     dtype,
     ...(!builtIn && flags.revision !== undefined && { revision: flags.revision }),
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });
+  let pipe: DiffusionPipeline = loaded;
+  let imageOptions: Partial<ImageToImageOptions> & { width?: number; height?: number } = {};
   try {
+    if (flags.image !== undefined) {
+      // the model's image-to-image variant; the picture's own size unless --size
+      const variant = imageToImageVariant(loaded);
+      pipe = variant;
+      imageOptions = { image: flags.image, ...(flags.strength !== undefined && { strength: flags.strength }), ...(size ? {} : await imageSize(flags.image, sizeMultiple(variant))) };
+      console.log(`image to image (${variant.constructor.name}) from ${flags.image}`);
+    }
     await applyLoras(pipe, flags);
   } catch (err) {
-    pipe.dispose();
+    loaded.dispose();
     throw err;
   }
   const loadMs = performance.now() - started;
 
   const progress = new StepProgress();
   let steps = 0;
-  const options: GenerateOptions = {
+  const options: GenerateOptions & ImageToImageOptions = {
     prompt: flags.prompt,
     seed: flags.seed,
     outputType: 'png',
@@ -161,6 +177,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     ...(flags.guidance !== undefined && { guidanceScale: flags.guidance }),
     ...(flags.trueCfgScale !== undefined && { trueCfgScale: flags.trueCfgScale }),
     ...(flags.imagesPerPrompt !== undefined && { numImagesPerPrompt: flags.imagesPerPrompt }),
+    ...imageOptions,
   };
   let output;
   try {
@@ -180,7 +197,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const rate = steps > 0 && timings.denoiseMs > 0 ? `, ${(steps / (timings.denoiseMs / 1000)).toFixed(2)} steps/s` : '';
   console.log(`wrote ${paths.join(', ')}`);
   console.log(
-    `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
+    `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, ${flags.image !== undefined ? `image encode ${seconds(timings.prepareMs)}, ` : ''}denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
       `decode ${seconds(timings.decodeMs)}, total ${seconds(totalMs)}`,
   );
   console.log(`peak memory: ${peaks.join(', ')}`);

@@ -38,6 +38,13 @@ function scale(what: string) {
   };
 }
 
+// --strength: a number in [0, 1]
+function strength(text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !(value >= 0 && value <= 1)) throw new InvalidArgumentError('Expected a number from 0 to 1 for --strength.');
+  return value;
+}
+
 /** Prints `error` as one line (and its stack under DTORCH_LOG=debug); exits 1. */
 function fail(error: unknown): never {
   const message = error instanceof Error ? error.message : String(error);
@@ -63,6 +70,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --lora ./style.safetensors:0.8 --lora org/detail-lora --fuse-lora
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "the same cat at night" --image cat.png --strength 0.7 --out night.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
 /** The `dtorch` command and its subcommands, generate, info and worker; `version`: @dtorch/hf's. */
@@ -93,6 +101,8 @@ export function program(version: string): Command {
     .option('--local-files-only', 'use the HF cache only, no download')
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
+    .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
+    .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)
     .addHelpText('after', meshHelp)
     .action(async (flags: GenerateFlags) => {
       const { runGenerate } = await import('./generate.js');

@@ -39,14 +39,16 @@ interface Placement {
 
 /**
  * The components of the pipeline saved at `source` (a folder or hub id) whose model_index.json
- * must name `pipeline` (the class), as its constructor takes them; `what` names the call.
+ * must name one of `pipelines` (the classes of the same components: a family's text-to-image
+ * and its variants), as the constructor takes them; `what` names the call.
  */
-export async function loadComponents<Components>(what: string, pipeline: string, table: ComponentTable<Components>, source: string, options: PipelineOptions | undefined): Promise<Components> {
+export async function loadComponents<Components>(what: string, pipelines: readonly string[], table: ComponentTable<Components>, source: string, options: PipelineOptions | undefined): Promise<Components> {
   const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh']);
   const where = placement(what, o);
   const index = await fetchModelIndex(what, source, o);
-  if (index.className !== pipeline) {
-    throw new DTorchError(ErrorCode.BadConfig, `${what}: ${source} is a ${index.className}, not a ${pipeline}; load it with DiffusionPipeline.fromPretrained or its own class`);
+  const pipeline = pipelines[0]!;
+  if (!pipelines.includes(index.className)) {
+    throw new DTorchError(ErrorCode.BadConfig, `${what}: ${source} is a ${index.className}, not a ${pipelines.join(' or ')}; load it with DiffusionPipeline.fromPretrained or its own class`);
   }
   const repo = repoOptions(o);
   return makeAll(table, index, (spec, cls) => {

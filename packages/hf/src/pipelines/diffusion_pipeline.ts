@@ -138,6 +138,8 @@ export interface GenerateOutput<Images extends Buffer[] | dt.Tensor = Buffer[] |
   timings: {
     /** Encoding the prompts. */
     encodeMs: number;
+    /** The start latents: drawing the noise, and for image-to-image encoding the image with the VAE. */
+    prepareMs: number;
     /** The denoising loop. */
     denoiseMs: number;
     /** Decoding with the VAE and writing the output (0 for 'latent'). */
@@ -220,12 +222,26 @@ export abstract class DiffusionPipeline {
     options: unknown,
   ): Promise<GenerateOutput> {
     this.checkLive(what);
-    const call = checkCall(this, hooks, what, options);
+    const checked = checkCall(this, hooks, what, options);
+    // the call's images read and on the devices, freed when it ends
+    const inputs: dt.Tensor[] = [];
+    let call: C;
+    this.#calls++; // pending from here: LoRA changes wait
+    try {
+      call = hooks.loadInputs ? await hooks.loadInputs(this, checked, inputs) : checked;
+      this.checkLive(what);
+    } catch (err) {
+      this.#calls--;
+      dt.dispose(inputs);
+      throw err;
+    }
     const lora = this.loraComponents();
     const run = this.#turn.then(() => this.whileLive(what, () => withLoraScale(what, lora, call.loraScale, () => runCall(this, hooks, what, call))));
     this.#turn = run.catch(() => undefined);
-    this.#calls++;
-    void run.finally(() => this.#calls--).catch(() => undefined);
+    void run.finally(() => {
+      this.#calls--;
+      dt.dispose(inputs);
+    }).catch(() => undefined);
     return run;
   }
 

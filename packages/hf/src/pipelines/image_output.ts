@@ -1,10 +1,10 @@
 // What a pipeline returns for its decoded images, as diffusers' VaeImageProcessor.postprocess:
 // the VAE's output in [-1, 1] to [0, 1] ((x / 2 + 0.5).clamp(0, 1), in float32), then either that
 // tensor or one PNG per image (8-bit RGB, round(x · 255) as diffusers' numpy_to_pil). PNGs are
-// written by pngjs: a maintained pure-JS encoder (no native binary to match the platform, unlike
-// sharp; fast-png has no streaming or filter choice), fast enough for a few images a run.
+// written by sharp (libpng, lossless), the library that decodes the pictures coming in
+// (images/image_input.ts), so one image library serves both ways.
 import * as dt from '@dtorch/api';
-import { PNG } from 'pngjs';
+import sharp from 'sharp';
 
 /**
  * What generate() returns as `images`: 'png' (PNG files, diffusers' 'pil'), 'tensor'
@@ -28,14 +28,12 @@ export async function toPngs(images: dt.Tensor): Promise<Buffer[]> {
   const pngs: Buffer[] = [];
   const plane = height * width;
   for (let b = 0; b < batch; b++) {
-    const png = new PNG({ width, height, colorType: 2, inputColorType: 2, inputHasAlpha: false });
     const rgb = Buffer.alloc(plane * 3);
     const base = b * channels * plane;
     for (let i = 0; i < plane; i++) {
       for (let c = 0; c < 3; c++) rgb[i * 3 + c] = Math.round(data[base + c * plane + i]! * 255); // as numpy's round (half to even) on these values
     }
-    png.data = rgb;
-    pngs.push(PNG.sync.write(png, { colorType: 2, inputColorType: 2, inputHasAlpha: false }));
+    pngs.push(await sharp(rgb, { raw: { width, height, channels: 3 } }).png().toBuffer());
   }
   return pngs;
 }

@@ -15,5 +15,6 @@ export { denormalize, toPngs, outputTypes, type OutputType } from './image_outpu
 export { fillRandomWeights } from './random_weights.js';
 export { tinyPipelineSpec, randomModel, type TinyPipelineSpec } from './tiny/tiny_spec.js';
 export { tinyTokenizer, tinyTokenizerFolder, type TinyTokenizerName } from './tiny/tiny_tokenizers.js';
+export { type ImageToImageOptions } from './variants/image_to_image.js';
 export * from './flux/index.js';
 export * from './sd3/index.js';

@@ -61,6 +61,12 @@ export interface StartLatents {
 export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings, E, T, S extends StartLatents> {
   /** generate()'s options checked, defaults filled in, the guidance chosen: at the call, before it waits its turn. */
   checkInputs(pipe: P, what: string, options: unknown): C;
+  /**
+   * Reads what the checked options name outside the devices (an image-to-image call's images:
+   * decoded, resized, normalised) into the settings the call runs with; before the call waits
+   * its turn. Tensors it makes go to `owned`, freed when the call ends (or fails).
+   */
+  loadInputs?(pipe: P, call: C, owned: dt.Tensor[]): Promise<C>;
   /** The sizes of the call that its memory floor counts (memory_floor.ts). */
   memorySizes(pipe: P, call: C): GenerateSizes;
   /** The prompt through the text encoders (or the caller's embeddings), and the negative prompt when guidance runs. */
@@ -116,7 +122,11 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     const timesteps = hooks.setTimesteps(pipe, call);
     const start = hooks.prepareLatents(pipe, call, timesteps, owned);
     let final: dt.Tensor;
+    let preparedMs = 0;
     try {
+      // the start latents on their own: an image-to-image call's image encoding is a phase of its own
+      await dt.sync();
+      preparedMs = performance.now();
       const step = hooks.step ?? schedulerStep;
       final = await denoise(what, call, start, start.timesteps ?? timesteps, startMs, (x, t) => {
         const prediction = guidedPrediction(call.guidance, text, x, (input, branch) => hooks.predict(pipe, input, t, branch, start));
@@ -130,7 +140,7 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     }
     await dt.sync();
     const denoisedMs = performance.now();
-    const timings = (decodeMs: number) => ({ encodeMs: encodedMs - startMs, denoiseMs: denoisedMs - encodedMs, decodeMs });
+    const timings = (decodeMs: number) => ({ encodeMs: encodedMs - startMs, prepareMs: preparedMs - encodedMs, denoiseMs: denoisedMs - preparedMs, decodeMs });
     if (call.outputType === 'latent') return { images: final, timings: timings(0) };
 
     let decoded: dt.Tensor;

@@ -11,8 +11,11 @@ export interface DiagonalGaussianDistribution {
   logvar: dt.Tensor;
   /** exp(logvar / 2). */
   std: dt.Tensor;
-  /** mean + std × noise, the noise dt.randn from `seed` (torch.randn with a generator seeded alike gives the same noise). */
-  sample(seed?: number): dt.Tensor;
+  /**
+   * mean + std × noise, the noise dt.randn from `seed` (torch.randn with a generator seeded alike
+   * gives the same noise), or the next draw of a dt.Generator (diffusers' sample(generator)).
+   */
+  sample(seed?: number | dt.Generator): dt.Tensor;
   /** The mean itself (not a copy), as diffusers' mode(). */
   mode(): dt.Tensor;
 }
@@ -27,10 +30,11 @@ export function diagonalGaussian(moments: dt.Tensor): DiagonalGaussianDistributi
     mean,
     logvar,
     std,
-    sample(seed?: number): dt.Tensor {
-      if (seed !== undefined) checkInteger('DiagonalGaussianDistribution.sample seed', seed, 0);
+    sample(seed?: number | dt.Generator): dt.Tensor {
+      if (seed !== undefined && !(seed instanceof dt.Generator)) checkInteger('DiagonalGaussianDistribution.sample seed', seed, 0);
+      const from = seed === undefined ? {} : seed instanceof dt.Generator ? { generator: seed } : { seed };
       return dt.tidy(() => {
-        const noise = dt.randn(mean.shape, { dtype: mean.dtype, mesh: mean.mesh, placements: mean.placements, ...(seed === undefined ? {} : { seed }) });
+        const noise = dt.randn(mean.shape, { dtype: mean.dtype, mesh: mean.mesh, placements: mean.placements, ...from });
         return mean.add(std.mul(noise));
       });
     },

@@ -61,59 +61,22 @@ export interface FluxStart extends StartLatents {
   readonly cols: number;
 }
 
-const GENERATE_OPTIONS = [
+/** The options FluxPipeline.generate takes. */
+export const FLUX_GENERATE_OPTIONS = [
   'prompt', 'prompt2', 'negativePrompt', 'negativePrompt2', 'height', 'width', 'numInferenceSteps', 'sigmas', 'guidanceScale', 'trueCfgScale',
   'seed', 'numImagesPerPrompt', 'maxSequenceLength', 'latents', 'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds',
   'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal', 'loraScale',
 ] as const;
 
+/** The defaults of a Flux call that differ between pipelines (image-to-image guides at 7.0). */
+export interface FluxCallDefaults {
+  readonly guidanceScale: number;
+}
+
 /** Flux's hooks of the lifecycle. */
 export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxText, FluxStart> = {
   checkInputs(pipe, what, options) {
-    const o = checkGenerateOptions<FluxGenerateOptions>(what, options, GENERATE_OPTIONS);
-    const prompt = promptList(what, 'prompt', o.prompt);
-    promptList(what, 'prompt2', o.prompt2);
-    if (prompt === undefined && o.promptEmbeds === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give prompt, or promptEmbeds and pooledPromptEmbeds`);
-    if ((o.negativePrompt !== undefined || o.negativePrompt2 !== undefined) && o.negativePromptEmbeds !== undefined) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give negativePrompt (and negativePrompt2) or negativePromptEmbeds, not both`);
-    }
-    if (o.negativePromptEmbeds !== undefined && o.negativePooledPromptEmbeds === undefined) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: negativePromptEmbeds needs negativePooledPromptEmbeds too`);
-    }
-    const negative = promptList(what, 'negativePrompt', o.negativePrompt);
-    promptList(what, 'negativePrompt2', o.negativePrompt2);
-    const sample = pipe.defaultSampleSize * pipe.vaeScaleFactor;
-    const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, pipe.vaeScaleFactor * 2);
-    const steps = pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28);
-    let sigmas: number[] | undefined;
-    if (o.sigmas !== undefined) {
-      if (!Array.isArray(o.sigmas) || o.sigmas.length !== steps || !o.sigmas.every((x) => typeof x === 'number' && Number.isFinite(x))) {
-        throw invalidParameter(`${what} sigmas`, `an array of ${steps} finite numbers (one per step)`, o.sigmas);
-      }
-      sigmas = [...o.sigmas];
-    }
-    const guidanceScale = checkScale(`${what} guidanceScale`, o.guidanceScale ?? 3.5);
-    if (o.guidanceScale !== undefined && !pipe.transformer.config.guidanceEmbeds) {
-      log.warn(`${what}: guidanceScale is not used: this transformer has no guidance embedding (guidance_embeds false, as FLUX.1-schnell); for classifier-free guidance give trueCfgScale and a negative prompt`);
-    }
-    const trueCfgScale = checkScale(`${what} trueCfgScale`, o.trueCfgScale ?? 1.0);
-    const hasNegative = negative !== undefined || (o.negativePromptEmbeds !== undefined && o.negativePooledPromptEmbeds !== undefined);
-    const trueCfg = trueCfgScale > 1 && hasNegative;
-    if (hasNegative && !trueCfg) log.warn(`${what}: the negative prompt is not used: true classifier-free guidance needs trueCfgScale > 1 (it is ${trueCfgScale})`);
-    if (trueCfgScale > 1 && !hasNegative) log.warn(`${what}: trueCfgScale ${trueCfgScale} is not used: true classifier-free guidance needs a negative prompt (negativePrompt or negativePromptEmbeds)`);
-    const numImagesPerPrompt = imagesPerPrompt(what, o.numImagesPerPrompt);
-    const prompts = prompt?.length ?? (o.promptEmbeds instanceof dt.Tensor ? o.promptEmbeds.shape[0]! : 1);
-    const batch = prompts * numImagesPerPrompt;
-    checkDpDivides(what, pipe.mesh, batch, `${prompts} prompt${prompts === 1 ? '' : 's'} x ${numImagesPerPrompt} image${numImagesPerPrompt === 1 ? '' : 's'}`);
-    const maxSequenceLength = checkMaxSequenceLength(what, o.maxSequenceLength);
-    const guidance = chooseGuidance(what, pipe.mesh, {
-      scale: trueCfgScale, on: trueCfg, batched: false, latentsSplitOverDp: true,
-      describe: "true CFG's two branches (trueCfgScale > 1 with a negative prompt, on a mesh without 'dp')",
-    });
-    return {
-      what, options: o, height, width, steps, sigmas, guidanceScale, guidance, numImagesPerPrompt, maxSequenceLength, batch,
-      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
-    };
+    return checkFluxCall(pipe, what, options, FLUX_GENERATE_OPTIONS, { guidanceScale: 3.5 });
   },
 
   memorySizes(pipe, call) {
@@ -234,7 +197,58 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxT
   },
 };
 
-// the latents' height and width: even (2x2 patches)
-function latentSize(pipe: FluxPipeline, call: FluxCall): [number, number] {
+/**
+ * A Flux call's options checked (the names in `known`), diffusers' defaults filled in, the
+ * guidance chosen; a variant checks its own options and passes the rest here.
+ */
+export function checkFluxCall(pipe: FluxPipeline, what: string, options: unknown, known: readonly string[], defaults: FluxCallDefaults): FluxCall {
+  const o = checkGenerateOptions<FluxGenerateOptions>(what, options, known);
+  const prompt = promptList(what, 'prompt', o.prompt);
+  promptList(what, 'prompt2', o.prompt2);
+  if (prompt === undefined && o.promptEmbeds === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give prompt, or promptEmbeds and pooledPromptEmbeds`);
+  if ((o.negativePrompt !== undefined || o.negativePrompt2 !== undefined) && o.negativePromptEmbeds !== undefined) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give negativePrompt (and negativePrompt2) or negativePromptEmbeds, not both`);
+  }
+  if (o.negativePromptEmbeds !== undefined && o.negativePooledPromptEmbeds === undefined) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: negativePromptEmbeds needs negativePooledPromptEmbeds too`);
+  }
+  const negative = promptList(what, 'negativePrompt', o.negativePrompt);
+  promptList(what, 'negativePrompt2', o.negativePrompt2);
+  const sample = pipe.defaultSampleSize * pipe.vaeScaleFactor;
+  const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, pipe.vaeScaleFactor * 2);
+  const steps = pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28);
+  let sigmas: number[] | undefined;
+  if (o.sigmas !== undefined) {
+    if (!Array.isArray(o.sigmas) || o.sigmas.length !== steps || !o.sigmas.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+      throw invalidParameter(`${what} sigmas`, `an array of ${steps} finite numbers (one per step)`, o.sigmas);
+    }
+    sigmas = [...o.sigmas];
+  }
+  const guidanceScale = checkScale(`${what} guidanceScale`, o.guidanceScale ?? defaults.guidanceScale);
+  if (o.guidanceScale !== undefined && !pipe.transformer.config.guidanceEmbeds) {
+    log.warn(`${what}: guidanceScale is not used: this transformer has no guidance embedding (guidance_embeds false, as FLUX.1-schnell); for classifier-free guidance give trueCfgScale and a negative prompt`);
+  }
+  const trueCfgScale = checkScale(`${what} trueCfgScale`, o.trueCfgScale ?? 1.0);
+  const hasNegative = negative !== undefined || (o.negativePromptEmbeds !== undefined && o.negativePooledPromptEmbeds !== undefined);
+  const trueCfg = trueCfgScale > 1 && hasNegative;
+  if (hasNegative && !trueCfg) log.warn(`${what}: the negative prompt is not used: true classifier-free guidance needs trueCfgScale > 1 (it is ${trueCfgScale})`);
+  if (trueCfgScale > 1 && !hasNegative) log.warn(`${what}: trueCfgScale ${trueCfgScale} is not used: true classifier-free guidance needs a negative prompt (negativePrompt or negativePromptEmbeds)`);
+  const numImagesPerPrompt = imagesPerPrompt(what, o.numImagesPerPrompt);
+  const prompts = prompt?.length ?? (o.promptEmbeds instanceof dt.Tensor ? o.promptEmbeds.shape[0]! : 1);
+  const batch = prompts * numImagesPerPrompt;
+  checkDpDivides(what, pipe.mesh, batch, `${prompts} prompt${prompts === 1 ? '' : 's'} x ${numImagesPerPrompt} image${numImagesPerPrompt === 1 ? '' : 's'}`);
+  const maxSequenceLength = checkMaxSequenceLength(what, o.maxSequenceLength);
+  const guidance = chooseGuidance(what, pipe.mesh, {
+    scale: trueCfgScale, on: trueCfg, batched: false, latentsSplitOverDp: true,
+    describe: "true CFG's two branches (trueCfgScale > 1 with a negative prompt, on a mesh without 'dp')",
+  });
+  return {
+    what, options: o, height, width, steps, sigmas, guidanceScale, guidance, numImagesPerPrompt, maxSequenceLength, batch,
+    outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
+  };
+}
+
+/** The latents' height and width of a call: even (2x2 patches). */
+export function latentSize(pipe: FluxPipeline, call: FluxCall): [number, number] {
   return [2 * Math.floor(call.height / (pipe.vaeScaleFactor * 2)), 2 * Math.floor(call.width / (pipe.vaeScaleFactor * 2))];
 }

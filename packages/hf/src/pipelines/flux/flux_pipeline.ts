@@ -53,6 +53,9 @@ export interface FluxGenerateOptions extends Omit<GenerateOptions, 'prompt3' | '
   sigmas?: readonly number[];
 }
 
+/** The pipeline classes of FluxPipeline's components (model_index.json's _class_name): a folder of any of them loads as any. */
+export const FLUX_PIPELINES = ['FluxPipeline', 'FluxImg2ImgPipeline', 'FluxInpaintPipeline'] as const;
+
 // model_index.json's components, as the constructor takes them
 const COMPONENTS: ComponentTable<FluxPipelineComponents> = {
   scheduler: { folder: 'scheduler', classes: ['FlowMatchEulerDiscreteScheduler'] },
@@ -144,7 +147,7 @@ export class FluxPipeline extends DiffusionPipeline {
    * `textEncoderMesh` (default `mesh`), all in `dtype`.
    */
   static override async fromPretrained(source: string, options?: PipelineOptions): Promise<FluxPipeline> {
-    return new (this ?? FluxPipeline)(await loadComponents('FluxPipeline.fromPretrained', 'FluxPipeline', COMPONENTS, source, options));
+    return new (this ?? FluxPipeline)(await loadComponents(`${this?.name ?? 'FluxPipeline'}.fromPretrained`, FLUX_PIPELINES, COMPONENTS, source, options));
   }
 
   /**

@@ -2,3 +2,4 @@
 export { FluxPipeline, type FluxGenerateOptions, type FluxPipelineComponents, type FluxPipelineInit } from './flux_pipeline.js';
 export { type FluxEncodePromptOptions, type FluxPromptEmbeds } from './flux_prompt.js';
 export { packLatents, unpackLatents, latentImageIds } from './flux_latents.js';
+export { FluxImg2ImgPipeline, type FluxImg2ImgGenerateOptions } from './flux_img2img_pipeline.js';

@@ -8,3 +8,4 @@ export {
   type TinySD3Options,
 } from './sd3_pipeline.js';
 export { type Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from './sd3_prompt.js';
+export { StableDiffusion3Img2ImgPipeline, type SD3Img2ImgGenerateOptions } from './sd3_img2img_pipeline.js';

@@ -39,7 +39,8 @@ export interface SD3Text {
   readonly pooled: dt.Tensor;
 }
 
-const GENERATE_OPTIONS = [
+/** The options StableDiffusion3Pipeline.generate takes. */
+export const SD3_GENERATE_OPTIONS = [
   'prompt', 'prompt2', 'prompt3', 'negativePrompt', 'negativePrompt2', 'negativePrompt3', 'height', 'width',
   'numInferenceSteps', 'guidanceScale', 'seed', 'numImagesPerPrompt', 'maxSequenceLength', 'latents',
   'promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds', 'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal', 'loraScale',
@@ -48,66 +49,15 @@ const GENERATE_OPTIONS = [
 const IMAGE_BATCH_DIMS = ['dp'] as const;
 const EMBEDS = ['promptEmbeds', 'pooledPromptEmbeds', 'negativePromptEmbeds', 'negativePooledPromptEmbeds'] as const;
 
+/** The defaults of an SD3 call that differ between pipelines (image-to-image runs 50 steps). */
+export interface SD3CallDefaults {
+  readonly numInferenceSteps: number;
+}
+
 /** SD3's hooks of the lifecycle. */
 export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3PromptEmbeds, SD3Text, StartLatents> = {
-  // diffusers' check_inputs and defaults, each error at the call
   checkInputs(pipe, what, options) {
-    if (options && typeof options === 'object' && 'trueCfgScale' in options) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: trueCfgScale is FluxPipeline's; Stable Diffusion 3 guides with guidanceScale (classifier-free guidance when > 1)`);
-    }
-    const o = checkGenerateOptions<SD3GenerateOptions>(what, options, GENERATE_OPTIONS);
-    const sample = pipe.defaultSampleSize * pipe.vaeScaleFactor;
-    const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, pipe.vaeScaleFactor * pipe.patchSize);
-    // the transformer's position table covers pos_embed_max_size patches a side
-    const c = pipe.transformer.config;
-    const largest = c.posEmbedMaxSize * pipe.patchSize * pipe.vaeScaleFactor;
-    if (height > largest || width > largest) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${width}x${height} (width x height) is larger than this model takes: at most ${largest} a side (pos_embed_max_size ${c.posEmbedMaxSize} x patch ${pipe.patchSize} x VAE scale ${pipe.vaeScaleFactor})`);
-    }
-    const numInferenceSteps = o.sigmas ? undefined : pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28);
-    const guidanceScale = checkScale(`${what} guidanceScale`, o.guidanceScale ?? 7.0);
-    const numImagesPerPrompt = imagesPerPrompt(what, o.numImagesPerPrompt);
-    const maxSequenceLength = o.maxSequenceLength ?? 256;
-    if (!Number.isInteger(maxSequenceLength) || maxSequenceLength < 1 || maxSequenceLength > 512) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: maxSequenceLength cannot be greater than 512 (nor less than 1) but is ${maxSequenceLength}`);
-    }
-    if (o.seed !== undefined) checkInteger(`${what} seed`, o.seed, 0, 2 ** 48 - 1);
-    if (o.sigmas !== undefined && (!Array.isArray(o.sigmas) || o.sigmas.length === 0)) throw invalidParameter(`${what} sigmas`, 'a non-empty array of numbers', o.sigmas);
-    if (o.mu !== undefined) checkFinite(`${what} mu`, o.mu);
-    const cfg = guidanceScale > 1;
-    // prompts or their embeddings, not both
-    for (const [text, embeds] of [['prompt', 'promptEmbeds'], ['prompt2', 'promptEmbeds'], ['prompt3', 'promptEmbeds'], ['negativePrompt', 'negativePromptEmbeds'], ['negativePrompt2', 'negativePromptEmbeds'], ['negativePrompt3', 'negativePromptEmbeds']] as const) {
-      if (o[text] !== undefined && o[embeds] !== undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give ${text} or ${embeds}, not both`);
-    }
-    if (o.prompt === undefined && o.promptEmbeds === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give prompt or promptEmbeds`);
-    for (const [embeds, pooled] of [['promptEmbeds', 'pooledPromptEmbeds'], ['negativePromptEmbeds', 'negativePooledPromptEmbeds']] as const) {
-      if (o[embeds] === undefined) continue;
-      tensorOption(what, embeds, o[embeds], 3);
-      if (o[pooled] === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: with ${embeds} give ${pooled} too (from the same text encoders)`);
-      tensorOption(what, pooled, o[pooled], 2);
-    }
-    let batch: number;
-    if (o.promptEmbeds) {
-      const [e, p] = [o.promptEmbeds, o.pooledPromptEmbeds!];
-      if (e.ndim !== 3 || e.shape[2] !== c.jointAttentionDim || p.ndim !== 2 || p.shape[0] !== e.shape[0] || p.shape[1] !== c.pooledProjectionDim) {
-        throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: promptEmbeds must be [batch, tokens, ${c.jointAttentionDim}] and pooledPromptEmbeds [batch, ${c.pooledProjectionDim}], got ${e.describe()} and ${p.describe()}`);
-      }
-      if (o.negativePromptEmbeds && (o.negativePromptEmbeds.shape.join() !== e.shape.join() || o.negativePooledPromptEmbeds!.shape.join() !== p.shape.join())) {
-        throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: negativePromptEmbeds and negativePooledPromptEmbeds must have the shapes of promptEmbeds and pooledPromptEmbeds, got ${o.negativePromptEmbeds.describe()} and ${o.negativePooledPromptEmbeds!.describe()}`);
-      }
-      if (numImagesPerPrompt !== 1) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: numImagesPerPrompt is for prompts; give promptEmbeds one row per image`);
-      batch = e.shape[0]!;
-    } else {
-      batch = promptList(what, 'prompt', o.prompt)!.length * numImagesPerPrompt;
-    }
-    if (cfg && o.promptEmbeds && !o.negativePromptEmbeds && !textEncodersOf(pipe)) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: guidanceScale ${guidanceScale} > 1 needs the negative prompt's embeddings; the text encoders were released, so pass negativePromptEmbeds and negativePooledPromptEmbeds`);
-    }
-    const guidance = chooseGuidance(what, pipe.mesh, { scale: guidanceScale, on: cfg, batched: true, latentsSplitOverDp: false, describe: "classifier-free guidance's two branches (guidanceScale > 1)" });
-    return {
-      what, options: o, height, width, numInferenceSteps, numImagesPerPrompt, maxSequenceLength, batch, guidance,
-      outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
-    };
+    return checkSD3Call(pipe, what, options, SD3_GENERATE_OPTIONS, { numInferenceSteps: 28 });
   },
 
   // the guidance branches batched
@@ -186,6 +136,69 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Promp
     return pipe.decode(latents);
   },
 };
+
+/**
+ * diffusers' check_inputs and defaults for an SD3 call (the option names in `known`), each error
+ * at the call; a variant checks its own options and passes the rest here.
+ */
+export function checkSD3Call(pipe: StableDiffusion3Pipeline, what: string, options: unknown, known: readonly string[], defaults: SD3CallDefaults): SD3Call {
+  if (options && typeof options === 'object' && 'trueCfgScale' in options) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: trueCfgScale is FluxPipeline's; Stable Diffusion 3 guides with guidanceScale (classifier-free guidance when > 1)`);
+  }
+  const o = checkGenerateOptions<SD3GenerateOptions>(what, options, known);
+  const sample = pipe.defaultSampleSize * pipe.vaeScaleFactor;
+  const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, pipe.vaeScaleFactor * pipe.patchSize);
+  // the transformer's position table covers pos_embed_max_size patches a side
+  const c = pipe.transformer.config;
+  const largest = c.posEmbedMaxSize * pipe.patchSize * pipe.vaeScaleFactor;
+  if (height > largest || width > largest) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${width}x${height} (width x height) is larger than this model takes: at most ${largest} a side (pos_embed_max_size ${c.posEmbedMaxSize} x patch ${pipe.patchSize} x VAE scale ${pipe.vaeScaleFactor})`);
+  }
+  const numInferenceSteps = o.sigmas ? undefined : pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? defaults.numInferenceSteps);
+  const guidanceScale = checkScale(`${what} guidanceScale`, o.guidanceScale ?? 7.0);
+  const numImagesPerPrompt = imagesPerPrompt(what, o.numImagesPerPrompt);
+  const maxSequenceLength = o.maxSequenceLength ?? 256;
+  if (!Number.isInteger(maxSequenceLength) || maxSequenceLength < 1 || maxSequenceLength > 512) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: maxSequenceLength cannot be greater than 512 (nor less than 1) but is ${maxSequenceLength}`);
+  }
+  if (o.seed !== undefined) checkInteger(`${what} seed`, o.seed, 0, 2 ** 48 - 1);
+  if (o.sigmas !== undefined && (!Array.isArray(o.sigmas) || o.sigmas.length === 0)) throw invalidParameter(`${what} sigmas`, 'a non-empty array of numbers', o.sigmas);
+  if (o.mu !== undefined) checkFinite(`${what} mu`, o.mu);
+  const cfg = guidanceScale > 1;
+  // prompts or their embeddings, not both
+  for (const [text, embeds] of [['prompt', 'promptEmbeds'], ['prompt2', 'promptEmbeds'], ['prompt3', 'promptEmbeds'], ['negativePrompt', 'negativePromptEmbeds'], ['negativePrompt2', 'negativePromptEmbeds'], ['negativePrompt3', 'negativePromptEmbeds']] as const) {
+    if (o[text] !== undefined && o[embeds] !== undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give ${text} or ${embeds}, not both`);
+  }
+  if (o.prompt === undefined && o.promptEmbeds === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give prompt or promptEmbeds`);
+  for (const [embeds, pooled] of [['promptEmbeds', 'pooledPromptEmbeds'], ['negativePromptEmbeds', 'negativePooledPromptEmbeds']] as const) {
+    if (o[embeds] === undefined) continue;
+    tensorOption(what, embeds, o[embeds], 3);
+    if (o[pooled] === undefined) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: with ${embeds} give ${pooled} too (from the same text encoders)`);
+    tensorOption(what, pooled, o[pooled], 2);
+  }
+  let batch: number;
+  if (o.promptEmbeds) {
+    const [e, p] = [o.promptEmbeds, o.pooledPromptEmbeds!];
+    if (e.ndim !== 3 || e.shape[2] !== c.jointAttentionDim || p.ndim !== 2 || p.shape[0] !== e.shape[0] || p.shape[1] !== c.pooledProjectionDim) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: promptEmbeds must be [batch, tokens, ${c.jointAttentionDim}] and pooledPromptEmbeds [batch, ${c.pooledProjectionDim}], got ${e.describe()} and ${p.describe()}`);
+    }
+    if (o.negativePromptEmbeds && (o.negativePromptEmbeds.shape.join() !== e.shape.join() || o.negativePooledPromptEmbeds!.shape.join() !== p.shape.join())) {
+      throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: negativePromptEmbeds and negativePooledPromptEmbeds must have the shapes of promptEmbeds and pooledPromptEmbeds, got ${o.negativePromptEmbeds.describe()} and ${o.negativePooledPromptEmbeds!.describe()}`);
+    }
+    if (numImagesPerPrompt !== 1) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: numImagesPerPrompt is for prompts; give promptEmbeds one row per image`);
+    batch = e.shape[0]!;
+  } else {
+    batch = promptList(what, 'prompt', o.prompt)!.length * numImagesPerPrompt;
+  }
+  if (cfg && o.promptEmbeds && !o.negativePromptEmbeds && !textEncodersOf(pipe)) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: guidanceScale ${guidanceScale} > 1 needs the negative prompt's embeddings; the text encoders were released, so pass negativePromptEmbeds and negativePooledPromptEmbeds`);
+  }
+  const guidance = chooseGuidance(what, pipe.mesh, { scale: guidanceScale, on: cfg, batched: true, latentsSplitOverDp: false, describe: "classifier-free guidance's two branches (guidanceScale > 1)" });
+  return {
+    what, options: o, height, width, numInferenceSteps, numImagesPerPrompt, maxSequenceLength, batch, guidance,
+    outputType: o.outputType ?? 'png', onStep: o.onStep, signal: o.signal, loraScale: o.loraScale,
+  };
+}
 
 // `t` whole on every device of the pipeline's mesh
 function toMesh(pipe: StableDiffusion3Pipeline, t: dt.Tensor): dt.Tensor {

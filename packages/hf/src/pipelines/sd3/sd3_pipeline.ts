@@ -52,6 +52,9 @@ export interface SD3GenerateOptions extends GenerateOptions {
 /** Where tiny-sd3 lives: the transformer and VAE on `mesh`, the text encoders on `textEncoderMesh` (default `mesh`). */
 export type TinySD3Options = TinyPipelineOptions;
 
+/** The pipeline classes of StableDiffusion3Pipeline's components (model_index.json's _class_name): a folder of any of them loads as any. */
+export const SD3_PIPELINES = ['StableDiffusion3Pipeline', 'StableDiffusion3Img2ImgPipeline', 'StableDiffusion3InpaintPipeline'] as const;
+
 // model_index.json's components, as the constructor takes them
 const COMPONENTS: ComponentTable<StableDiffusion3Components> = {
   scheduler: { folder: 'scheduler', classes: ['FlowMatchEulerDiscreteScheduler'] },
@@ -145,7 +148,7 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
    */
   static override async fromPretrained(source: string, options: PipelineOptions = {}): Promise<StableDiffusion3Pipeline> {
     // `this`: a variant (a subclass) made from the same components is of its own class
-    return new (this ?? StableDiffusion3Pipeline)(await loadComponents(`${what}.fromPretrained`, what, COMPONENTS, source, options));
+    return new (this ?? StableDiffusion3Pipeline)(await loadComponents(`${this?.name ?? what}.fromPretrained`, SD3_PIPELINES, COMPONENTS, source, options));
   }
 
   /**
