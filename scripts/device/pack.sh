@@ -10,7 +10,10 @@ cd "$(dirname "$0")/../.."
 out=.device
 rm -rf "$out" && mkdir -p "$out"
 npm run build --silent >/dev/null
-xz -T0 -6 -c "$(command -v node)" > "$out/node.xz"
+# node without its debug symbols (strip keeps the dynamic symbols addons link against), packed hard:
+# the working tree and .device travel together within 64 MiB
+stripped=$(mktemp) && cp "$(command -v node)" "$stripped" && strip "$stripped"
+xz -T0 -9e -c "$stripped" > "$out/node.xz" && rm -f "$stripped"
 # everything but the dev tools that only run here (linters, turbo, changesets) and the tokenizers
 # binaries of other platforms (the machine is linux-x64 with glibc); typescript goes along: a test
 # runs the generator of Tensor's op methods (scripts/gen-tensor-methods.mjs), which parses with it
@@ -28,6 +31,7 @@ tar -cJf "$out/node_modules.tar.xz" "${slim[@]}" \
   --exclude='node_modules/tokenizers/tokenizers.darwin*' --exclude='node_modules/tokenizers/tokenizers.win32*' \
   --exclude='node_modules/tokenizers/tokenizers.android*' --exclude='node_modules/tokenizers/tokenizers.linux-arm*' \
   --exclude='node_modules/tokenizers/tokenizers.linux-x64-musl*' \
+  --exclude='node_modules/zeromq/build/darwin' --exclude='node_modules/zeromq/build/win32' --exclude='node_modules/zeromq/build/linux/arm64' \
   node_modules
 tar -cJf "$out/dist.tar.xz" packages/*/dist
 # diffusers' source for BENCH=diffusion (no diffusers wheel there), when DIFFUSERS_SRC names the

@@ -208,6 +208,21 @@ describe('dtorch generate --image', () => {
     expect(decodePng(join(work, 'edit-sd3.png'))).toEqual({ width: 32, height: 32 });
   });
 
+  it("with --mask runs the inpainting variant, giving the library's PNG", async () => {
+    const [picture, mask] = [join(pictures, 'img2img-a.png'), join(pictures, 'inpaint-mask-a.png')];
+    const r = dtorch(['generate', '--model', 'tiny-flux', ...args, '--image', picture, '--mask', mask, '--strength', '0.9', '--out', join(work, 'inpaint.png')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('(FluxInpaintPipeline)');
+    const pipe = await hf.FluxInpaintPipeline.tiny();
+    try {
+      const { images } = await pipe.generate({ prompt: 'a cat', image: picture, maskImage: mask, strength: 0.9, height: 64, width: 64, numInferenceSteps: 4, seed: 2 });
+      expect(readFileSync(join(work, 'inpaint.png')).equals(images[0]!)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+    expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--mask', mask, '--out', join(work, 'x.png')]), /--mask: there is no --image/);
+  });
+
   it('a picture that is not one, a missing picture, a bad strength and --strength alone are one line', () => {
     const text = join(work, 'not-a-picture.png');
     writeFileSync(text, 'hello');

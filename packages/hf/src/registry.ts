@@ -116,6 +116,8 @@ const pipelines = {
   StableDiffusion3Pipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_pipeline.js')).StableDiffusion3Pipeline,
   FluxImg2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_img2img_pipeline.js')).FluxImg2ImgPipeline,
   StableDiffusion3Img2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_img2img_pipeline.js')).StableDiffusion3Img2ImgPipeline,
+  FluxInpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_inpaint_pipeline.js')).FluxInpaintPipeline,
+  StableDiffusion3InpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_inpaint_pipeline.js')).StableDiffusion3InpaintPipeline,
 } as const;
 
 /** The built-in tiny pipelines, by the name `dtorch generate --model` takes. */

@@ -3,7 +3,7 @@
 // here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
 // steps it was trained for unless told; anything else a folder or hub id, all three of the last
 // through DiffusionPipeline.fromPretrained), its --lora adapters (lora_spec.ts) loaded and
-// weighted (fused under --fuse-lora), with --image its image-to-image variant (image_variant.ts), the run a
+// weighted (fused under --fuse-lora), with --image its image-to-image variant (with --mask its inpainting one; image_variant.ts), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -15,8 +15,8 @@ import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import type { LoraSpec } from './lora_spec.js';
-import { imageSize, imageToImageVariant, sizeMultiple } from './image_variant.js';
-import type { ImageToImageOptions } from '../pipelines/variants/image_to_image.js';
+import { imageSize, imageVariant, sizeMultiple } from './image_variant.js';
+import type { InpaintOptions } from '../pipelines/variants/inpaint.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
 
@@ -62,6 +62,8 @@ export interface GenerateFlags {
   image?: string;
   /** --strength: how much of the schedule runs from --image (default the pipeline's, 0.6). */
   strength?: number;
+  /** --mask: white where --image is redrawn (the model's inpainting variant runs). */
+  mask?: string;
 }
 
 function invalid(message: string): DTorchError {
@@ -137,6 +139,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   if (tiny) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
   if (trained) console.log(`${flags.model} is built in: ${trained.about}`);
   if (flags.strength !== undefined && flags.image === undefined) throw invalid('--strength: there is no --image to start from; give --image PICTURE (PNG, JPEG or WebP)');
+  if (flags.mask !== undefined && flags.image === undefined) throw invalid('--mask: there is no --image to inpaint; give --image PICTURE with --mask MASK');
   const loaded = await loadPipeline(flags.model, {
     mesh,
     dtype,
@@ -144,14 +147,19 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });
   let pipe: DiffusionPipeline = loaded;
-  let imageOptions: Partial<ImageToImageOptions> & { width?: number; height?: number } = {};
+  let imageOptions: Partial<InpaintOptions> & { width?: number; height?: number } = {};
   try {
     if (flags.image !== undefined) {
       // the model's image-to-image variant; the picture's own size unless --size
-      const variant = imageToImageVariant(loaded);
+      const variant = imageVariant(loaded, flags.mask !== undefined);
       pipe = variant;
-      imageOptions = { image: flags.image, ...(flags.strength !== undefined && { strength: flags.strength }), ...(size ? {} : await imageSize(flags.image, sizeMultiple(variant))) };
-      console.log(`image to image (${variant.constructor.name}) from ${flags.image}`);
+      imageOptions = {
+        image: flags.image,
+        ...(flags.mask !== undefined && { maskImage: flags.mask }),
+        ...(flags.strength !== undefined && { strength: flags.strength }),
+        ...(size ? {} : await imageSize(flags.image, sizeMultiple(variant))),
+      };
+      console.log(`${flags.mask === undefined ? 'image to image' : `inpainting where ${flags.mask} is white`} (${variant.constructor.name}) from ${flags.image}`);
     }
     await applyLoras(pipe, flags);
   } catch (err) {
@@ -162,7 +170,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
 
   const progress = new StepProgress();
   let steps = 0;
-  const options: GenerateOptions & ImageToImageOptions = {
+  const options: GenerateOptions & InpaintOptions = {
     prompt: flags.prompt,
     seed: flags.seed,
     outputType: 'png',

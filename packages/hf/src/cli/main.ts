@@ -71,6 +71,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --lora ./style.safetensors:0.8 --lora org/detail-lora --fuse-lora
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "the same cat at night" --image cat.png --strength 0.7 --out night.png
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a red hat" --image cat.png --mask hat-mask.png --strength 0.9 --out hat.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
 /** The `dtorch` command and its subcommands, generate, info and worker; `version`: @dtorch/hf's. */
@@ -102,6 +103,7 @@ export function program(version: string): Command {
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
     .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
+    .option('--mask <picture>', 'with --image: white where the picture is redrawn, black where it is kept (the model\'s inpainting variant runs)')
     .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)
     .addHelpText('after', meshHelp)
     .action(async (flags: GenerateFlags) => {

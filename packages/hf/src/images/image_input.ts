@@ -37,6 +37,18 @@ export interface RgbImage {
   channels: 3;
 }
 
+/** Interleaved 8-bit pixels, row by row, as the image processor works on them (RGB, or grey after convert("L")). */
+export interface Pixels {
+  /** width × height × channels bytes, row by row, a pixel's channels together. */
+  data: Uint8Array;
+  /** Pixels per row. */
+  width: number;
+  /** Rows. */
+  height: number;
+  /** Values per pixel (1 grey, 3 RGB). */
+  channels: number;
+}
+
 /**
  * One picture: an encoded file's bytes (PNG, JPEG, WebP, ...), a path to such a file, raw
  * pixels, or a tensor [B, C, H, W] or [C, H, W] in [0, 1] (taken as it is, as diffusers takes tensors).

@@ -2,14 +2,30 @@
 // raw pixels) cropped, resized to multiples of the VAE's scale factor, made grey or kept RGB,
 // scaled to [-1, 1] (or binarized to {0, 1} for an inpainting mask) as a tensor [B, C, H, W];
 // tensors taken as they are (nearest resize, as diffusers'). Decoding is diffusers' load_image's
-// (image_input.ts); resizing and blurring are PIL's, ported (pil_resample.ts, pil_blur.ts), so
-// the tensors equal diffusers' (tests/hf/image_processor.test.ts). The output side is
-// pipelines/image_output.ts.
+// (image_input.ts). Resizing and blurring are sharp's (libvips' Lanczos3 / cubic / linear and its
+// Gaussian), which differ from PIL's by a few levels: the tensors equal diffusers' for pictures at
+// the target size, and are close to them for resized, filled, cropped or blurred ones
+// (tests/hf/image_processor.test.ts). The output side is pipelines/image_output.ts.
+import sharp, { type Interpolators, type KernelEnum, type Sharp } from 'sharp';
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkBoolean, checkInteger, checkKnownOptions, invalidParameter, log } from '@dtorch/common';
-import { decodeImage, decodeImages, imageList, type ImageInput, type RgbImage, type SingleImageInput } from './image_input.js';
-import { pilGaussianBlur } from './pil_blur.js';
-import { pilResize, resampleNames, type Pixels, type Resample } from './pil_resample.js';
+import { decodeImage, decodeImages, imageList, type ImageInput, type Pixels, type RgbImage, type SingleImageInput } from './image_input.js';
+
+/** The resampling filters, as diffusers' PIL_INTERPOLATION names them. */
+export type Resample = 'lanczos' | 'bicubic' | 'bilinear' | 'linear';
+interface Filter {
+  /** sharp's kernel for shrinking (its cubic is Catmull-Rom, a = -0.5: PIL's bicubic). */
+  kernel: KernelEnum[keyof KernelEnum];
+  /** sharp's interpolator for enlarging (it has no Lanczos one: bicubic stands in for it). */
+  interpolator: Interpolators[keyof Interpolators];
+}
+const FILTERS: Record<Resample, Filter> = {
+  lanczos: { kernel: 'lanczos3', interpolator: 'bicubic' },
+  bicubic: { kernel: 'cubic', interpolator: 'bicubic' },
+  bilinear: { kernel: 'linear', interpolator: 'bilinear' },
+  linear: { kernel: 'linear', interpolator: 'bilinear' },
+};
+const resampleNames = Object.keys(FILTERS) as Resample[];
 
 /** How {@link VaeImageProcessor.preprocess} fits a picture to the size asked (diffusers' resize_mode). */
 export type ResizeMode = 'default' | 'fill' | 'crop';
@@ -134,10 +150,10 @@ export class VaeImageProcessor {
       return this.preprocessTensors(list as dt.Tensor[], o.height, o.width, dtype);
     }
     let pictures: Pixels[] = await decodeImages(list, name);
-    if (crop) pictures = pictures.map((p) => cropPixels(p, crop));
+    if (crop) pictures = await Promise.all(pictures.map((p) => place(p, crop[2] - crop[0], crop[3] - crop[1], -crop[0], -crop[1])));
     if (this.config.doResize) {
       const [height, width] = this.getDefaultHeightWidth(pictures[0]!, o.height, o.width);
-      pictures = pictures.map((p) => this.resize(p, height, width, resizeMode));
+      pictures = await Promise.all(pictures.map((p) => this.resize(p, height, width, resizeMode)));
     }
     if (this.config.doConvertGrayscale) pictures = pictures.map(toGrey);
     const { width, height, channels } = pictures[0]!;
@@ -194,18 +210,27 @@ export class VaeImageProcessor {
     return x;
   }
 
-  /** `image` resized to height x width by the processor's filter, as diffusers' resize of a PIL image. */
-  resize(image: Pixels, height: number, width: number, resizeMode: ResizeMode = 'default'): Pixels {
-    const resample = this.config.resample;
-    if (resizeMode === 'default') return pilResize(image, width, height, resample);
-    return resizeMode === 'fill' ? resizeAndFill(image, width, height, resample) : resizeAndCrop(image, width, height, resample);
+  /**
+   * `image` resized to height x width by the processor's filter, as diffusers' resize of a PIL
+   * image, the resampling sharp's (a few levels from PIL's); at its own size, a copy.
+   */
+  async resize(image: Pixels, height: number, width: number, resizeMode: ResizeMode = 'default'): Promise<Pixels> {
+    const filter = FILTERS[this.config.resample];
+    if (resizeMode === 'default') return stretch(image, width, height, filter);
+    return resizeMode === 'fill' ? resizeAndFill(image, width, height, filter) : resizeAndCrop(image, width, height, filter);
   }
 
-  /** `image` blurred as diffusers' VaeImageProcessor.blur (PIL's GaussianBlur(blurFactor)), as RGB pixels. */
+  /**
+   * `image` blurred as diffusers' VaeImageProcessor.blur (PIL's GaussianBlur(blurFactor), whose
+   * radius is the Gaussian's sigma), by sharp's Gaussian: a few levels from PIL's box
+   * approximation. 0 is no blur; sharp's smallest sigma is 0.3, so (0, 0.3) blurs as 0.3.
+   */
   static async blur(image: Exclude<SingleImageInput, dt.Tensor>, blurFactor = 4): Promise<RgbImage> {
-    const radius = checkNumberAtLeast('blur blurFactor', blurFactor, 0);
+    const sigma = checkNumberAtLeast('blur blurFactor', blurFactor, 0);
     const rgb = await decodeImage(image, 'blur image');
-    return pilGaussianBlur(rgb, radius) as RgbImage;
+    if (sigma === 0) return rgb;
+    // minAmplitude: the kernel cut where it falls under 1/1000 of its peak (sharp's default, 0.2, cuts it at 1.8 sigma)
+    return (await pixels(pipeline(rgb).blur({ sigma: Math.min(Math.max(sigma, 0.3), 1000), minAmplitude: 0.001 }), 3)) as RgbImage;
   }
 
   /**
@@ -233,8 +258,7 @@ export class VaeImageProcessor {
     let top: Pixels = inpainted;
     if (box) {
       const [x, y, x2, y2] = box;
-      const fitted = this.resize(inpainted, y2 - y, x2 - x, 'crop');
-      top = paste({ data: new Uint8Array(width * height * 3), width, height, channels: 3 }, fitted, x, y);
+      top = await place(await this.resize(inpainted, y2 - y, x2 - x, 'crop'), width, height, x, y);
     } else if (top.width !== width || top.height !== height) {
       throw new DTorchError(ErrorCode.ShapeMismatch, `applyOverlay: the image is ${top.height}x${top.width} but the initial image ${height}x${width} (height x width); give cropCoords or images of one size`);
     }
@@ -264,60 +288,79 @@ function toGrey(p: Pixels): Pixels {
   return { data: out, width: p.width, height: p.height, channels: 1 };
 }
 
-// PIL's crop: the box may reach past the picture, and that part is black.
-function cropPixels(p: Pixels, [x1, y1, x2, y2]: CropBox): Pixels {
-  const out: Pixels = { data: new Uint8Array((x2 - x1) * (y2 - y1) * p.channels), width: x2 - x1, height: y2 - y1, channels: p.channels };
-  return paste(out, p, -x1, -y1);
+// sharp's pipeline on raw pixels, and its output as pixels of as many channels (grey stays grey)
+const pipeline = (p: Pixels) => sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 | 4 } });
+
+async function pixels(s: Sharp, channels: number): Promise<Pixels> {
+  const { data, info } = await (channels === 1 ? s.toColourspace('b-w') : s).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  if (info.channels !== channels) throw new DTorchError(ErrorCode.Internal, `sharp gave ${info.channels} channels where ${channels} went in`);
+  return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width: info.width, height: info.height, channels };
 }
 
-// PIL's paste of `src` into `dst` at (x, y), the part outside `dst` cut off; `dst` changed and returned.
-function paste(dst: Pixels, src: Pixels, x: number, y: number): Pixels {
-  const ch = dst.channels;
-  const x0 = Math.max(x, 0);
-  const x1 = Math.min(x + src.width, dst.width);
-  if (x1 <= x0) return dst;
-  for (let row = Math.max(y, 0); row < Math.min(y + src.height, dst.height); row++) {
-    const from = ((row - y) * src.width + (x0 - x)) * ch;
-    dst.data.set(src.data.subarray(from, from + (x1 - x0) * ch), (row * dst.width + x0) * ch);
-  }
-  return dst;
+const copy = (p: Pixels): Pixels => ({ ...p, data: p.data.slice() });
+
+// `image` stretched to width x height, as PIL's resize (the aspect ratio let go, pixel centres
+// mapped onto pixel centres). An axis that shrinks goes through sharp's resize (libvips' reduce);
+// one that grows through sharp's affine with PIL's centre convention, input x = (x' + 0.5) / scale
+// - 0.5, over edges extended by copy as PIL's are: libvips' own upsizing samples about half a
+// pixel off PIL's, tens of levels on a detailed picture.
+async function stretch(image: Pixels, width: number, height: number, { kernel, interpolator }: Filter): Promise<Pixels> {
+  const [w, h] = [Math.min(width, image.width), Math.min(height, image.height)];
+  let p = w === image.width && h === image.height ? copy(image) : await pixels(pipeline(image).resize(w, h, { kernel, fit: 'fill' }), image.channels);
+  if (w === width && h === height) return p;
+  const pad = 3; // the bicubic interpolator's reach, and some
+  p = await pixels(pipeline(p).extend({ top: pad, bottom: pad, left: pad, right: pad, extendWith: 'copy' }), p.channels);
+  const [sx, sy] = [width / w, height / h];
+  const grown = await pixels(pipeline(p).affine([sx, 0, 0, sy], { idx: 0.5 - pad, idy: 0.5 - pad, odx: -0.5, ody: -0.5, interpolator }), p.channels);
+  if (grown.width < width || grown.height < height) throw new DTorchError(ErrorCode.Internal, `sharp's affine gave ${grown.height}x${grown.width} where at least ${height}x${width} was asked`);
+  return place(grown, width, height, 0, 0);
 }
 
-const blank = (width: number, height: number, channels: number): Pixels => ({ data: new Uint8Array(width * height * channels), width, height, channels });
+const BLACK = { r: 0, g: 0, b: 0, alpha: 1 };
 
-// diffusers' _resize_and_fill: fit inside, centre, and stretch the edge rows (or columns) over the
-// bands left (by PIL's default filter, bicubic: diffusers passes no resample there).
-function resizeAndFill(image: Pixels, width: number, height: number, resample: Resample): Pixels {
+// PIL's paste of `image` at (left, top) into a black width x height picture, the part outside cut
+// off: as PIL's crop where the box reaches past the picture, and for diffusers' crop mode.
+async function place(image: Pixels, width: number, height: number, left: number, top: number): Promise<Pixels> {
+  const [x0, y0] = [Math.max(left, 0), Math.max(top, 0)];
+  const [x1, y1] = [Math.min(left + image.width, width), Math.min(top + image.height, height)];
+  if (x1 <= x0 || y1 <= y0) return { data: new Uint8Array(width * height * image.channels), width, height, channels: image.channels };
+  if (x0 === left && y0 === top && x1 - x0 === image.width && y1 - y0 === image.height && image.width === width && image.height === height) return copy(image);
+  let s = pipeline(image);
+  if (x1 - x0 !== image.width || y1 - y0 !== image.height) s = s.extract({ left: x0 - left, top: y0 - top, width: x1 - x0, height: y1 - y0 });
+  if (x1 - x0 !== width || y1 - y0 !== height) s = s.extend({ left: x0, top: y0, right: width - x1, bottom: height - y1, background: BLACK });
+  return pixels(s, image.channels);
+}
+
+// diffusers' _resize_and_fill: fit inside and centre; diffusers stretches the edge row (or
+// column) over each band left (a PIL resize of a box of no height, 1.125 x the edge - 0.125 x
+// the next), here the edge repeated (sharp's 'copy' extension). As diffusers', no band when the
+// top one would be empty, and a row or column the bands do not reach (an odd size) stays black.
+async function resizeAndFill(image: Pixels, width: number, height: number, filter: Filter): Promise<Pixels> {
   const ratio = width / height;
   const srcRatio = image.width / image.height;
   const srcW = ratio < srcRatio ? width : Math.floor((image.width * height) / image.height);
   const srcH = ratio >= srcRatio ? height : Math.floor((image.height * width) / image.width);
-  const resized = pilResize(image, srcW, srcH, resample);
-  const res = paste(blank(width, height, image.channels), resized, Math.floor(width / 2) - Math.floor(srcW / 2), Math.floor(height / 2) - Math.floor(srcH / 2));
-  if (ratio < srcRatio) {
-    const fill = Math.floor(height / 2) - Math.floor(srcH / 2);
-    if (fill > 0) {
-      paste(res, pilResize(resized, width, fill, 'bicubic', [0, 0, width, 0]), 0, 0);
-      paste(res, pilResize(resized, width, fill, 'bicubic', [0, resized.height, width, resized.height]), 0, fill + srcH);
-    }
-  } else if (ratio > srcRatio) {
-    const fill = Math.floor(width / 2) - Math.floor(srcW / 2);
-    if (fill > 0) {
-      paste(res, pilResize(resized, fill, height, 'bicubic', [0, 0, 0, height]), 0, 0);
-      paste(res, pilResize(resized, fill, height, 'bicubic', [resized.width, 0, resized.width, height]), fill + srcW, 0);
-    }
+  const [x, y] = [Math.floor(width / 2) - Math.floor(srcW / 2), Math.floor(height / 2) - Math.floor(srcH / 2)];
+  const resized = await stretch(image, srcW, srcH, filter);
+  if (ratio < srcRatio && y > 0) {
+    const banded = await pixels(pipeline(resized).extend({ top: y, bottom: Math.min(y, height - y - srcH), extendWith: 'copy' }), resized.channels);
+    return place(banded, width, height, x, 0);
   }
-  return res;
+  if (ratio > srcRatio && x > 0) {
+    const banded = await pixels(pipeline(resized).extend({ left: x, right: Math.min(x, width - x - srcW), extendWith: 'copy' }), resized.channels);
+    return place(banded, width, height, 0, y);
+  }
+  return place(resized, width, height, x, y);
 }
 
 // diffusers' _resize_and_crop: cover, centre, cut what overhangs.
-function resizeAndCrop(image: Pixels, width: number, height: number, resample: Resample): Pixels {
+async function resizeAndCrop(image: Pixels, width: number, height: number, filter: Filter): Promise<Pixels> {
   const ratio = width / height;
   const srcRatio = image.width / image.height;
   const srcW = ratio > srcRatio ? width : Math.floor((image.width * height) / image.height);
   const srcH = ratio <= srcRatio ? height : Math.floor((image.height * width) / image.width);
-  const resized = pilResize(image, srcW, srcH, resample);
-  return paste(blank(width, height, image.channels), resized, Math.floor(width / 2) - Math.floor(srcW / 2), Math.floor(height / 2) - Math.floor(srcH / 2));
+  const resized = await stretch(image, srcW, srcH, filter);
+  return place(resized, width, height, Math.floor(width / 2) - Math.floor(srcW / 2), Math.floor(height / 2) - Math.floor(srcH / 2));
 }
 
 // diffusers' get_crop_region on grey pixels.

@@ -33,9 +33,14 @@ export async function toPngs(images: dt.Tensor): Promise<Buffer[]> {
     for (let i = 0; i < plane; i++) {
       for (let c = 0; c < 3; c++) rgb[i * 3 + c] = Math.round(data[base + c * plane + i]! * 255); // as numpy's round (half to even) on these values
     }
-    pngs.push(await sharp(rgb, { raw: { width, height, channels: 3 } }).png().toBuffer());
+    pngs.push(await encodePng({ data: rgb, width, height }));
   }
   return pngs;
+}
+
+/** 8-bit RGB pixels (row by row) as a PNG file. */
+export function encodePng(image: { data: Uint8Array; width: number; height: number }): Promise<Buffer> {
+  return sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } }).png().toBuffer();
 }
 
 /** The VAE's output [B, 3, H, W] in [-1, 1] as generate() returns it: PNG files or float32 in [0, 1]; frees `decoded`. */

@@ -16,5 +16,6 @@ export { fillRandomWeights } from './random_weights.js';
 export { tinyPipelineSpec, randomModel, type TinyPipelineSpec } from './tiny/tiny_spec.js';
 export { tinyTokenizer, tinyTokenizerFolder, type TinyTokenizerName } from './tiny/tiny_tokenizers.js';
 export { type ImageToImageOptions } from './variants/image_to_image.js';
+export { type InpaintOptions } from './variants/inpaint.js';
 export * from './flux/index.js';
 export * from './sd3/index.js';

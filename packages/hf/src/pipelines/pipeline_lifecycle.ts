@@ -93,6 +93,8 @@ export interface PipelineHooks<P extends DenoisingParts, C extends CallSettings,
   step?(pipe: P, prediction: dt.Tensor, t: number, x: dt.Tensor, start: S): dt.Tensor;
   /** The VAE's images [B, 3, H, W] in [-1, 1] for the final latents. */
   decode(pipe: P, latents: dt.Tensor, call: C, start: S): dt.Tensor;
+  /** The PNGs written ('png' output) made final: inpainting with a crop pastes them over the picture. */
+  finishImages?(pipe: P, call: C, pngs: Buffer[]): Promise<Buffer[]>;
   /** Runs when the call ends, either way: frees what the pipeline cached for it. */
   finish?(pipe: P): void;
 }
@@ -149,7 +151,8 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     } finally {
       final.dispose();
     }
-    const images = await imageOutput(decoded, call.outputType);
+    let images = await imageOutput(decoded, call.outputType);
+    if (Array.isArray(images) && hooks.finishImages) images = await hooks.finishImages(pipe, call, images);
     await dt.sync();
     return { images, timings: timings(performance.now() - denoisedMs) };
   } finally {

@@ -7,7 +7,15 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { GenerateOutput, PipelineOptions } from '../diffusion_pipeline.js';
 import type { ImageToImageOptions } from '../variants/image_to_image.js';
 import { fluxImg2ImgHooks } from './flux_img2img_hooks.js';
-import { FluxPipeline, type FluxGenerateOptions } from './flux_pipeline.js';
+import { FluxPipeline, type FluxGenerateOptions, type FluxPipelineComponents, type FluxPipelineInit } from './flux_pipeline.js';
+
+/** A Flux pipeline's components and settings, for another Flux pipeline over the same models (fromPipe). */
+export function fluxComponentsOf(what: string, pipe: FluxPipeline): [FluxPipelineComponents, FluxPipelineInit] {
+  if (!(pipe instanceof FluxPipeline)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give a Flux pipeline (FluxPipeline or a variant), got ${pipe === null ? 'null' : typeof pipe === 'object' ? (pipe as object).constructor.name : typeof pipe}`);
+  if (pipe.isDisposed) throw new DTorchError(ErrorCode.Disposed, `${what}: the pipeline was disposed`);
+  const { scheduler, vae, textEncoder, tokenizer, textEncoder2, tokenizer2, transformer } = pipe;
+  return [{ scheduler, vae, textEncoder, tokenizer, textEncoder2, tokenizer2, transformer }, { defaultSampleSize: pipe.defaultSampleSize }];
+}
 
 /** generate()'s options for Flux image to image: Flux's, the image and strength. */
 export interface FluxImg2ImgGenerateOptions extends FluxGenerateOptions, ImageToImageOptions {}
@@ -33,10 +41,7 @@ export class FluxImg2ImgPipeline extends FluxPipeline {
    * share their models, so dispose only the last one used.
    */
   static fromPipe(pipe: FluxPipeline): FluxImg2ImgPipeline {
-    if (!(pipe instanceof FluxPipeline)) throw new DTorchError(ErrorCode.InvalidArgument, `FluxImg2ImgPipeline.fromPipe: give a Flux pipeline (FluxPipeline or a variant), got ${pipe === null ? 'null' : typeof pipe === 'object' ? (pipe as object).constructor.name : typeof pipe}`);
-    if (pipe.isDisposed) throw new DTorchError(ErrorCode.Disposed, 'FluxImg2ImgPipeline.fromPipe: the pipeline was disposed');
-    const { scheduler, vae, textEncoder, tokenizer, textEncoder2, tokenizer2, transformer } = pipe;
-    return new FluxImg2ImgPipeline({ scheduler, vae, textEncoder, tokenizer, textEncoder2, tokenizer2, transformer }, { defaultSampleSize: pipe.defaultSampleSize });
+    return new FluxImg2ImgPipeline(...fluxComponentsOf('FluxImg2ImgPipeline.fromPipe', pipe));
   }
 
   /** diffusers' FluxImg2ImgPipeline.__call__ (outputType as FluxPipeline.generate). */

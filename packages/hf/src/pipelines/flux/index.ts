@@ -3,3 +3,4 @@ export { FluxPipeline, type FluxGenerateOptions, type FluxPipelineComponents, ty
 export { type FluxEncodePromptOptions, type FluxPromptEmbeds } from './flux_prompt.js';
 export { packLatents, unpackLatents, latentImageIds } from './flux_latents.js';
 export { FluxImg2ImgPipeline, type FluxImg2ImgGenerateOptions } from './flux_img2img_pipeline.js';
+export { FluxInpaintPipeline, type FluxInpaintGenerateOptions } from './flux_inpaint_pipeline.js';

@@ -9,3 +9,4 @@ export {
 } from './sd3_pipeline.js';
 export { type Prompt, type SD3EncodePromptOptions, type SD3PromptEmbeds, type SD3TextEncoders } from './sd3_prompt.js';
 export { StableDiffusion3Img2ImgPipeline, type SD3Img2ImgGenerateOptions } from './sd3_img2img_pipeline.js';
+export { StableDiffusion3InpaintPipeline, type SD3InpaintGenerateOptions } from './sd3_inpaint_pipeline.js';

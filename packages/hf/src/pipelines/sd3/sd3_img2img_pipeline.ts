@@ -8,7 +8,16 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { GenerateOutput, PipelineOptions } from '../diffusion_pipeline.js';
 import type { ImageToImageOptions } from '../variants/image_to_image.js';
 import { sd3Img2ImgHooks } from './sd3_img2img_hooks.js';
-import { StableDiffusion3Pipeline, type SD3GenerateOptions, type TinySD3Options } from './sd3_pipeline.js';
+import { StableDiffusion3Pipeline, type SD3GenerateOptions, type StableDiffusion3Components, type TinySD3Options } from './sd3_pipeline.js';
+
+/** An SD3 pipeline's components, for another SD3 pipeline over the same models (fromPipe). */
+export function sd3ComponentsOf(what: string, pipe: StableDiffusion3Pipeline): StableDiffusion3Components {
+  if (!(pipe instanceof StableDiffusion3Pipeline)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give an SD3 pipeline (StableDiffusion3Pipeline or a variant), got ${pipe === null ? 'null' : typeof pipe === 'object' ? (pipe as object).constructor.name : typeof pipe}`);
+  if (pipe.isDisposed) throw new DTorchError(ErrorCode.Disposed, `${what}: the pipeline was disposed`);
+  if (!pipe.textEncoder || !pipe.textEncoder2) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: the pipeline's text encoders were released; make the other pipeline before releaseTextEncoders()`);
+  const { scheduler, textEncoder, tokenizer, textEncoder2, tokenizer2, textEncoder3, tokenizer3, transformer, vae } = pipe;
+  return { scheduler, textEncoder, tokenizer, textEncoder2, tokenizer2, textEncoder3, tokenizer3, transformer, vae };
+}
 
 /** generate()'s options for SD3 image to image: SD3's, the image and strength. */
 export interface SD3Img2ImgGenerateOptions extends SD3GenerateOptions, ImageToImageOptions {}
@@ -35,12 +44,7 @@ export class StableDiffusion3Img2ImgPipeline extends StableDiffusion3Pipeline {
    * from_pipe): the two share their models, so dispose only the last one used.
    */
   static fromPipe(pipe: StableDiffusion3Pipeline): StableDiffusion3Img2ImgPipeline {
-    const what = 'StableDiffusion3Img2ImgPipeline.fromPipe';
-    if (!(pipe instanceof StableDiffusion3Pipeline)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give an SD3 pipeline (StableDiffusion3Pipeline or a variant), got ${pipe === null ? 'null' : typeof pipe === 'object' ? (pipe as object).constructor.name : typeof pipe}`);
-    if (pipe.isDisposed) throw new DTorchError(ErrorCode.Disposed, `${what}: the pipeline was disposed`);
-    if (!pipe.textEncoder || !pipe.textEncoder2) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: the pipeline's text encoders were released; make the image-to-image pipeline before releaseTextEncoders()`);
-    const { scheduler, textEncoder, tokenizer, textEncoder2, tokenizer2, textEncoder3, tokenizer3, transformer, vae } = pipe;
-    return new StableDiffusion3Img2ImgPipeline({ scheduler, textEncoder, tokenizer, textEncoder2, tokenizer2, textEncoder3, tokenizer3, transformer, vae });
+    return new StableDiffusion3Img2ImgPipeline(sd3ComponentsOf('StableDiffusion3Img2ImgPipeline.fromPipe', pipe));
   }
 
   /** diffusers' StableDiffusion3Img2ImgPipeline.__call__ (outputType as StableDiffusion3Pipeline.generate). */

@@ -235,12 +235,13 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
 
   /**
    * The VAE's output [B, 3, H, W] in [-1, 1] for the final latents, as diffusers'
-   * vae.decode((latents / scaling_factor) + shift_factor).sample.
+   * vae.decode((latents / scaling_factor) + shift_factor).sample; `shift: false` leaves the
+   * shift out, as diffusers' StableDiffusion3InpaintPipeline decodes.
    */
-  decode(latents: dt.Tensor): dt.Tensor {
+  decode(latents: dt.Tensor, options: { shift?: boolean } = {}): dt.Tensor {
     const { scalingFactor, shiftFactor } = this.vae.config;
     return dt.tidy(() => {
-      const z = latents.div(scalingFactor).add(shiftFactor ?? 0);
+      const z = latents.div(scalingFactor).add(options.shift === false ? 0 : (shiftFactor ?? 0));
       const onVae = z.mesh.equals(this.vae.mesh) ? z : z.redistribute(this.vae.mesh, this.vae.mesh.shape.map(() => dt.Replicate()));
       return this.vae.decode(onVae.to(this.vae.dtype));
     });

@@ -7,7 +7,7 @@
 // the VAE's sample and then the noise, in diffusers' order, so a seed gives diffusers' image.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkInteger, invalidParameter } from '@dtorch/common';
-import { VaeImageProcessor } from '../../images/vae_image_processor.js';
+import { VaeImageProcessor, type CropBox, type ResizeMode } from '../../images/vae_image_processor.js';
 import type { ImageInput } from '../../images/image_input.js';
 import type { AutoencoderKL } from '../../models/autoencoder_kl/autoencoder_kl.js';
 import type { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
@@ -50,8 +50,8 @@ export function checkImageToImage(what: string, options: unknown): { settings: I
 
 /**
  * The call's image read and preprocessed (VaeImageProcessor with `vaeScaleFactor`): [B, 3, H, W]
- * float32 in [-1, 1] at height x width, whole on `mesh`; a tensor with the VAE's latent channels
- * passes as latents. Pushed onto `owned`.
+ * float32 in [-1, 1] at height x width (of the crop box, resized as `crop.resizeMode`, when given),
+ * whole on `mesh`; a tensor with the VAE's latent channels passes as latents. Pushed onto `owned`.
  */
 export async function loadImage(
   what: string,
@@ -60,13 +60,14 @@ export async function loadImage(
   processor: { vaeScaleFactor: number; latentChannels: number },
   mesh: dt.DeviceMesh,
   owned: dt.Tensor[],
+  crop?: { cropsCoords: CropBox; resizeMode: ResizeMode },
 ): Promise<ImageToImageSettings> {
   const input = settings.imageInput;
   if (input instanceof dt.Tensor && input.ndim === 4 && input.shape[1] === processor.latentChannels) {
     return { ...settings, image: input, imageIsLatents: true };
   }
   const vae = new VaeImageProcessor({ vaeScaleFactor: processor.vaeScaleFactor, vaeLatentChannels: processor.latentChannels });
-  const image = await vae.preprocess(input, { height: size.height, width: size.width }, { mesh, name: `${what} image` });
+  const image = await vae.preprocess(input, { height: size.height, width: size.width, ...crop }, { mesh, name: `${what} image` });
   owned.push(image);
   return { ...settings, image };
 }
