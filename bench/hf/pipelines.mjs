@@ -7,6 +7,9 @@
 // side in a process of its own. Specs: pipelines.json (components name models.json entries).
 // Tokenizers: the tiny pipelines' (CLIP's real vocabulary, a small T5 SentencePiece: with random
 // weights the ids' meaning is moot; the padded lengths are the real ones), on both sides.
+// FLUX.1-dev image to image (flux-dev-img2img: FluxImg2ImgPipeline, strength 0.6 of 28 steps, a
+// random 1024² picture drawn from the same seed on both sides, as a [1, 3, H, W] tensor in [0, 1])
+// adds the image's encoding as a phase (image_encode_s: diffusers' vae.encode; DTorch's prepareMs).
 // Per pipeline and side: seconds end to end (best of RUNS after a warm-up run, each waited for;
 // the output a [1, 3, 1024, 1024] tensor in [0, 1], no PNG), the time of each phase (prompt
 // encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
@@ -34,7 +37,7 @@ const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 const names = (process.env.PIPELINES ?? 'flux-dev,sd3-medium').split(',').filter(Boolean);
 const runs = Number(process.env.RUNS ?? 2);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
-const specs = JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8'));
+const specs = withBases(JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8')));
 const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 const GIB = 1024 ** 3;
 const bench = 'hf_pipeline';
@@ -48,6 +51,11 @@ const classes = {
   CLIPTextModel: [hf.CLIPTextConfig, hf.CLIPTextModel, fillLikeTransformersInit],
   CLIPTextModelWithProjection: [hf.CLIPTextConfig, hf.CLIPTextModelWithProjection, fillLikeTransformersInit],
 };
+
+// Each entry with its base's components and scheduler (a variant names its text-to-image base).
+function withBases(all) {
+  return Object.fromEntries(Object.entries(all).map(([name, spec]) => [name, spec.base ? { ...all[spec.base], ...spec } : spec]));
+}
 
 // One component of pipelines.json on `mesh` with random weights.
 function component(entry, mesh) {
@@ -80,6 +88,11 @@ async function build(name) {
     prompt: call.prompt, height: call.height, width: call.width, numInferenceSteps: call.num_inference_steps,
     guidanceScale: call.guidance_scale, maxSequenceLength: call.max_sequence_length, seed: 0, outputType: 'tensor',
   };
+  // image to image: the picture as torch.rand(1, 3, H, W, generator=manual_seed(image_seed)) draws it
+  if (call.strength !== undefined) {
+    options.image = dt.rand([1, 3, call.height, call.width], { seed: call.image_seed, mesh });
+    options.strength = call.strength;
+  }
   return { pipe, options };
 }
 
@@ -127,12 +140,13 @@ async function measure(name) {
     phasePeaks = peaks;
   }
   const graphs = graphCounters(); // over every run, before the pipeline's tensors go
+  options.image?.dispose();
   pipe.dispose();
   const best = timed.slice(1).sort((a, b) => a.s - b.s)[0];
   const r3 = (v) => +v.toFixed(3);
   return {
     bench, pipeline: name, side: 'dtorch', device, dtype, size, seconds: r3(best.s), runs_s: timed.slice(1).map((t) => r3(t.s)), warmup_s: r3(timed[0].s),
-    encode_s: r3(best.encodeMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
+    encode_s: r3(best.encodeMs / 1000), image_encode_s: r3(best.prepareMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
     peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB), peak_above_held_gib_by_phase: phasePeaks,
     shape, finite: Number.isFinite(checksum), checksum, build_s: +buildS.toFixed(1), steps: options.numInferenceSteps,
     graphs,
@@ -160,8 +174,8 @@ function summary(name, lines) {
   const r = ratio(ours?.seconds, theirs?.seconds);
   return {
     bench, summary: true, pipeline: name, device, dtype, size, dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
-    phases_dtorch_s: ours ? { encode: ours.encode_s, denoise: ours.denoise_s, decode: ours.decode_s } : null,
-    phases_diffusers_s: theirs ? { encode: theirs.encode_s, denoise: theirs.denoise_s, decode: theirs.decode_s } : null,
+    phases_dtorch_s: ours ? { encode: ours.encode_s, image_encode: ours.image_encode_s, denoise: ours.denoise_s, decode: ours.decode_s } : null,
+    phases_diffusers_s: theirs ? { encode: theirs.encode_s, image_encode: theirs.image_encode_s, denoise: theirs.denoise_s, decode: theirs.decode_s } : null,
     dtorch_peak_gib: ours?.peak_gib ?? null, diffusers_peak_gib: theirs?.peak_gib ?? null, peak_ratio: ratio(ours?.peak_gib, theirs?.peak_gib),
     target_ratio: target.ratio_vs_eager ?? null, target_met: full && r !== null ? r <= target.ratio_vs_eager && (ours.peak_gib ?? 0) <= (theirs.peak_gib ?? Infinity) : null,
     issue_diffusers_eager_s: specs[name].issue?.diffusers_eager_s ?? null,
