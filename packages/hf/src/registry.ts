@@ -117,6 +117,7 @@ const pipelines = {
   FluxImg2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_img2img_pipeline.js')).FluxImg2ImgPipeline,
   StableDiffusion3Img2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_img2img_pipeline.js')).StableDiffusion3Img2ImgPipeline,
   FluxInpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_inpaint_pipeline.js')).FluxInpaintPipeline,
+  FluxFillPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_fill_pipeline.js')).FluxFillPipeline,
   StableDiffusion3InpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_inpaint_pipeline.js')).StableDiffusion3InpaintPipeline,
 } as const;
 

@@ -6,6 +6,7 @@ import { decodeImage } from '../images/image_input.js';
 import { VaeImageProcessor } from '../images/vae_image_processor.js';
 import type { DiffusionPipeline } from '../pipelines/diffusion_pipeline.js';
 import { FluxPipeline } from '../pipelines/flux/flux_pipeline.js';
+import { FluxFillPipeline } from '../pipelines/flux/flux_fill_pipeline.js';
 import { FluxImg2ImgPipeline } from '../pipelines/flux/flux_img2img_pipeline.js';
 import { FluxInpaintPipeline } from '../pipelines/flux/flux_inpaint_pipeline.js';
 import { StableDiffusion3Pipeline } from '../pipelines/sd3/sd3_pipeline.js';
@@ -13,10 +14,15 @@ import { StableDiffusion3Img2ImgPipeline } from '../pipelines/sd3/sd3_img2img_pi
 import { StableDiffusion3InpaintPipeline } from '../pipelines/sd3/sd3_inpaint_pipeline.js';
 
 /** An image variant of a family: image to image, or inpainting. */
-export type ImageVariant = FluxImg2ImgPipeline | StableDiffusion3Img2ImgPipeline | FluxInpaintPipeline | StableDiffusion3InpaintPipeline;
+export type ImageVariant = FluxFillPipeline | FluxImg2ImgPipeline | StableDiffusion3Img2ImgPipeline | FluxInpaintPipeline | StableDiffusion3InpaintPipeline;
 
 /** `pipe`'s image-to-image variant (inpainting with `mask`), sharing its models; an error naming the class when it has none. */
 export function imageVariant(pipe: DiffusionPipeline, mask: boolean): ImageVariant {
+  // a FLUX.1-Fill model is its own variant: it needs the mask
+  if (pipe instanceof FluxFillPipeline) {
+    if (!mask) throw new DTorchError(ErrorCode.InvalidArgument, '--image: a FLUX.1-Fill model fills where a mask says; give --mask MASK');
+    return pipe;
+  }
   if (pipe instanceof FluxPipeline) return mask ? FluxInpaintPipeline.fromPipe(pipe) : FluxImg2ImgPipeline.fromPipe(pipe);
   if (pipe instanceof StableDiffusion3Pipeline) return mask ? StableDiffusion3InpaintPipeline.fromPipe(pipe) : StableDiffusion3Img2ImgPipeline.fromPipe(pipe);
   throw new DTorchError(ErrorCode.InvalidArgument, `--image: ${pipe.constructor.name} has no ${mask ? 'inpainting' : 'image-to-image'} variant; give a Flux or Stable Diffusion 3 model`);

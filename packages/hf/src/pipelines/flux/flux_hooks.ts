@@ -68,9 +68,11 @@ export const FLUX_GENERATE_OPTIONS = [
   'negativePooledPromptEmbeds', 'outputType', 'onStep', 'signal', 'loraScale',
 ] as const;
 
-/** The defaults of a Flux call that differ between pipelines (image-to-image guides at 7.0). */
+/** The defaults of a Flux call that differ between pipelines (image-to-image guides at 7.0, Fill at 30 over 50 steps). */
 export interface FluxCallDefaults {
   readonly guidanceScale: number;
+  /** Default 28. */
+  readonly numInferenceSteps?: number;
 }
 
 /** Flux's hooks of the lifecycle. */
@@ -84,7 +86,7 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxT
     const [latentHeight, latentWidth] = latentSize(pipe, call);
     const textTokens = call.options.promptEmbeds instanceof dt.Tensor ? call.options.promptEmbeds.shape[1]! : call.maxSequenceLength;
     return {
-      images: call.batch, rows: call.batch, latents: [call.batch, t.inChannels / 4, latentHeight, latentWidth], imageTokens: (latentHeight / 2) * (latentWidth / 2), textTokens,
+      images: call.batch, rows: call.batch, latents: [call.batch, t.outChannels / 4, latentHeight, latentWidth], imageTokens: (latentHeight / 2) * (latentWidth / 2), textTokens,
       textWidth: t.jointAttentionDim, width: t.innerDim, dtype: pipe.dtype, imageHeight: call.height, imageWidth: call.width,
       decoder: call.outputType === 'latent' ? undefined : { channels: pipe.vae.config.blockOutChannels[0]!, dtype: pipe.vae.dtype },
     } satisfies GenerateSizes;
@@ -153,7 +155,7 @@ export const fluxHooks: PipelineHooks<FluxPipeline, FluxCall, FluxEncoded, FluxT
     const { what } = call;
     const [latentHeight, latentWidth] = latentSize(pipe, call);
     const [rows, cols] = [latentHeight / 2, latentWidth / 2];
-    const features = pipe.transformer.config.inChannels;
+    const features = pipe.transformer.config.outChannels; // the latents' (FLUX.1-Fill takes more in)
     const { seed, latents: given } = call.options;
     let latents: dt.Tensor;
     let isGiven = false;
@@ -216,7 +218,7 @@ export function checkFluxCall(pipe: FluxPipeline, what: string, options: unknown
   promptList(what, 'negativePrompt2', o.negativePrompt2);
   const sample = pipe.defaultSampleSize * pipe.vaeScaleFactor;
   const { height, width } = checkImageSize(what, o.height ?? sample, o.width ?? sample, pipe.vaeScaleFactor * 2);
-  const steps = pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? 28);
+  const steps = pipe.scheduler.checkSteps(`${what} numInferenceSteps`, o.numInferenceSteps ?? defaults.numInferenceSteps ?? 28);
   let sigmas: number[] | undefined;
   if (o.sigmas !== undefined) {
     if (!Array.isArray(o.sigmas) || o.sigmas.length !== steps || !o.sigmas.every((x) => typeof x === 'number' && Number.isFinite(x))) {

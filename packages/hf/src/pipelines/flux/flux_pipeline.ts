@@ -54,10 +54,11 @@ export interface FluxGenerateOptions extends Omit<GenerateOptions, 'prompt3' | '
 }
 
 /** The pipeline classes of FluxPipeline's components (model_index.json's _class_name): a folder of any of them loads as any. */
-export const FLUX_PIPELINES = ['FluxPipeline', 'FluxImg2ImgPipeline', 'FluxInpaintPipeline'] as const;
+export const FLUX_PIPELINES = ['FluxPipeline', 'FluxImg2ImgPipeline', 'FluxInpaintPipeline', 'FluxFillPipeline'] as const;
 
 // model_index.json's components, as the constructor takes them
-const COMPONENTS: ComponentTable<FluxPipelineComponents> = {
+/** FluxPipeline's components as model_index.json names them (shared by the variants). */
+export const FLUX_COMPONENTS: ComponentTable<FluxPipelineComponents> = {
   scheduler: { folder: 'scheduler', classes: ['FlowMatchEulerDiscreteScheduler'] },
   textEncoder: { folder: 'text_encoder', classes: ['CLIPTextModel'], textEncoder: true, optional: true },
   tokenizer: { folder: 'tokenizer', optional: true },
@@ -118,8 +119,9 @@ export class FluxPipeline extends DiffusionPipeline {
     this.vaeScaleFactor = 2 ** this.vae.config.downsamplings;
     this.defaultSampleSize = o.defaultSampleSize === undefined ? 128 : checkInteger(`${what} defaultSampleSize`, o.defaultSampleSize, 1);
     const t = this.transformer.config;
-    if (t.inChannels % 4 !== 0 || t.inChannels / 4 !== this.vae.config.latentChannels) {
-      throw new DTorchError(ErrorCode.BadConfig, `${what}: the transformer's in_channels (${t.inChannels}) must be 4 x the VAE's latent_channels (${this.vae.config.latentChannels}): 2x2 patches of latents`);
+    // out_channels: FLUX.1-Fill's transformer takes more in (the masked picture's latents and the mask)
+    if (t.outChannels % 4 !== 0 || t.outChannels / 4 !== this.vae.config.latentChannels) {
+      throw new DTorchError(ErrorCode.BadConfig, `${what}: the transformer's out_channels (${t.outChannels}) must be 4 x the VAE's latent_channels (${this.vae.config.latentChannels}): 2x2 patches of latents`);
     }
     const other = (this.mesh.dimNames ?? []).filter((n) => !FLUX_DIMS.includes(n));
     if (other.length) log.warn(`${what}: mesh dims ${other.map((n) => `'${n}'`).join(', ')} are not ones Flux splits work over (${FLUX_DIMS.join(', ')}); the work is repeated on them`);
@@ -138,7 +140,7 @@ export class FluxPipeline extends DiffusionPipeline {
   /** The built-in tiny-flux: random weights (tiny-flux.json's configs and seeds), real tokenizers, made here with no download. */
   static async tiny(options?: PipelineOptions): Promise<FluxPipeline> {
     // `this`: a variant (a subclass) made from the same components is of its own class
-    return new (this ?? FluxPipeline)(await tinyComponents('FluxPipeline.tiny', 'tiny-flux', COMPONENTS, options));
+    return new (this ?? FluxPipeline)(await tinyComponents('FluxPipeline.tiny', 'tiny-flux', FLUX_COMPONENTS, options));
   }
 
   /**
@@ -147,7 +149,7 @@ export class FluxPipeline extends DiffusionPipeline {
    * `textEncoderMesh` (default `mesh`), all in `dtype`.
    */
   static override async fromPretrained(source: string, options?: PipelineOptions): Promise<FluxPipeline> {
-    return new (this ?? FluxPipeline)(await loadComponents(`${this?.name ?? 'FluxPipeline'}.fromPretrained`, FLUX_PIPELINES, COMPONENTS, source, options));
+    return new (this ?? FluxPipeline)(await loadComponents(`${this?.name ?? 'FluxPipeline'}.fromPretrained`, FLUX_PIPELINES, FLUX_COMPONENTS, source, options));
   }
 
   /**

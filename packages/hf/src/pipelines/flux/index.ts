@@ -4,3 +4,4 @@ export { type FluxEncodePromptOptions, type FluxPromptEmbeds } from './flux_prom
 export { packLatents, unpackLatents, latentImageIds } from './flux_latents.js';
 export { FluxImg2ImgPipeline, type FluxImg2ImgGenerateOptions } from './flux_img2img_pipeline.js';
 export { FluxInpaintPipeline, type FluxInpaintGenerateOptions } from './flux_inpaint_pipeline.js';
+export { FluxFillPipeline, type FluxFillGenerateOptions } from './flux_fill_pipeline.js';

@@ -38,12 +38,12 @@ export interface ImageToImageSettings {
   readonly strength: number;
 }
 
-/** The image-to-image options in `options` checked, and the rest for the family's check. */
-export function checkImageToImage(what: string, options: unknown): { settings: ImageToImageSettings; rest: Record<string, unknown> } {
+/** The image-to-image options in `options` checked (strength default `defaultStrength`), and the rest for the family's check. */
+export function checkImageToImage(what: string, options: unknown, defaultStrength = 0.6): { settings: ImageToImageSettings; rest: Record<string, unknown> } {
   if (options === null || typeof options !== 'object') throw invalidParameter(`${what} options`, 'an object', options);
   const { image, strength, ...rest } = options as Record<string, unknown>;
   if (image === undefined || image === null) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give image (a PNG/JPEG/WebP Buffer or path, raw pixels, or a [B, 3, H, W] tensor in [0, 1]) to start from`);
-  const s = strength ?? 0.6;
+  const s = strength ?? defaultStrength;
   if (typeof s !== 'number' || !(s >= 0 && s <= 1)) throw invalidParameter(`${what} strength`, 'a number in [0, 1]', strength);
   return { settings: { imageInput: image as ImageInput, strength: s }, rest };
 }

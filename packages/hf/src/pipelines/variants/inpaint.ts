@@ -36,8 +36,8 @@ export interface InpaintSettings extends ImageToImageSettings {
 }
 
 /** The inpainting options in `options` checked, and the rest for the family's check. */
-export function checkInpaint(what: string, options: unknown): { settings: InpaintSettings; rest: Record<string, unknown> } {
-  const { settings, rest } = checkImageToImage(what, options);
+export function checkInpaint(what: string, options: unknown, defaultStrength = 0.6): { settings: InpaintSettings; rest: Record<string, unknown> } {
+  const { settings, rest } = checkImageToImage(what, options, defaultStrength);
   const { maskImage, paddingMaskCrop, ...others } = rest;
   if (maskImage === undefined || maskImage === null) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: give maskImage (white where the picture is redrawn, black where it is kept)`);
   if (paddingMaskCrop !== undefined) {
