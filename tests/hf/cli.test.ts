@@ -223,6 +223,27 @@ describe('dtorch generate --image', () => {
     expectOneLineError(dtorch(['generate', '--model', 'tiny-flux', ...args, '--mask', mask, '--out', join(work, 'x.png')]), /--mask: there is no --image/);
   });
 
+  it("a FLUX.1-Kontext folder edits the picture (FluxKontextPipeline), giving the library's PNG", async () => {
+    const dir = join(work, 'saved-kontext');
+    const t2i = await hf.FluxPipeline.tiny();
+    await saveTinyPipeline(dir, 'tiny-flux', { text_encoder: t2i.textEncoder!, text_encoder_2: t2i.textEncoder2!, transformer: t2i.transformer, vae: t2i.vae });
+    t2i.dispose();
+    const index = JSON.parse(readFileSync(join(dir, 'model_index.json'), 'utf8')) as Record<string, unknown>;
+    writeFileSync(join(dir, 'model_index.json'), JSON.stringify({ ...index, _class_name: 'FluxKontextPipeline' }));
+    const r = dtorch(['generate', '--model', dir, ...args, '--image', wide, '--out', join(work, 'kontext.png')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('editing (FluxKontextPipeline)');
+    const pipe = await hf.FluxKontextPipeline.fromPretrained(dir);
+    try {
+      const { images } = await pipe.generate({ prompt: 'a cat', image: wide, height: 32, width: 64, maxArea: 64 * 32, numInferenceSteps: 4, seed: 2 });
+      expect(decodePng(join(work, 'kontext.png'))).toEqual({ width: 64, height: 32 });
+      expect(readFileSync(join(work, 'kontext.png')).equals(images[0]!)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+    expectOneLineError(dtorch(['generate', '--model', dir, ...args, '--image', wide, '--strength', '0.5', '--out', join(work, 'x.png')]), /a reference, not a start/);
+  });
+
   it('a picture that is not one, a missing picture, a bad strength and --strength alone are one line', () => {
     const text = join(work, 'not-a-picture.png');
     writeFileSync(text, 'hello');

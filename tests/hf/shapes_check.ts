@@ -59,7 +59,10 @@ function colourNames(p: Picture): Uint8Array {
     for (let c = 0; c < PALETTE.length; c++) {
       const [r, g, b] = PALETTE[c]!;
       const d = (p.data[i * p.channels]! - r) ** 2 + (p.data[i * p.channels + 1]! - g) ** 2 + (p.data[i * p.channels + 2]! - b) ** 2;
-      if (d < bestD) (bestD = d), (best = c);
+      if (d < bestD) {
+        bestD = d;
+        best = c;
+      }
     }
     names[i] = best;
   }
@@ -93,7 +96,11 @@ export function measure(p: Picture, caption: string): Measures {
       for (let x = 1; x < w - 1; x++) {
         let solid = true;
         for (let dy = -1; dy <= 1 && solid; dy++) for (let dx = -1; dx <= 1 && solid; dx++) solid = names[(y + dy) * w + x + dx] === c;
-        if (solid) (n += 1), (sx += x), (sy += y);
+        if (solid) {
+          n += 1;
+          sx += x;
+          sy += y;
+        }
       }
     }
     let offset: number | null = null;

@@ -118,6 +118,7 @@ const pipelines = {
   StableDiffusion3Img2ImgPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_img2img_pipeline.js')).StableDiffusion3Img2ImgPipeline,
   FluxInpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_inpaint_pipeline.js')).FluxInpaintPipeline,
   FluxFillPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_fill_pipeline.js')).FluxFillPipeline,
+  FluxKontextPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/flux/flux_kontext_pipeline.js')).FluxKontextPipeline,
   StableDiffusion3InpaintPipeline: async (): Promise<PipelineClass> => (await import('./pipelines/sd3/sd3_inpaint_pipeline.js')).StableDiffusion3InpaintPipeline,
 } as const;
 

@@ -16,6 +16,7 @@ import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import type { LoraSpec } from './lora_spec.js';
 import { imageSize, imageVariant, sizeMultiple } from './image_variant.js';
+import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js';
 import type { InpaintOptions } from '../pipelines/variants/inpaint.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
@@ -147,19 +148,27 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });
   let pipe: DiffusionPipeline = loaded;
-  let imageOptions: Partial<InpaintOptions> & { width?: number; height?: number } = {};
+  let imageOptions: Partial<InpaintOptions> & { width?: number; height?: number; maxArea?: number } = {};
   try {
     if (flags.image !== undefined) {
       // the model's image-to-image variant; the picture's own size unless --size
       const variant = imageVariant(loaded, flags.mask !== undefined);
       pipe = variant;
+      const kontext = variant instanceof FluxKontextPipeline;
+      if (kontext && flags.strength !== undefined) throw invalid('--strength: a FLUX.1-Kontext model takes the picture as a reference, not a start; leave out --strength');
       imageOptions = {
         image: flags.image,
         ...(flags.mask !== undefined && { maskImage: flags.mask }),
         ...(flags.strength !== undefined && { strength: flags.strength }),
         ...(size ? {} : await imageSize(flags.image, sizeMultiple(variant))),
       };
-      console.log(`${flags.mask === undefined ? 'image to image' : `inpainting where ${flags.mask} is white`} (${variant.constructor.name}) from ${flags.image}`);
+      // Kontext keeps the size asked (--size or the picture's) as its area
+      if (kontext) {
+        const { width, height } = size ?? imageOptions;
+        imageOptions = { ...imageOptions, maxArea: width! * height! };
+      }
+      const how = kontext ? 'editing' : flags.mask === undefined ? 'image to image' : `inpainting where ${flags.mask} is white`;
+      console.log(`${how} (${variant.constructor.name}) from ${flags.image}`);
     }
     await applyLoras(pipe, flags);
   } catch (err) {

@@ -8,19 +8,25 @@ import type { DiffusionPipeline } from '../pipelines/diffusion_pipeline.js';
 import { FluxPipeline } from '../pipelines/flux/flux_pipeline.js';
 import { FluxFillPipeline } from '../pipelines/flux/flux_fill_pipeline.js';
 import { FluxImg2ImgPipeline } from '../pipelines/flux/flux_img2img_pipeline.js';
+import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js';
 import { FluxInpaintPipeline } from '../pipelines/flux/flux_inpaint_pipeline.js';
 import { StableDiffusion3Pipeline } from '../pipelines/sd3/sd3_pipeline.js';
 import { StableDiffusion3Img2ImgPipeline } from '../pipelines/sd3/sd3_img2img_pipeline.js';
 import { StableDiffusion3InpaintPipeline } from '../pipelines/sd3/sd3_inpaint_pipeline.js';
 
 /** An image variant of a family: image to image, or inpainting. */
-export type ImageVariant = FluxFillPipeline | FluxImg2ImgPipeline | StableDiffusion3Img2ImgPipeline | FluxInpaintPipeline | StableDiffusion3InpaintPipeline;
+export type ImageVariant = FluxFillPipeline | FluxKontextPipeline | FluxImg2ImgPipeline | StableDiffusion3Img2ImgPipeline | FluxInpaintPipeline | StableDiffusion3InpaintPipeline;
 
 /** `pipe`'s image-to-image variant (inpainting with `mask`), sharing its models; an error naming the class when it has none. */
 export function imageVariant(pipe: DiffusionPipeline, mask: boolean): ImageVariant {
   // a FLUX.1-Fill model is its own variant: it needs the mask
   if (pipe instanceof FluxFillPipeline) {
     if (!mask) throw new DTorchError(ErrorCode.InvalidArgument, '--image: a FLUX.1-Fill model fills where a mask says; give --mask MASK');
+    return pipe;
+  }
+  // a FLUX.1-Kontext model edits the picture it is given (a reference, not a start)
+  if (pipe instanceof FluxKontextPipeline) {
+    if (mask) throw new DTorchError(ErrorCode.InvalidArgument, '--mask: a FLUX.1-Kontext model edits the whole picture as the prompt says; leave out --mask');
     return pipe;
   }
   if (pipe instanceof FluxPipeline) return mask ? FluxInpaintPipeline.fromPipe(pipe) : FluxImg2ImgPipeline.fromPipe(pipe);

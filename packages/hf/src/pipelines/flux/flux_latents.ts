@@ -17,11 +17,12 @@ export function unpackLatents(packed: dt.Tensor, latentHeight: number, latentWid
   return dt.tidy(() => packed.reshape([b, latentHeight / 2, latentWidth / 2, c, 2, 2]).permute([0, 3, 1, 4, 2, 5]).reshape([b, c, latentHeight, latentWidth]));
 }
 
-/** The position ids [rows · cols, 3] of a rows x cols grid of packed tokens: (0, row, col) (diffusers' _prepare_latent_image_ids). */
-export function latentImageIds(rows: number, cols: number, mesh: dt.DeviceMesh, dtype: dt.DType): dt.Tensor {
+/** The position ids [rows · cols, 3] of a rows x cols grid of packed tokens: (first, row, col) (diffusers' _prepare_latent_image_ids; Kontext marks its reference image's with first = 1). */
+export function latentImageIds(rows: number, cols: number, mesh: dt.DeviceMesh, dtype: dt.DType, first = 0): dt.Tensor {
   const ids = new Float32Array(rows * cols * 3);
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
+      ids[(r * cols + c) * 3] = first;
       ids[(r * cols + c) * 3 + 1] = r;
       ids[(r * cols + c) * 3 + 2] = c;
     }

@@ -54,7 +54,7 @@ export interface FluxGenerateOptions extends Omit<GenerateOptions, 'prompt3' | '
 }
 
 /** The pipeline classes of FluxPipeline's components (model_index.json's _class_name): a folder of any of them loads as any. */
-export const FLUX_PIPELINES = ['FluxPipeline', 'FluxImg2ImgPipeline', 'FluxInpaintPipeline', 'FluxFillPipeline'] as const;
+export const FLUX_PIPELINES = ['FluxPipeline', 'FluxImg2ImgPipeline', 'FluxInpaintPipeline', 'FluxFillPipeline', 'FluxKontextPipeline'] as const;
 
 // model_index.json's components, as the constructor takes them
 /** FluxPipeline's components as model_index.json names them (shared by the variants). */
