@@ -9,7 +9,8 @@
 // weights the ids' meaning is moot; the padded lengths are the real ones), on both sides.
 // FLUX.1-dev image to image (flux-dev-img2img: FluxImg2ImgPipeline, strength 0.6 of 28 steps, a
 // random 1024² picture drawn from the same seed on both sides, as a [1, 3, H, W] tensor in [0, 1])
-// adds the image's encoding as a phase (image_encode_s: diffusers' vae.encode; DTorch's prepareMs).
+// adds the image's encoding as a phase (image_encode_s: diffusers' vae.encode; DTorch's prepareMs);
+// FLUX.1-Kontext (flux-dev-kontext: FluxKontextPipeline, a 1024² reference beside the 1024² image) too.
 // Per pipeline and side: seconds end to end (best of RUNS after a warm-up run, each waited for;
 // the output a [1, 3, 1024, 1024] tensor in [0, 1], no PNG), the time of each phase (prompt
 // encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
@@ -88,11 +89,11 @@ async function build(name) {
     prompt: call.prompt, height: call.height, width: call.width, numInferenceSteps: call.num_inference_steps,
     guidanceScale: call.guidance_scale, maxSequenceLength: call.max_sequence_length, seed: 0, outputType: 'tensor',
   };
-  // image to image: the picture as torch.rand(1, 3, H, W, generator=manual_seed(image_seed)) draws it
-  if (call.strength !== undefined) {
-    options.image = dt.rand([1, 3, call.height, call.width], { seed: call.image_seed, mesh });
-    options.strength = call.strength;
-  }
+  // image to image and Kontext: the picture as torch.rand(1, 3, H, W, generator=manual_seed(image_seed)) draws it
+  if (call.image_seed !== undefined) options.image = dt.rand([1, 3, call.height, call.width], { seed: call.image_seed, mesh });
+  if (call.strength !== undefined) options.strength = call.strength;
+  if (call.max_area !== undefined) options.maxArea = call.max_area;
+  if (call._auto_resize !== undefined) options.autoResize = call._auto_resize;
   return { pipe, options };
 }
 
