@@ -5,13 +5,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import { DTorchError } from '@dtorch/common';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { fixtureTensor } from '../fixture_tensors.js';
-import { expectClose } from './expect_close.js';
+import { expectFixtureCase, expectRefused } from './pipeline_fixture_case.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-fill.safetensors'));
@@ -59,15 +57,7 @@ describe.each(meshes)('FLUX.1-Fill on $name matches diffusers', ({ name: meshNam
 
   it.each(names)('%s: latents and images', async (name) => {
     const c = byName(name);
-    const before = dt.memory().numTensors;
-    const latent = await pipe.generate({ ...optionsOf(c), outputType: 'latent' });
-    const image = await pipe.generate({ ...optionsOf(c), outputType: 'tensor' });
-    const what = `${name} on ${meshName}`;
-    await expectClose(latent.images, fixtureTensor(io, `${name}.latent`), 2e-3, `${what} latents`);
-    await expectClose(image.images, fixtureTensor(io, `${name}.image`), 2e-3, `${what} images`);
-    dt.dispose([latent.images, image.images]);
-    await dt.sync();
-    expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+    await expectFixtureCase((o) => pipe.generate(o as never), optionsOf(c), io, name, `${name} on ${meshName}`);
   });
 });
 
@@ -75,12 +65,7 @@ describe('FluxFillPipeline', () => {
   it('refuses a call without a mask, paddingMaskCrop, and a transformer that is not a Fill one', async () => {
     const pipe = await hf.FluxFillPipeline.tiny();
     const base = optionsOf(byName('fill-one'));
-    const refused = async (p: hf.FluxPipeline, options: object, code: string, ...parts: string[]) => {
-      const err = await (p as hf.FluxFillPipeline).generate(options as hf.FluxFillGenerateOptions).then(() => undefined, (e: unknown) => e);
-      expect(err, JSON.stringify(parts)).toBeInstanceOf(DTorchError);
-      expect((err as DTorchError).code).toBe(code);
-      for (const part of parts) expect((err as Error).message).toContain(part);
-    };
+    const refused = (p: hf.FluxPipeline, options: object, code: string, ...parts: string[]) => expectRefused((p as hf.FluxFillPipeline).generate(options as hf.FluxFillGenerateOptions), code, ...parts);
     try {
       await refused(pipe, { ...base, maskImage: undefined }, 'INVALID_ARGUMENT', 'give maskImage');
       await refused(pipe, { ...base, paddingMaskCrop: 4 }, 'INVALID_ARGUMENT', 'takes no paddingMaskCrop');

@@ -9,8 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { fixtureTensor } from '../fixture_tensors.js';
-import { expectClose } from './expect_close.js';
+import { expectFixtureCase } from './pipeline_fixture_case.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-kontext.safetensors'));
@@ -56,15 +55,7 @@ describe.each(meshes)('FLUX.1-Kontext on $name matches diffusers', ({ name: mesh
 
   it.each(names)('%s: latents and images', async (name) => {
     const c = byName(name);
-    const before = dt.memory().numTensors;
-    const latent = await pipe.generate({ ...optionsOf(c), outputType: 'latent' });
-    const image = await pipe.generate({ ...optionsOf(c), outputType: 'tensor' });
-    const what = `${name} on ${meshName}`;
-    await expectClose(latent.images, fixtureTensor(io, `${name}.latent`), 2e-3, `${what} latents`);
-    await expectClose(image.images, fixtureTensor(io, `${name}.image`), 2e-3, `${what} images`);
-    dt.dispose([latent.images, image.images]);
-    await dt.sync();
-    expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+    await expectFixtureCase((o) => pipe.generate(o as never), optionsOf(c), io, name, `${name} on ${meshName}`);
   });
 });
 

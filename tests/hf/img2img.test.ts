@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { DTorchError } from '@dtorch/common';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose } from './expect_close.js';
+import { expectFixtureCase, expectRefused } from './pipeline_fixture_case.js';
 import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
@@ -86,16 +86,7 @@ describe.each(meshes)('image to image on $name matches diffusers', ({ name: mesh
     const c = byName(name);
     const pipe = c.pipeline === 'flux' ? flux : sd3;
     expect(pipe.constructor.name).toBe(c.pipeline === 'flux' ? 'FluxImg2ImgPipeline' : 'StableDiffusion3Img2ImgPipeline');
-    const before = dt.memory().numTensors;
-    const latent = await pipe.generate({ ...optionsOf(c), outputType: 'latent' });
-    const image = await pipe.generate({ ...optionsOf(c), outputType: 'tensor' });
-    const what = `${name} on ${meshName}`;
-    await expectClose(latent.images, fixtureTensor(io, `${name}.latent`), TOLERANCE, `${what} latents`);
-    await expectClose(image.images, fixtureTensor(io, `${name}.image`), TOLERANCE, `${what} images`);
-    expect(image.timings.prepareMs).toBeGreaterThan(0);
-    dt.dispose([latent.images, image.images]);
-    await dt.sync();
-    expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+    await expectFixtureCase((o) => pipe.generate(o as never), optionsOf(c), io, name, `${name} on ${meshName}`);
   });
 });
 
@@ -148,12 +139,7 @@ describe('image-to-image pipelines', () => {
     const c = byName('flux-one');
     const base = optionsOf(c);
     const before = dt.memory().numTensors;
-    const refused = async (options: object, code: string, ...parts: string[]) => {
-      const err = await pipe.generate(options as hf.FluxImg2ImgGenerateOptions).then(() => undefined, (e: unknown) => e);
-      expect(err, JSON.stringify(parts)).toBeInstanceOf(DTorchError);
-      expect((err as DTorchError).code).toBe(code);
-      for (const p of parts) expect((err as Error).message).toContain(p);
-    };
+    const refused = (options: object, code: string, ...parts: string[]) => expectRefused(pipe.generate(options as hf.FluxImg2ImgGenerateOptions), code, ...parts);
     await refused({ ...base, image: undefined }, 'INVALID_ARGUMENT', 'FluxImg2ImgPipeline.generate', 'give image');
     await refused({ ...base, strength: 1.5 }, 'INVALID_ARGUMENT', 'strength', '[0, 1]');
     await refused({ ...base, strength: 0 }, 'INVALID_ARGUMENT', 'strength 0 of 5 steps leaves 0 steps');

@@ -10,10 +10,8 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import { DTorchError } from '@dtorch/common';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { fixtureTensor } from '../fixture_tensors.js';
-import { expectClose } from './expect_close.js';
+import { expectFixtureCase, expectRefused } from './pipeline_fixture_case.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-inpaint.safetensors'));
@@ -46,7 +44,6 @@ function optionsOf(c: Case): hf.FluxInpaintGenerateOptions & hf.SD3InpaintGenera
   };
 }
 
-const TOLERANCE = 2e-3;
 const meshes = [
   { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]), cases: ['flux-inpaint-one', 'flux-inpaint-two', 'sd3-inpaint-one', 'sd3-inpaint-two'] },
   { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), cases: ['flux-inpaint-one', 'sd3-inpaint-one'] },
@@ -71,15 +68,7 @@ describe.each(meshes)('inpainting on $name matches diffusers', ({ name: meshName
   it.each(names)('%s: latents and images', async (name) => {
     const c = byName(name);
     const pipe = c.pipeline === 'flux' ? flux : sd3;
-    const before = dt.memory().numTensors;
-    const latent = await pipe.generate({ ...optionsOf(c), outputType: 'latent' });
-    const image = await pipe.generate({ ...optionsOf(c), outputType: 'tensor' });
-    const what = `${name} on ${meshName}`;
-    await expectClose(latent.images, fixtureTensor(io, `${name}.latent`), TOLERANCE, `${what} latents`);
-    await expectClose(image.images, fixtureTensor(io, `${name}.image`), TOLERANCE, `${what} images`);
-    dt.dispose([latent.images, image.images]);
-    await dt.sync();
-    expect(dt.memory().numTensors, 'no tensors left behind').toBe(before);
+    await expectFixtureCase((o) => pipe.generate(o as never), optionsOf(c), io, name, `${name} on ${meshName}`);
   });
 });
 
@@ -110,12 +99,7 @@ describe('inpainting pipelines', () => {
   it('refuses bad inputs at the call with a clear error, and leaves nothing behind', async () => {
     const base = optionsOf(byName('flux-inpaint-one'));
     const before = dt.memory().numTensors;
-    const refused = async (options: object, code: string, ...parts: string[]) => {
-      const err = await pipe.generate(options as hf.FluxInpaintGenerateOptions).then(() => undefined, (e: unknown) => e);
-      expect(err, JSON.stringify(parts)).toBeInstanceOf(DTorchError);
-      expect((err as DTorchError).code).toBe(code);
-      for (const p of parts) expect((err as Error).message).toContain(p);
-    };
+    const refused = (options: object, code: string, ...parts: string[]) => expectRefused(pipe.generate(options as hf.FluxInpaintGenerateOptions), code, ...parts);
     await refused({ ...base, maskImage: undefined }, 'INVALID_ARGUMENT', 'give maskImage');
     await refused({ ...base, paddingMaskCrop: -1 }, 'INVALID_ARGUMENT', 'paddingMaskCrop');
     await refused({ ...base, paddingMaskCrop: 4, outputType: 'tensor' }, 'INVALID_ARGUMENT', "'png' with paddingMaskCrop");

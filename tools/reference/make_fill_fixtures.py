@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import make_flux_pipeline_fixtures as flux_fixtures  # noqa: E402
 import tiny_pipeline_assets  # noqa: E402
+from image_pipeline_cases import run_cases  # noqa: E402
 
 root = pathlib.Path(__file__).resolve().parents[2]
 out = root / "tests" / "fixtures" / "hf" / "pipelines"
@@ -37,13 +38,6 @@ CASES = [
 ]
 
 
-def arguments(case, files):
-    args = {k: v for k, v in case.items() if k not in ("name", "seed", "image", "mask_image")}
-    for key in ("image", "mask_image"):
-        names = case[key]
-        args[key] = files[names[0]] if len(names) == 1 else [files[n] for n in names]
-    return args
-
 
 @torch.no_grad()
 def main():
@@ -55,12 +49,7 @@ def main():
     t2i, _ = flux_fixtures.build()
     pipe = FluxFillPipeline(**{k: v for k, v in t2i.components.items() if k not in ("image_encoder", "feature_extractor")})
     pipe.set_progress_bar_config(disable=True)
-    tensors = {}
-    for case in CASES:
-        for output_type, key in (("latent", "latent"), ("pt", "image")):
-            generator = torch.Generator("cpu").manual_seed(case["seed"])
-            result = pipe(**arguments(case, files), generator=generator, output_type=output_type).images
-            tensors[f"{case['name']}.{key}"] = result.float().contiguous()
+    tensors = run_cases(CASES, lambda case: pipe, files)
     save_file(tensors, out / "tiny-fill.safetensors")
     (out / "tiny-fill-cases.json").write_text(json.dumps(CASES, indent=1) + "\n")
     for k, v in tensors.items():

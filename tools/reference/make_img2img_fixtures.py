@@ -27,6 +27,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import make_flux_pipeline_fixtures as flux_fixtures  # noqa: E402
 import make_sd3_pipeline_fixtures as sd3_fixtures  # noqa: E402
+from image_pipeline_cases import run_cases  # noqa: E402
 from tiny_pipeline_assets import tiny_spec  # noqa: E402
 
 root = pathlib.Path(__file__).resolve().parents[2]
@@ -69,13 +70,6 @@ def pictures():
     }
 
 
-def arguments(case, images):
-    skip = ("name", "pipeline", "seed", "image")
-    args = {k: v for k, v in case.items() if k not in skip}
-    files = case["image"]
-    args["image"] = images[files[0]] if len(files) == 1 else [images[f] for f in files]
-    return args
-
 
 @torch.no_grad()
 def main():
@@ -91,13 +85,7 @@ def main():
     pipes = {"flux": FluxImg2ImgPipeline.from_pipe(flux_t2i), "sd3": StableDiffusion3Img2ImgPipeline.from_pipe(sd3_t2i)}
     for p in pipes.values():
         p.set_progress_bar_config(disable=True)
-    tensors = {}
-    for case in CASES:
-        pipe = pipes[case["pipeline"]]
-        for output_type, key in (("latent", "latent"), ("pt", "image")):
-            generator = torch.Generator("cpu").manual_seed(case["seed"])
-            result = pipe(**arguments(case, images), generator=generator, output_type=output_type).images
-            tensors[f"{case['name']}.{key}"] = result.float().contiguous()
+    tensors = run_cases(CASES, lambda case: pipes[case["pipeline"]], images)
     save_file(tensors, out / "tiny-img2img.safetensors")
     (out / "tiny-img2img-cases.json").write_text(json.dumps(CASES, indent=1) + "\n")
     for k, v in tensors.items():

@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import make_flux_pipeline_fixtures as flux_fixtures  # noqa: E402
 import make_sd3_pipeline_fixtures as sd3_fixtures  # noqa: E402
+from image_pipeline_cases import run_cases  # noqa: E402
 from tiny_pipeline_assets import tiny_spec  # noqa: E402
 
 root = pathlib.Path(__file__).resolve().parents[2]
@@ -60,13 +61,6 @@ def masks():
     }
 
 
-def arguments(case, files):
-    args = {k: v for k, v in case.items() if k not in ("name", "pipeline", "seed", "image", "mask_image")}
-    for key in ("image", "mask_image"):
-        names = case[key]
-        args[key] = files[names[0]] if len(names) == 1 else [files[n] for n in names]
-    return args
-
 
 @torch.no_grad()
 def main():
@@ -80,13 +74,7 @@ def main():
     pipes = {"flux": FluxInpaintPipeline.from_pipe(flux_t2i), "sd3": StableDiffusion3InpaintPipeline.from_pipe(sd3_t2i)}
     for p in pipes.values():
         p.set_progress_bar_config(disable=True)
-    tensors = {}
-    for case in CASES:
-        pipe = pipes[case["pipeline"]]
-        for output_type, key in (("latent", "latent"), ("pt", "image")):
-            generator = torch.Generator("cpu").manual_seed(case["seed"])
-            result = pipe(**arguments(case, files), generator=generator, output_type=output_type).images
-            tensors[f"{case['name']}.{key}"] = result.float().contiguous()
+    tensors = run_cases(CASES, lambda case: pipes[case["pipeline"]], files)
     save_file(tensors, out / "tiny-inpaint.safetensors")
     (out / "tiny-inpaint-cases.json").write_text(json.dumps(CASES, indent=1) + "\n")
     for k, v in tensors.items():

@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import make_flux_pipeline_fixtures as flux_fixtures  # noqa: E402
+from image_pipeline_cases import run_cases  # noqa: E402
 
 root = pathlib.Path(__file__).resolve().parents[2]
 out = root / "tests" / "fixtures" / "hf" / "pipelines"
@@ -45,15 +46,7 @@ def main():
     t2i, _ = flux_fixtures.build()
     pipe = FluxKontextPipeline(**{k: v for k, v in t2i.components.items()})
     pipe.set_progress_bar_config(disable=True)
-    tensors = {}
-    for case in CASES:
-        args = {k: v for k, v in case.items() if k not in ("name", "seed", "image")}
-        if "image" in case:
-            args["image"] = files[case["image"][0]]
-        for output_type, key in (("latent", "latent"), ("pt", "image")):
-            generator = torch.Generator("cpu").manual_seed(case["seed"])
-            result = pipe(**args, _auto_resize=False, generator=generator, output_type=output_type).images
-            tensors[f"{case['name']}.{key}"] = result.float().contiguous()
+    tensors = run_cases(CASES, lambda case: pipe, files, _auto_resize=False)
     save_file(tensors, out / "tiny-kontext.safetensors")
     # the resolution _auto_resize picks for some aspect ratios
     picks = {str(r): list(min((abs(r - w / h), w, h) for w, h in PREFERRED_KONTEXT_RESOLUTIONS)[1:]) for r in (0.3, 0.5, 0.75, 1.0, 1.2, 4 / 3, 2.0, 3.0)}
