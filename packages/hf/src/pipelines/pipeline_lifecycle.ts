@@ -1,12 +1,13 @@
 // One generate() call, the same for every pipeline (DESIGN §11.1):
-//   checkInputs → encodePrompt → setTimesteps → prepareLatents → denoise (predict → guide → step) → decode
+//   checkInputs → [loadInputs] → encodePrompt → setTimesteps → prepareLatents → denoise (predict → guide → step) → decode → [finishImages]
 // with the memory floor checked at the call, onStep after each step, the call's AbortSignal
 // checked between steps, and one timings report. A pipeline family (Flux, SD3) supplies hooks
 // for what is its own: its inputs, how a prompt is encoded, its schedule, where the latents
 // start, how its transformer is called, how the latents are decoded. A variant (img2img,
-// inpaint, Fill, Kontext) spreads its family's hooks and overrides the few it changes:
-// prepareLatents (an image's latents noised at the schedule's first timestep, `strength` of the
-// way in), predict (extra transformer inputs), step (a blended step). The schedule comes before
+// inpaint, Fill, Kontext; pipelines/variants/) spreads its family's hooks and overrides the few it
+// changes: loadInputs (its pictures read), prepareLatents (an image's latents noised at the
+// schedule's first timestep, `strength` of the way in), predict (extra transformer inputs: Fill's
+// channels, Kontext's tokens), step (inpaint's blended step), finishImages (a crop pasted back). The schedule comes before
 // the latents (diffusers' img2img order) so that a start can depend on it; a family's schedule
 // depends on the call's size alone. Guidance is guidance.ts's, the same for all.
 import * as dt from '@dtorch/api';
