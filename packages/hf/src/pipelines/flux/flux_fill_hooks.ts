@@ -9,7 +9,7 @@ import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { batchPlacements } from '../../parallel/batch.js';
 import type { PipelineHooks } from '../pipeline_lifecycle.js';
-import { callGenerator, imageLatents, strengthTimesteps } from '../variants/image_to_image.js';
+import { callGenerator, checkRepeatsTo, imageLatents, repeatToBatch, strengthTimesteps } from '../variants/image_to_image.js';
 import { checkInpaint, loadInpaint, type InpaintSettings } from '../variants/inpaint.js';
 import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
@@ -105,7 +105,6 @@ function foldMask(what: string, mask: dt.Tensor, batch: number, f: number, dtype
   const [rows, , height, width] = mask.shape as [number, number, number, number];
   const [h, w] = [height / f, width / f];
   const folded = mask.reshape([rows, h, f, w, f]).permute([0, 2, 4, 1, 3]).reshape([rows, f * f, h, w]).to(dtype);
-  if (rows === batch) return folded;
-  if (batch % rows !== 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${rows} masks cannot be repeated to a batch of ${batch}; give one mask, or one per prompt`);
-  return dt.cat(Array.from({ length: batch / rows }, () => folded), 0);
+  checkRepeatsTo(what, rows, batch, 'mask');
+  return repeatToBatch(folded, batch);
 }

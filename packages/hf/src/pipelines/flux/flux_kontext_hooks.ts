@@ -13,6 +13,7 @@ import { batchPlacements } from '../../parallel/batch.js';
 import type { PipelineHooks } from '../pipeline_lifecycle.js';
 import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
+import { checkRepeatsTo, repeatToBatch } from '../variants/image_to_image.js';
 import type { FluxPipeline } from './flux_pipeline.js';
 
 /** The (width, height) FLUX.1-Kontext was trained at: a reference image is resized to the one nearest its aspect ratio. */
@@ -89,16 +90,15 @@ export const fluxKontextHooks: PipelineHooks<FluxPipeline, FluxKontextCall, Flux
     if (image === undefined) return { ...start, reference: undefined, allIds: start.imageIds };
     try {
       const [rows, , h, w] = image.shape as [number, number, number, number];
-      if (call.batch % rows !== 0) throw new DTorchError(ErrorCode.InvalidArgument, `${call.what}: ${rows} images cannot be repeated to a batch of ${call.batch} (prompts x numImagesPerPrompt); give one image, or one per prompt`);
+      checkRepeatsTo(call.what, rows, call.batch, 'image');
       const latentH = call.kontext.imageIsLatents ? h : h / pipe.vaeScaleFactor;
       const latentW = call.kontext.imageIsLatents ? w : w / pipe.vaeScaleFactor;
       const reference = dt.tidy(() => {
         const vae = pipe.vae;
-        let latents = call.kontext.imageIsLatents
+        const latents = call.kontext.imageIsLatents
           ? image.to(pipe.dtype)
           : vae.encode(image.to(vae.dtype)).mode().sub(vae.shiftFactor ?? 0).mul(vae.scalingFactor).to(pipe.dtype);
-        if (rows !== call.batch) latents = dt.cat(Array.from({ length: call.batch / rows }, () => latents), 0);
-        return packLatents(latents.redistribute(pipe.mesh, batchPlacements(pipe.mesh)));
+        return packLatents(repeatToBatch(latents, call.batch).redistribute(pipe.mesh, batchPlacements(pipe.mesh)));
       });
       const referenceIds = latentImageIds(latentH / 2, latentW / 2, pipe.mesh, pipe.dtype, 1);
       const allIds = dt.tidy(() => dt.cat([start.imageIds, referenceIds], 0));

@@ -99,9 +99,7 @@ export function imageLatents(what: string, vae: AutoencoderKL, settings: ImageTo
   if (settings.imageIsLatents && (image.shape[2] !== latentSize[0] || image.shape[3] !== latentSize[1])) {
     throw new DTorchError(ErrorCode.ShapeMismatch, `${what}: latents given as image must be [batch, ${vae.config.latentChannels}, ${latentSize[0]}, ${latentSize[1]}] for this height and width, got ${image.describe()}`);
   }
-  if (batch % rows !== 0) {
-    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${rows} images cannot be repeated to a batch of ${batch} (prompts x numImagesPerPrompt); give one image, or one per prompt`);
-  }
+  checkRepeatsTo(what, rows, batch, 'image');
   return dt.tidy(() => {
     let latents: dt.Tensor;
     if (settings.imageIsLatents) {
@@ -111,8 +109,21 @@ export function imageLatents(what: string, vae: AutoencoderKL, settings: ImageTo
       const sample = vae.encode(pixels.to(vae.dtype)).sample(generator);
       latents = sample.sub(vae.shiftFactor ?? 0).mul(vae.scalingFactor).to(dtype);
     }
-    return rows === batch ? latents : dt.cat(Array.from({ length: batch / rows }, () => latents), 0);
+    return repeatToBatch(latents, batch);
   });
+}
+
+/** An error unless `rows` images (or masks) repeat whole to a batch of `batch` rows, as diffusers repeats them. */
+export function checkRepeatsTo(what: string, rows: number, batch: number, noun: 'image' | 'mask'): void {
+  if (batch % rows !== 0) {
+    throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${rows} ${noun}s cannot be repeated to a batch of ${batch} (prompts x numImagesPerPrompt); give one ${noun}, or one per prompt`);
+  }
+}
+
+/** `t` (batch first) repeated whole to `batch` rows: torch.cat([t] * k), as diffusers repeats images, latents and masks. */
+export function repeatToBatch(t: dt.Tensor, batch: number): dt.Tensor {
+  const rows = t.shape[0]!;
+  return rows === batch ? t : dt.cat(Array.from({ length: batch / rows }, () => t), 0);
 }
 
 /** The call's generator: seeded with `seed`, or with the next of dt.manualSeed's sequence. */

@@ -12,7 +12,7 @@ import { VaeImageProcessor, type CropBox } from '../../images/vae_image_processo
 import type { ImageInput, SingleImageInput } from '../../images/image_input.js';
 import type { FlowMatchEulerDiscreteScheduler } from '../../schedulers/flow_match_euler_discrete_scheduler.js';
 import { encodePng } from '../image_output.js';
-import { checkImageToImage, loadImage, type ImageToImageOptions, type ImageToImageSettings } from './image_to_image.js';
+import { checkImageToImage, checkRepeatsTo, loadImage, repeatToBatch, type ImageToImageOptions, type ImageToImageSettings } from './image_to_image.js';
 
 /** The options inpainting adds to a pipeline's generate(). */
 export interface InpaintOptions extends ImageToImageOptions {
@@ -82,11 +82,8 @@ export async function loadInpaint(
 /** The mask at the latents' size (nearest, as F.interpolate's default) for a batch of `batch` rows, in `dtype`. */
 export function latentMask(what: string, mask: dt.Tensor, batch: number, latentSize: readonly [number, number], dtype: dt.DType): dt.Tensor {
   const rows = mask.shape[0]!;
-  if (batch % rows !== 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${rows} masks cannot be repeated to a batch of ${batch}; give one mask, or one per prompt`);
-  return dt.tidy(() => {
-    const small = dt.F.interpolate(mask, { size: [latentSize[0], latentSize[1]], mode: 'nearest' }).to(dtype);
-    return rows === batch ? small : dt.cat(Array.from({ length: batch / rows }, () => small), 0);
-  });
+  checkRepeatsTo(what, rows, batch, 'mask');
+  return dt.tidy(() => repeatToBatch(dt.F.interpolate(mask, { size: [latentSize[0], latentSize[1]], mode: 'nearest' }).to(dtype), batch));
 }
 
 /** What the blended step needs: the image's latents, the noise, the mask (all as the latents lie), the timesteps run. */
