@@ -218,6 +218,7 @@ export function compile<A extends unknown[], R>(fn: (...args: A) => R, options: 
     );
     if (typeof id === 'string') return refuse(id);
     stats.traces++;
+    entry.refusals = 0; // the caches are filled: a trace dropped later may refuse anew while they refill
     live.add(id);
     entry.trace = {
       id,

@@ -16,19 +16,21 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     // are reduced
     const first = parts[0]!;
     const splitByFeatures = first.placements.some((p) => p.isShard(first.shape.length - 1));
+    // the linear's LoRA adapters ride on its forward, which this product does not call: unsplit,
+    // their product (the bias in its epilogue) comes first and each part's matmul adds into it
+    let sum = splitByFeatures ? undefined : nn.loraDelta(linear, parts, undefined, linear.bias);
+    const biasDone = sum !== undefined;
     let offset = 0;
-    let sum: dt.Tensor | undefined;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
-      const bias = part === first && !splitByFeatures ? linear.bias : undefined;
+      const bias = part === first && !splitByFeatures && !biasDone ? linear.bias : undefined;
       const product = dt.F.linear(part, linear.weight.narrow(1, offset, width), bias);
-      sum = sum ? sum.add(product) : product;
+      sum = sum ? product.add(sum) : product;
       offset += width;
     }
     const reduced = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
     const whole = linear.bias && splitByFeatures ? reduced.add(linear.bias) : reduced;
-    // the linear's LoRA adapters ride on its forward, which this product does not call
-    const delta = nn.loraDelta(linear, parts, whole);
+    const delta = splitByFeatures ? nn.loraDelta(linear, parts, whole) : undefined;
     return delta ? whole.add(delta) : whole;
   });
 }

@@ -6,6 +6,7 @@ import { uniformParameter } from '../init.js';
 import { layerOptions, replicated, type LayerOptions } from '../layer_options.js';
 import { Module } from '../module.js';
 import type { Parameter } from '../parameter.js';
+import { loraLinear } from '../lora/linear_lora.js';
 
 /** Options of Linear and the tensor-parallel linears. */
 export interface LinearOptions extends LayerOptions {
@@ -55,7 +56,8 @@ export class Linear extends Module {
 
   /** [..., inFeatures] -> [..., outFeatures]. */
   forward(x: dt.Tensor): dt.Tensor {
-    return dt.F.linear(x, this.weight, this.bias);
+    // LoRA adapters (nn.LinearLora) ride here: their product first, the base matmul adding into it
+    return loraLinear(this, x) ?? dt.F.linear(x, this.weight, this.bias);
   }
 
   override extraRepr(): string {

@@ -17,7 +17,7 @@
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { RemovableHandle } from '../forward_hooks.js';
-import type { Linear } from '../layers/linear.js';
+import { Linear } from '../layers/linear.js';
 import { tpDim, toTp } from '../parallel/tp_dim.js';
 
 /** An adapter's rank and alpha: it runs with scale weight · alpha / rank. */
@@ -49,6 +49,7 @@ interface Fused {
 }
 
 const registry = new WeakMap<Linear, LinearLora>();
+let versions = 0; // every change of any linear's adapters takes the next number (see version)
 
 /** The LoRA adapters of `linear`, or undefined when it has none. */
 export function linearLora(linear: Linear): LinearLora | undefined {
@@ -60,8 +61,25 @@ export function linearLora(linear: Linear): LinearLora | undefined {
  * or parts side by side along the last dim (a linear over concatenated inputs); undefined when
  * none would add anything. Placed as `like` (the base output) lies.
  */
-export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like: dt.Tensor): dt.Tensor | undefined {
-  return registry.get(linear)?.delta(inputs, like);
+export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: dt.Tensor, bias?: dt.Tensor): dt.Tensor | undefined {
+  return registry.get(linear)?.delta(inputs, like, bias);
+}
+
+/**
+ * `linear.forward(x)` with its running adapters, the base matmul accumulating into their product
+ * (see the file's comment); undefined when none would add anything. For linears whose weight is
+ * whole on every mesh dim (the split ones add the delta after their own forward).
+ */
+export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined {
+  const lora = registry.get(linear);
+  if (!lora) return undefined;
+  if (!linear.weight.placements.every((p) => p.isReplicate())) {
+    const out = dt.F.linear(x, linear.weight, linear.bias);
+    const delta = lora.delta([x], out);
+    return delta ? out.add(delta) : out;
+  }
+  const delta = lora.delta([x], undefined, linear.bias);
+  return delta && dt.F.linear(x, linear.weight).add(delta);
 }
 
 /**
@@ -87,6 +105,7 @@ export class LinearLora {
   #enabled = true;
   #fused: Fused | undefined;
   #hook: RemovableHandle | undefined;
+  #version = ++versions;
 
   private constructor(linear: Linear) {
     this.linear = linear;
@@ -97,6 +116,11 @@ export class LinearLora {
     let lora = registry.get(linear);
     if (!lora) registry.set(linear, (lora = new LinearLora(linear)));
     return lora;
+  }
+
+  /** A number that changes with every change of the adapters (a cache built from them is stale when it did). */
+  get version(): number {
+    return this.#version;
   }
 
   /** The adapters' names, in the order they were added. */
@@ -135,10 +159,15 @@ export class LinearLora {
     const aPlaced = placeLike(a, w, w.placements.map((p) => (p.isShard(0) ? dt.Replicate() : p)));
     const bPlaced = placeLike(b, w, w.placements.map((p) => (p.isShard(1) ? dt.Replicate() : p)));
     this.#adapters.set(name, { rank: a.shape[0]!, alpha, a: dt.keep(aPlaced), b: dt.keep(bPlaced) });
-    this.#hook ??= this.linear.registerForwardHook((_m, args, output) => {
-      const delta = this.delta([args[0] as dt.Tensor], output as dt.Tensor);
-      return delta && (output as dt.Tensor).add(delta);
-    });
+    // Linear's own forward asks for the adapters (loraLinear); a class with its own (the parallel
+    // linears) gets the delta added after it
+    if (Object.getPrototypeOf(this.linear).forward !== Linear.prototype.forward) {
+      this.#hook ??= this.linear.registerForwardHook((_m, args, output) => {
+        const delta = this.delta([args[0] as dt.Tensor], output as dt.Tensor);
+        return delta && (output as dt.Tensor).add(delta);
+      });
+    }
+    this.#version = ++versions;
   }
 
   /** Makes `weights` (name -> weight) the active adapters; the others stay loaded, inactive. */
@@ -205,6 +234,7 @@ export class LinearLora {
     const original = dt.keep(w.view(w.shape));
     this.linear.setTensor('weight', fusedWeight);
     this.#fused = { original, names: active.map(([name]) => name) };
+    this.#version = ++versions;
   }
 
   /** Puts back the weight fuse() started from (the same bits). Returns whether anything was fused. */
@@ -212,6 +242,7 @@ export class LinearLora {
     const fused = this.#fused;
     if (!fused) return false;
     this.#fused = undefined;
+    this.#version = ++versions;
     this.linear.setTensor('weight', fused.original);
     if (this.#adapters.size === 0) registry.delete(this.linear);
     return true;
@@ -233,16 +264,23 @@ export class LinearLora {
     registry.delete(this.linear);
   }
 
-  /** See {@link loraDelta}. */
-  delta(inputs: readonly dt.Tensor[], like: dt.Tensor): dt.Tensor | undefined {
-    if (!this.#enabled) return undefined;
+  /** The adapters that add to the output now (active, enabled, not fused): A, B and the scale (a 0-d tensor). */
+  running(): { a: dt.Tensor; b: dt.Tensor; scale: dt.Tensor }[] {
+    if (!this.#enabled) return [];
     const fused = this.#fused?.names ?? [];
-    const running = [...this.#active].filter(([name]) => !fused.includes(name));
+    return [...this.#active].filter(([name]) => !fused.includes(name)).map(([name, { scale }]) => ({ ...this.#adapters.get(name)!, scale }));
+  }
+
+  /**
+   * See {@link loraDelta}: with `bias`, the bias rides on the last matmul's epilogue; without
+   * `like`, the delta is placed as its product falls.
+   */
+  delta(inputs: readonly dt.Tensor[], like?: dt.Tensor, bias?: dt.Tensor): dt.Tensor | undefined {
+    const running = this.running();
     if (running.length === 0) return undefined;
     const tp = tpDim(this.linear.weight.mesh);
     let sum: dt.Tensor | undefined;
-    for (const [name, { scale }] of running) {
-      const { a, b } = this.#adapters.get(name)!;
+    for (const { a, b, scale } of running) {
       // the rank-r projection A x: for split inputs, each part meets its own columns of A
       let h: dt.Tensor | undefined;
       let offset = 0;
@@ -256,15 +294,17 @@ export class LinearLora {
       }
       // the r numbers of each token, whole on 'tp' (summed or gathered: small), scaled, then B
       if (tp >= 0 && !h!.placements[tp]!.isReplicate()) h = toTp(h!, dt.Replicate());
-      const d = dt.F.linear(h!.mul(scale), b);
-      sum = sum ? sum.add(d) : d;
+      // a later adapter's matmul accumulates into the sum (fused as the base's is)
+      sum = sum ? dt.F.linear(h!.mul(scale), b).add(sum) : dt.F.linear(h!.mul(scale), b, bias);
     }
+    if (!like) return sum;
     const placed = sum!.placements.every((p, d) => p.equals(like.placements[d]!)) ? sum! : sum!.redistribute(like.placements);
     return placed.dtype === like.dtype ? placed : placed.to(like.dtype);
   }
 
   // A new handle on the weight's storage (no copy): what traced this linear traces again.
   #retrace(): void {
+    this.#version = ++versions;
     const w = this.linear.weight;
     this.linear.setTensor('weight', w.view(w.shape));
   }

@@ -9,8 +9,8 @@
 // The linears stay the model's parameters (state dict, loading, saving see them as before).
 // When a parameter is replaced after pack() (loadStateDict, setTensor, Module.to), forward()
 // runs the linears one by one, with the same values, until pack() is called again; a compiled
-// call that read the packed views is traced again then, as the views were released. A linear's
-// LoRA adapters (nn.LinearLora) are added to its part of the packed product.
+// call that read the packed views is traced again then, as the views were released. The linears'
+// LoRA adapters (nn.LinearLora) run packed too (nn.packLoraFactors), kept until they change.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 
@@ -18,6 +18,7 @@ import * as nn from '@dtorch/nn';
 export class PackedProjections {
   readonly #of: () => readonly nn.Linear[];
   #packedIds: number[] | undefined; // the parameters' ids as pack() left them
+  #lora: { key: string; factors: nn.PackedLoraFactors | undefined } | undefined; // packLoraFactors' last answer
 
   /** `linears`: the module's linears now (a submodule replaced later is seen), of one input width. */
   constructor(linears: () => readonly nn.Linear[]) {
@@ -31,6 +32,7 @@ export class PackedProjections {
    */
   pack(): boolean {
     const linears = this.#of();
+    this.releaseLora();
     if (!packable(linears)) return false;
     const parameters = (l: nn.Linear, name: 'weight' | 'bias') => (name === 'weight' ? l.weight : l.bias!);
     for (const name of linears[0]!.bias ? (['weight', 'bias'] as const) : (['weight'] as const)) {
@@ -44,6 +46,7 @@ export class PackedProjections {
       whole.dispose(); // the views hold the buffer
     }
     this.#packedIds = ids(linears);
+    this.#loraFactors(linears); // made now, outside any traced call (a LoRA change packs again)
     return true;
   }
 
@@ -59,13 +62,31 @@ export class PackedProjections {
     return dt.tidy(() => {
       const weight = dt.cat(linears.map((l) => l.weight), 0);
       const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
-      const outputs = dt.F.linear(x, weight, bias).split(linears.map((l) => l.outFeatures), -1);
-      // a linear's LoRA adapters ride on its forward, which the packed matmul does not call
-      return outputs.map((out, i) => {
-        const delta = nn.loraDelta(linears[i]!, [x], out);
-        return delta ? out.add(delta) : out;
-      });
+      // the linears' LoRA adapters (which ride on a forward the packed matmul does not call) as
+      // one product, the bias in its epilogue, which the base matmul accumulates into
+      const lora = this.#loraFactors(linears);
+      const product = lora ? dt.F.linear(x, weight).add(dt.F.linear(dt.F.linear(x, lora.a), lora.b, bias)) : dt.F.linear(x, weight, bias);
+      return product.split(linears.map((l) => l.outFeatures), -1);
     });
+  }
+
+  /** Drops the packed LoRA factors (a model's unloadLoraWeights; a change of adapters rebuilds them anyway). */
+  releaseLora(): void {
+    this.#lora?.factors?.a.dispose();
+    this.#lora?.factors?.b.dispose();
+    this.#lora = undefined;
+  }
+
+  // The running adapters' packed factors, rebuilt when an adapter changed (nn.packedLoraKey).
+  #loraFactors(linears: readonly nn.Linear[]): nn.PackedLoraFactors | undefined {
+    const key = nn.packedLoraKey(linears);
+    if (this.#lora?.key !== key) {
+      this.releaseLora();
+      const factors = nn.packLoraFactors(linears);
+      if (factors) for (const t of [factors.a, factors.b]) dt.keep(t);
+      this.#lora = { key, factors };
+    }
+    return this.#lora.factors;
   }
 
   #isPacked(linears: readonly nn.Linear[]): boolean {
