@@ -4,6 +4,7 @@ import { readTensorBytes, type SafetensorsDtype, type SafetensorsHeader } from '
 
 const dtypes: Record<SafetensorsDtype, dt.DType> = {
   F64: 'float64', F32: 'float32', F16: 'float16', BF16: 'bfloat16', I64: 'int64', I32: 'int32', I16: 'int16', I8: 'int8', U8: 'uint8', BOOL: 'bool',
+  F8_E4M3: 'float8_e4m3fn', F8_E5M2: 'float8_e5m2',
 };
 
 /** Tensor `name` of the fixture file `header` describes; a name it lacks is an error naming it. */

@@ -129,7 +129,7 @@ void runCompute(const Kernel& k, BlobTable& blobs, const Device& device) {
   }
 }
 
-// A read: the tensor (float16/bfloat16 as float32) copied to host memory; on CUDA asynchronously
+// A read: the tensor (float16/bfloat16/float8 as float32) copied to host memory; on CUDA asynchronously
 // into pinned memory, delivered once the copy has landed while the worker goes on.
 void runFetch(const Kernel& k, BlobTable& blobs) {
   const Node& node = *k.node;
@@ -149,7 +149,7 @@ void runFetch(const Kernel& k, BlobTable& blobs) {
     try {
       at::Tensor t = blob->tensor;
       const DType dtype = t.scalar_type();
-      if (dtype == at::kHalf || dtype == at::kBFloat16) t = t.to(at::kFloat);
+      if (dtype == at::kHalf || dtype == at::kBFloat16 || isFloat8(dtype)) t = t.to(at::kFloat);
       external::cuda::copyToHost(t, [completion = node.completion, dtype](at::Tensor host) {
         FetchResult landed;
         landed.dtype = dtype;

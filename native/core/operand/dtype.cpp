@@ -16,6 +16,8 @@ std::string_view dtypeName(DType dtype) {
     case DType::Char: return "int8";
     case DType::Byte: return "uint8";
     case DType::Bool: return "bool";
+    case DType::Float8_e4m3fn: return "float8_e4m3fn";
+    case DType::Float8_e5m2: return "float8_e5m2";
     default: return "unsupported";
   }
 }
@@ -26,7 +28,7 @@ DType dtypeFromCode(int code) {
   }
   common::fail(common::code::kUnknownDtype,
                "unknown dtype code " + std::to_string(code) +
-                   "; expected one of float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool");
+                   "; expected one of float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool, float8_e4m3fn, float8_e5m2");
 }
 
 bool isFloating(DType dtype) { return c10::isFloatingType(dtype); }

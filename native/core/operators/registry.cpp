@@ -16,6 +16,7 @@ OpRegistry::OpRegistry() {
   registerImageOps(*this);
   registerAttentionOps(*this);
   registerOverlappedLinearOps(*this);
+  registerFp8LinearOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -40,5 +40,6 @@ void registerNnOps(OpRegistry& registry);
 void registerImageOps(OpRegistry& registry);
 void registerAttentionOps(OpRegistry& registry);
 void registerOverlappedLinearOps(OpRegistry& registry);
+void registerFp8LinearOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

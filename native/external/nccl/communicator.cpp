@@ -33,6 +33,8 @@ ncclDataType_t dataType(at::ScalarType t) {
     case at::kLong: return ncclInt64;
     case at::kByte: return ncclUint8;
     case at::kChar: return ncclInt8;
+    // moved as bytes (gathers, all-to-all, sends); never reduced: ncclReduces says no, the caller widens
+    case at::ScalarType::Float8_e4m3fn: case at::ScalarType::Float8_e5m2: return ncclUint8;
     default:
       common::fail(common::code::kInternal, std::string("NCCL does not reduce ") + c10::toString(t) + " (widen it first)");
   }

@@ -135,7 +135,7 @@ export class Tensor {
 
   // ---- reads -------------------------------------------------------------------------------
 
-  /** The full tensor, row-major (float16/bfloat16 as Float32Array, int64 as BigInt64Array, bool as Uint8Array). */
+  /** The full tensor, row-major (float16/bfloat16/float8 as Float32Array, int64 as BigInt64Array, bool as Uint8Array). */
   data(): Promise<HostArray> {
     return engine().fetch(this.readableId());
   }
@@ -149,7 +149,8 @@ export class Tensor {
   // Node 20) fails here: handing the addon's buffer to JS would abort the process.
   private readableId(): number {
     const id = this.id;
-    const hostBytes = this.numel * (this.dtype === 'float16' || this.dtype === 'bfloat16' ? 4 : bytesPerElement(this.dtype));
+    const widened = this.dtype === 'float16' || this.dtype === 'bfloat16' || this.dtype === 'float8_e4m3fn' || this.dtype === 'float8_e5m2';
+    const hostBytes = this.numel * (widened ? 4 : bytesPerElement(this.dtype));
     if (hostBytes > MAX_HOST_BYTES) {
       throw new DTorchError(
         ErrorCode.InvalidArgument,

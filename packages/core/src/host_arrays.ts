@@ -3,16 +3,18 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { HostArray } from './native_slice.js';
 
 /** Every dtype the engine knows, by its PyTorch name (torch.float32 is 'float32'). */
-export const dtypeNames = ['float32', 'float16', 'bfloat16', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool'] as const;
+export const dtypeNames = ['float32', 'float16', 'bfloat16', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool', 'float8_e4m3fn', 'float8_e5m2'] as const;
 /** A dtype name: one of {@link dtypeNames}, e.g. `'bfloat16'`. */
 export type DTypeName = (typeof dtypeNames)[number];
 
-/** The typed array a read of `dtype` returns (float16/bfloat16 widen to float32, bool to uint8). */
+/** The typed array a read of `dtype` returns (float16/bfloat16/float8 widen to float32, bool to uint8). */
 export function hostArrayFor(dtype: DTypeName, buffer: ArrayBuffer): HostArray {
   switch (dtype) {
     case 'float32':
     case 'float16':
     case 'bfloat16':
+    case 'float8_e4m3fn':
+    case 'float8_e5m2':
       return new Float32Array(buffer);
     case 'float64':
       return new Float64Array(buffer);

@@ -63,6 +63,8 @@ export const opTable = Object.freeze({
   expand: op(1, 'ndim, sizes... (-1 keeps)'),
   /** 1 tensor input; attributes: none. */
   floor: op(1, ''),
+  /** Any number of tensor inputs; attributes: hasBias, hasInputAmax. */
+  fp8_linear: op(-1, 'hasBias, hasInputAmax'),
   /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, ndim, shape... */
   from_data: op(0, 'meshId, nPlacements, placements..., dtype, ndim, shape...'),
   /** 0 tensor inputs; attributes: meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank. */
@@ -267,6 +269,7 @@ export type OpName =
   | 'exp'
   | 'expand'
   | 'floor'
+  | 'fp8_linear'
   | 'from_data'
   | 'from_local_data'
   | 'full'
@@ -406,6 +409,8 @@ export interface OpAttrs {
   expand: readonly [ndim: number, ...sizes: number[]];
   /** floor: no attributes. */
   floor: readonly [];
+  /** fp8_linear: hasBias, hasInputAmax. */
+  fp8_linear: readonly [hasBias: number, hasInputAmax: number];
   /** from_data: meshId, nPlacements, placements..., dtype, ndim, shape.... */
   from_data: readonly number[];
   /** from_local_data: meshId, nPlacements, placements..., dtype, 1, hostElements, ndim, shape..., offset per rank. */

@@ -28,6 +28,10 @@ export const safetensorsDtypes = {
   U8: 1,
   /** bool, one byte per element, 0 or 1 (torch.bool). */
   BOOL: 1,
+  /** 8-bit float, 4 exponent and 3 mantissa bits, no infinities, ±448 (torch.float8_e4m3fn): FP8 checkpoints' weights. */
+  F8_E4M3: 1,
+  /** 8-bit float, 5 exponent and 2 mantissa bits, ±57344 (torch.float8_e5m2). */
+  F8_E5M2: 1,
 } as const;
 /** A dtype name of the safetensors format: one of {@link safetensorsDtypes}' keys, e.g. `'BF16'`. */
 export type SafetensorsDtype = keyof typeof safetensorsDtypes;

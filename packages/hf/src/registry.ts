@@ -8,7 +8,7 @@
 // their components through this list, so importing them here would make a cycle.
 import type * as dt from '@dtorch/api';
 import type { JsonObject } from './configs/config_file.js';
-import type { FromPretrainedOptions } from './loading/options.js';
+import type { FromPretrainedOptions, Quantization } from './loading/options.js';
 import type { ModelOptions, PreTrainedModel } from './loading/pretrained_model.js';
 import { AutoencoderKL, AutoencoderKLConfig } from './models/autoencoder_kl/index.js';
 import { CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection } from './models/clip/index.js';
@@ -47,6 +47,8 @@ export interface TinyPipelineOptions {
   textEncoderMesh?: dt.DeviceMesh;
   /** The parameters' dtype (default float32). */
   dtype?: dt.DType;
+  /** As PipelineOptions.quantize: 'fp8' for the transformer, or per component. */
+  quantize?: Quantization | Readonly<Record<string, Quantization>>;
 }
 
 /** A built-in tiny pipeline: the class it is, and how it is made (random weights, no download). */

@@ -9,7 +9,8 @@ export { Parameter } from './parameter.js';
 export { skipInit, initSkipped, type SkipInitOptions } from './init.js';
 export { ModuleList } from './module_list.js';
 export { Sequential } from './sequential.js';
-export { Linear, type LinearOptions, type LinearLayout } from './layers/linear.js';
+export { Linear, linearProduct, rowAmax, type LinearOptions, type LinearLayout } from './layers/linear.js';
+export { floatWeight, linearDtype, quantizeFp8, quantizeLinearFp8, quantizeWeightFp8, type QuantizeFp8Options } from './quantization/fp8.js';
 export { Embedding } from './layers/embedding.js';
 export { LayerNorm, RMSNorm, GroupNorm, type NormOptions, type GroupNormOptions } from './layers/normalization.js';
 // Pair: the one-number-or-[h, w] sizes of Conv2d (kernelSize, stride, padding, dilation).

@@ -22,6 +22,25 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
   return recordOp('linear', inputs, []);
 }
 
+/**
+ * x · (weight · weightScale)ᵀ + bias with an FP8 weight (float8_e4m3fn or float8_e5m2, [out, in])
+ * and one float32 scale per output row ([out]), as torchao's row-wise float8 linear: x is quantized
+ * per token to float8_e4m3fn (scale amax / 448), the 8-bit operands multiplied with float32
+ * accumulation (cuBLASLt's FP8 matmul on GPUs that have it), the output in x's dtype. Elsewhere
+ * the same quantized values are multiplied in float32. x must be float32, bfloat16 or float16 and
+ * not a partial sum; the bias of x's dtype. `inputAmax` (float32 [..., 1]), each token's largest
+ * magnitude over a wider row than x (x one part of a concatenated input, or its columns split over
+ * devices), makes x quantize as that whole row would.
+ */
+export function fp8Linear(x: Tensor, weight: Tensor, weightScale: Tensor, bias?: Tensor, inputAmax?: Tensor): Tensor {
+  const inputs = [checkTensor('fp8Linear x', x), checkTensor('fp8Linear weight', weight), checkTensor('fp8Linear weightScale', weightScale)];
+  const b = checkOptionalTensor('fp8Linear bias', bias);
+  const amax = checkOptionalTensor('fp8Linear inputAmax', inputAmax);
+  if (b) inputs.push(b);
+  if (amax) inputs.push(amax);
+  return recordOp('fp8_linear', inputs, [b ? 1 : 0, amax ? 1 : 0]);
+}
+
 /** Options of {@link layerNorm} and {@link groupNorm}: an optional affine weight and bias, and eps. */
 export interface NormOptions {
   /** Scale applied after normalising: of `normalizedShape` for layerNorm, one per channel [C] for groupNorm. */

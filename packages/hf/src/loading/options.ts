@@ -15,6 +15,17 @@ export interface FromPretrainedOptions extends SourceOptions {
   mesh?: dt.DeviceMesh;
   /** The parameters' dtype; default the config's `dtype` / `torch_dtype`, else float32. */
   dtype?: dt.DType;
+  /** 'fp8': the blocks' linears quantized to FP8 weights on load (PreTrainedModel.quantize). */
+  quantize?: Quantization;
+}
+
+/** A weight quantization: 'fp8' (float8_e4m3fn weights with one scale per output row, per-token FP8 activations). */
+export type Quantization = 'fp8';
+
+/** `value` as a {@link Quantization}, or an error naming `what` and the kinds there are. */
+export function checkQuantization(what: string, value: unknown): Quantization {
+  if (value === 'fp8') return value;
+  throw new DTorchError(ErrorCode.InvalidArgument, `${what}: unknown quantization ${JSON.stringify(value)}; the one there is: 'fp8'`);
 }
 
 /**
@@ -43,6 +54,6 @@ export function inSubfolder(subfolder: string | undefined, file: string): string
 }
 
 /** The RepoOptions part of the options. */
-export function repoOptions(options: FromPretrainedOptions): RepoOptions {
+export function repoOptions(options: SourceOptions): RepoOptions {
   return Object.fromEntries(Object.entries(options).filter(([k]) => (REPO_OPTION_NAMES as readonly string[]).includes(k))) as RepoOptions;
 }

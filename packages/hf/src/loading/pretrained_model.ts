@@ -8,7 +8,7 @@ import { DTorchError, ErrorCode, checkKnownOptions, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, openRepo, type RepoFiles } from '@dtorch/external';
 import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
-import { checkPretrainedOptions, inSubfolder, repoOptions, type FromPretrainedOptions } from './options.js';
+import { checkPretrainedOptions, checkQuantization, inSubfolder, repoOptions, type FromPretrainedOptions, type Quantization } from './options.js';
 import { fetchWeights } from './weight_files.js';
 import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
 import { fetchLoraFile } from '../lora/lora_source.js';
@@ -70,7 +70,8 @@ export abstract class PreTrainedModel extends nn.Module {
    */
   static async fromPretrained<M extends PreTrainedModel>(this: PretrainedModelClass<M>, source: string, options?: FromPretrainedOptions): Promise<M> {
     const what = `${this.name}.fromPretrained`;
-    const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['mesh', 'dtype']);
+    const o = checkPretrainedOptions<FromPretrainedOptions>(what, options, ['mesh', 'dtype', 'quantize']);
+    const quantization = o.quantize === undefined ? undefined : checkQuantization(what, o.quantize);
     const repo = await openRepo(source, repoOptions(o));
     const configFile = inSubfolder(o.subfolder, 'config.json');
     if (!repo.has(configFile)) throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no ${configFile}${missingConfigHint(repo, o.subfolder)}`);
@@ -90,8 +91,35 @@ export abstract class PreTrainedModel extends nn.Module {
       model.dispose();
       throw err;
     }
+    if (quantization) model.quantize(quantization);
     model.packProjections();
     return model;
+  }
+
+  /**
+   * Quantizes the model's weights in place: 'fp8' makes the linears inside its blocks FP8
+   * (nn.quantizeFp8: float8_e4m3fn with one float32 scale per output row, activations quantized
+   * per token as they run) by {@link fp8Linear}'s rule; their groups are packed again. Returns the
+   * paths of the linears quantized.
+   */
+  quantize(kind: Quantization): string[] {
+    checkQuantization(`${this.constructor.name}.quantize`, kind);
+    const done = nn.quantizeFp8(this, { filter: (path) => this.fp8Linear(path) });
+    this.packProjections();
+    return done;
+  }
+
+  /**
+   * Whether the linear at `path` runs in FP8 once quantized. The rule: the linears of the
+   * repeated blocks (a path with a block index, `transformer_blocks.3.attn.to_q`), except the
+   * adaLN modulation linears (under a `norm*` module: one row per image, where FP8 saves nothing
+   * and their shifts and scales touch every value); embedders, final projections and norms stay
+   * in the model's dtype, as the FP8 deployments of Flux and SD3 keep them. (Sizes that are not
+   * multiples of 16 stay too: GPUs' FP8 matmuls refuse them.)
+   */
+  protected fp8Linear(path: string): boolean {
+    const parts = path.split('.');
+    return parts.some((p) => /^\d+$/.test(p)) && !parts.some((p) => p.startsWith('norm'));
   }
 
   /**

@@ -20,11 +20,13 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     // their product (the bias in its epilogue) comes first and each part's matmul adds into it
     let sum = splitByFeatures ? undefined : nn.loraDelta(linear, parts, undefined, linear.bias);
     const biasDone = sum !== undefined;
+    // FP8 weights: every part quantized with the whole row's amax, as the concatenated input would be
+    const amax = linear.weight_scale && nn.rowAmax(parts);
     let offset = 0;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
       const bias = part === first && !splitByFeatures && !biasDone ? linear.bias : undefined;
-      const product = dt.F.linear(part, linear.weight.narrow(1, offset, width), bias);
+      const product = nn.linearProduct(linear, part, bias, linear.weight.narrow(1, offset, width), amax);
       sum = sum ? product.add(sum) : product;
       offset += width;
     }

@@ -7,7 +7,8 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkKnownOptions, invalidParameter } from '@dtorch/common';
-import { checkPretrainedOptions, repoOptions, type SourceOptions } from '../loading/options.js';
+import { checkPretrainedOptions, checkQuantization, repoOptions, type Quantization, type SourceOptions } from '../loading/options.js';
+import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { registered, registry, type RegisteredModelName, type RegisteredSchedulerName, type TinyPipelineOptions } from '../registry.js';
 import { AutoTokenizer } from '../tokenizers/auto_tokenizer.js';
 import type { PipelineOptions } from './diffusion_pipeline.js';
@@ -35,6 +36,7 @@ interface Placement {
   mesh: dt.DeviceMesh;
   textEncoderMesh: dt.DeviceMesh;
   dtype: dt.DType | undefined;
+  quantize: (folder: string) => Quantization | undefined;
 }
 
 /**
@@ -43,8 +45,8 @@ interface Placement {
  * and its variants), as the constructor takes them; `what` names the call.
  */
 export async function loadComponents<Components>(what: string, pipelines: readonly string[], table: ComponentTable<Components>, source: string, options: PipelineOptions | undefined): Promise<Components> {
-  const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh']);
-  const where = placement(what, o);
+  const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh', 'quantize']);
+  const where = placement(what, o, table);
   const index = await fetchModelIndex(what, source, o);
   const pipeline = pipelines[0]!;
   if (!pipelines.includes(index.className)) {
@@ -56,7 +58,8 @@ export async function loadComponents<Components>(what: string, pipelines: readon
     if (!cls) return AutoTokenizer.fromPretrained(source, from);
     const scheduler = registered(registry.schedulers, cls);
     if (scheduler) return scheduler.fromPretrained(source, from);
-    return registry.models[cls]!.model.fromPretrained(source, { ...from, ...meshOf(spec, where) }); // a class the table allows
+    const quantize = where.quantize(spec.folder);
+    return registry.models[cls]!.model.fromPretrained(source, { ...from, ...meshOf(spec, where), ...(quantize ? { quantize } : {}) }); // a class the table allows
   }, { what, source, pipeline });
 }
 
@@ -65,8 +68,8 @@ export async function loadComponents<Components>(what: string, pipelines: readon
  * model_index.json, configs and weight seeds): random weights, the tiny tokenizers.
  */
 export async function tinyComponents<Components>(what: string, name: string, table: ComponentTable<Components>, options: TinyPipelineOptions | undefined): Promise<Components> {
-  const o = checkKnownOptions<TinyPipelineOptions>(`${what} options`, options, ['mesh', 'textEncoderMesh', 'dtype']);
-  const where = placement(what, o);
+  const o = checkKnownOptions<TinyPipelineOptions>(`${what} options`, options, ['mesh', 'textEncoderMesh', 'dtype', 'quantize']);
+  const where = placement(what, o, table);
   const spec = tinyPipelineSpec(name);
   const index = parseModelIndex(spec.model_index, `assets/tiny-pipelines/${name}.json`);
   return makeAll(table, index, (part, cls) => {
@@ -75,16 +78,37 @@ export async function tinyComponents<Components>(what: string, name: string, tab
     const scheduler = registered(registry.schedulers, cls);
     if (scheduler) return scheduler.fromConfig(config);
     const entry = registry.models[cls]!;
-    return randomModel(() => new entry.model(entry.config.fromDict(config) as never, meshOf(part, where)), spec.seeds[part.folder]!, { initialize: entry.initialize ?? false });
+    const model = randomModel(() => new entry.model(entry.config.fromDict(config) as never, meshOf(part, where)), spec.seeds[part.folder]!, { initialize: entry.initialize ?? false });
+    const quantize = where.quantize(part.folder);
+    if (quantize && model instanceof PreTrainedModel) model.quantize(quantize);
+    return model;
   }, { what, source: name, pipeline: index.className });
 }
 
-// the meshes and dtype of `o`, checked
-function placement(what: string, o: Partial<TinyPipelineOptions>): Placement {
+// the meshes, dtype and quantization of `o`, checked against the components of `table`
+function placement<Components>(what: string, o: Partial<TinyPipelineOptions>, table: ComponentTable<Components>): Placement {
   for (const key of ['mesh', 'textEncoderMesh'] as const) if (o[key] !== undefined && !(o[key] instanceof dt.DeviceMesh)) throw invalidParameter(`${what} ${key}`, 'DeviceMesh', o[key]);
   if (o.dtype !== undefined) dt.checkDtype(o.dtype, `${what} dtype`);
   const mesh = o.mesh ?? dt.defaultMesh();
-  return { mesh, textEncoderMesh: o.textEncoderMesh ?? mesh, dtype: o.dtype };
+  return { mesh, textEncoderMesh: o.textEncoderMesh ?? mesh, dtype: o.dtype, quantize: quantizationOf(what, o.quantize, table) };
+}
+
+// Each component's quantization: a string for the transformer alone (the largest model, what
+// diffusers users quantize first), or one per model_index.json name.
+function quantizationOf<Components>(what: string, value: unknown, table: ComponentTable<Components>): (folder: string) => Quantization | undefined {
+  if (value === undefined) return () => undefined;
+  if (typeof value === 'string') {
+    const q = checkQuantization(`${what} quantize`, value);
+    return (folder) => (folder === 'transformer' ? q : undefined);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidParameter(`${what} quantize`, "'fp8' or { <component>: 'fp8' }", value);
+  const models = (Object.values(table) as ComponentSpec[]).filter((s) => s.classes && !s.folder.startsWith('scheduler')).map((s) => s.folder);
+  const byFolder = new Map<string, Quantization>();
+  for (const [folder, q] of Object.entries(value)) {
+    if (!models.includes(folder)) throw new DTorchError(ErrorCode.InvalidArgument, `${what} quantize: "${folder}" is not one of this pipeline's models (${models.join(', ')})`);
+    byFolder.set(folder, checkQuantization(`${what} quantize.${folder}`, q));
+  }
+  return (folder) => byFolder.get(folder);
 }
 
 function meshOf(spec: ComponentSpec, where: Placement): { mesh: dt.DeviceMesh; dtype?: dt.DType } {

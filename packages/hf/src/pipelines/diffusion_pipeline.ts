@@ -6,7 +6,7 @@
 // _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkKnownOptions } from '@dtorch/common';
-import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions } from '../loading/options.js';
+import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions, type Quantization } from '../loading/options.js';
 import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
 import { fetchLoraFile } from '../lora/lora_source.js';
 import type { LoraFile } from '../lora/lora_state_dict.js';
@@ -30,7 +30,7 @@ import { fetchModelIndex } from './model_index.js';
 import { checkCall, runCall, type CallSettings, type DenoisingParts, type PipelineHooks, type StartLatents } from './pipeline_lifecycle.js';
 
 /** Where a pipeline's components live. */
-export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'> {
+export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder' | 'quantize'> {
   /** The mesh of the transformer, the VAE and the denoising loop (dims named cfg, ulysses, ring, tp, dp split the work). */
   mesh?: dt.DeviceMesh;
   /** The text encoders' mesh (default `mesh`): a text encoder can live elsewhere, or be released after encoding. */
@@ -40,6 +40,11 @@ export interface PipelineOptions extends Omit<FromPretrainedOptions, 'subfolder'
    * the config names none; tiny() pipelines are float32); bfloat16 on GPUs is what diffusers users run.
    */
   dtype?: dt.DType;
+  /**
+   * 'fp8': the transformer's block linears quantized to FP8 on load (PreTrainedModel.quantize); or
+   * per component, `{ transformer: 'fp8', text_encoder_2: 'fp8' }` (model_index.json's names).
+   */
+  quantize?: Quantization | Readonly<Record<string, Quantization>>;
 }
 
 /** One finished denoising step, for progress reporting. */
@@ -353,7 +358,7 @@ export abstract class DiffusionPipeline {
   /** The pipeline at `source` (a folder or hub id), of the class its model_index.json names. */
   static async fromPretrained(source: string, options?: PipelineOptions): Promise<DiffusionPipeline> {
     const what = 'DiffusionPipeline.fromPretrained';
-    const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh']);
+    const o = checkPretrainedOptions<PipelineOptions>(what, options, ['mesh', 'dtype', 'textEncoderMesh', 'quantize']);
     const index = await fetchModelIndex(what, source, o);
     const cls = userPipelines.get(index.className) ?? (await registered(registry.pipelines, index.className)?.());
     if (!cls) {

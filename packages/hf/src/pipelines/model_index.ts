@@ -4,7 +4,7 @@
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { openRepo } from '@dtorch/external';
 import { readJsonFile, type JsonObject } from '../configs/config_file.js';
-import { repoOptions, type FromPretrainedOptions } from '../loading/options.js';
+import { repoOptions, type SourceOptions } from '../loading/options.js';
 
 /** A pipeline folder's model_index.json, as readModelIndex reads it. */
 export interface ModelIndex {
@@ -46,7 +46,7 @@ export function componentClass(index: ModelIndex, name: string, where: string): 
 }
 
 /** The model_index.json of `source` (a folder or hub id), or a NOT_FOUND error saying it is not a pipeline. */
-export async function fetchModelIndex(what: string, source: string, options: FromPretrainedOptions): Promise<ModelIndex> {
+export async function fetchModelIndex(what: string, source: string, options: SourceOptions): Promise<ModelIndex> {
   const repo = await openRepo(source, repoOptions(options));
   if (!repo.has('model_index.json')) {
     throw new DTorchError(ErrorCode.NotFound, `${what}: ${repo.description} has no model_index.json; give a diffusers pipeline folder or hub id (one model alone loads with its class's fromPretrained)`);

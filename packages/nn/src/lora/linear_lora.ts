@@ -17,8 +17,9 @@
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { RemovableHandle } from '../forward_hooks.js';
-import { Linear } from '../layers/linear.js';
+import { Linear, linearProduct } from '../layers/linear.js';
 import { tpDim, toTp } from '../parallel/tp_dim.js';
+import { floatWeight, linearDtype, quantizeWeightFp8 } from '../quantization/fp8.js';
 
 /** An adapter's rank and alpha: it runs with scale weight · alpha / rank. */
 export interface LoraShape {
@@ -42,9 +43,10 @@ interface Active {
   readonly scale: dt.Tensor;
 }
 
-/** Where the linear's weight was before fusing, and which adapters went into it. */
+/** Where the linear's weight (and an FP8 weight's scales) were before fusing, and which adapters went into it. */
 interface Fused {
   readonly original: dt.Tensor;
+  readonly originalScale: dt.Tensor | undefined;
   readonly names: readonly string[];
 }
 
@@ -74,12 +76,12 @@ export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined 
   const lora = registry.get(linear);
   if (!lora) return undefined;
   if (!linear.weight.placements.every((p) => p.isReplicate())) {
-    const out = dt.F.linear(x, linear.weight, linear.bias);
+    const out = linearProduct(linear, x, linear.bias);
     const delta = lora.delta([x], out);
     return delta ? out.add(delta) : out;
   }
   const delta = lora.delta([x], undefined, linear.bias);
-  return delta && dt.F.linear(x, linear.weight).add(delta);
+  return delta && linearProduct(linear, x).add(delta);
 }
 
 /**
@@ -155,9 +157,11 @@ export class LinearLora {
    */
   add(name: string, a: dt.Tensor, b: dt.Tensor, alpha: number): void {
     const w = this.linear.weight;
-    // A lies as the weight's input columns do, B as its output rows (see the file's comment)
-    const aPlaced = placeLike(a, w, w.placements.map((p) => (p.isShard(0) ? dt.Replicate() : p)));
-    const bPlaced = placeLike(b, w, w.placements.map((p) => (p.isShard(1) ? dt.Replicate() : p)));
+    // A lies as the weight's input columns do, B as its output rows (see the file's comment), in
+    // the dtype the linear computes in (an FP8 weight's adapters stay in its float dtype)
+    const dtype = linearDtype(this.linear);
+    const aPlaced = placeLike(a, w, dtype, w.placements.map((p) => (p.isShard(0) ? dt.Replicate() : p)));
+    const bPlaced = placeLike(b, w, dtype, w.placements.map((p) => (p.isShard(1) ? dt.Replicate() : p)));
     this.#adapters.set(name, { rank: a.shape[0]!, alpha, a: dt.keep(aPlaced), b: dt.keep(bPlaced) });
     // Linear's own forward asks for the adapters (loraLinear); a class with its own (the parallel
     // linears) gets the delta added after it
@@ -173,7 +177,7 @@ export class LinearLora {
   /** Makes `weights` (name -> weight) the active adapters; the others stay loaded, inactive. */
   setActive(weights: ReadonlyMap<string, number>): void {
     for (const a of this.#active.values()) a.scale.dispose();
-    const dtype = this.linear.weight.dtype;
+    const dtype = linearDtype(this.linear);
     const mesh = this.linear.weight.mesh;
     this.#active = new Map(
       [...weights].filter(([name]) => this.#adapters.has(name)).map(([name, weight]) => {
@@ -212,28 +216,31 @@ export class LinearLora {
 
   /**
    * Adds scale · Σ (active weight · alpha / rank) · B A of the active adapters to the weight, in
-   * float32 then the weight's dtype; the weight as it was is kept for unfuse(). The fused
-   * adapters then add nothing at run time.
+   * float32 then the weight's dtype (an FP8 weight: dequantized, summed, quantized again with new
+   * scales); the weight as it was is kept for unfuse(). The fused adapters then add nothing at run time.
    */
   fuse(scale: number): void {
     if (this.#fused) throw new DTorchError(ErrorCode.InvalidArgument, 'fuseLora: the adapters are fused already; unfuseLora() first');
     const active = [...this.#active].filter(() => this.#enabled);
     if (active.length === 0) return;
     const w = this.linear.weight;
-    const fusedWeight = dt.tidy(() => {
-      let sum = w.to('float32');
+    const fp8 = this.linear.weight_scale;
+    const fused = dt.tidy(() => {
+      let sum = fp8 ? floatWeight(this.linear) : w.to('float32');
       for (const [name, { weight }] of active) {
         const { a, b, alpha, rank } = this.#adapters.get(name)!;
         const product = b.to('float32').matmul(a.to('float32'));
         const placed = product.placements.every((p, d) => p.equals(w.placements[d]!)) ? product : product.redistribute(w.placements);
         sum = sum.add(placed.mul((scale * weight * alpha) / rank));
       }
-      return sum.to(w.dtype);
+      return fp8 ? quantizeWeightFp8(sum) : { weight: sum.to(w.dtype), scale: undefined };
     });
     // a second handle on the weight's storage keeps it (no copy) for unfuse
     const original = dt.keep(w.view(w.shape));
-    this.linear.setTensor('weight', fusedWeight);
-    this.#fused = { original, names: active.map(([name]) => name) };
+    const originalScale = fp8 && dt.keep(fp8.view(fp8.shape));
+    this.linear.setTensor('weight', fused.weight);
+    if (fused.scale) this.linear.setTensor('weight_scale', fused.scale);
+    this.#fused = { original, originalScale, names: active.map(([name]) => name) };
     this.#version = ++versions;
   }
 
@@ -244,6 +251,7 @@ export class LinearLora {
     this.#fused = undefined;
     this.#version = ++versions;
     this.linear.setTensor('weight', fused.original);
+    if (fused.originalScale) this.linear.setTensor('weight_scale', fused.originalScale);
     if (this.#adapters.size === 0) registry.delete(this.linear);
     return true;
   }
@@ -254,6 +262,7 @@ export class LinearLora {
    */
   keepFused(): void {
     this.#fused?.original.dispose();
+    this.#fused?.originalScale?.dispose();
     this.#fused = undefined;
   }
 
@@ -312,8 +321,8 @@ export class LinearLora {
 
 // `t` on the weight's mesh with `placements`, in its dtype; `t` itself is released when a new
 // tensor is made from it.
-function placeLike(t: dt.Tensor, weight: dt.Tensor, placements: readonly dt.Placement[]): dt.Tensor {
-  const cast = t.dtype === weight.dtype ? t : t.to(weight.dtype);
+function placeLike(t: dt.Tensor, weight: dt.Tensor, dtype: dt.DType, placements: readonly dt.Placement[]): dt.Tensor {
+  const cast = t.dtype === dtype ? t : t.to(dtype);
   const placed = cast.mesh === weight.mesh ? cast.redistribute(placements) : cast.redistribute(weight.mesh, placements);
   if (cast !== t && cast !== placed) cast.dispose();
   if (placed !== t) t.dispose();

@@ -6,6 +6,7 @@
 // Σ rank multiply-adds per output element: small beside the base's `in`.
 import * as dt from '@dtorch/api';
 import type { Linear } from '../layers/linear.js';
+import { linearDtype } from '../quantization/fp8.js';
 import { linearLora } from './linear_lora.js';
 
 /** The stacked A and block-diagonal B of some linears' running adapters (see the file's comment). */
@@ -32,7 +33,8 @@ export function packLoraFactors(linears: readonly Linear[]): PackedLoraFactors |
   if (total === 0) return undefined;
   return dt.tidy(() => {
     const a = dt.cat(running.flat().map((r) => r.a), 0);
-    const { mesh, dtype } = linears[0]!.weight;
+    const { mesh } = linears[0]!.weight;
+    const dtype = linearDtype(linears[0]!); // the adapters' dtype (an FP8 weight's float one)
     let column = 0;
     const rows = linears.map((l, i) => {
       const blocks: dt.Tensor[] = [];

@@ -12,7 +12,7 @@
 // 1/tp of the tokens, and the communication hides behind the matmuls. Inputs are redistributed on
 // the tp dim when they lie otherwise.
 import * as dt from '@dtorch/api';
-import { Linear, type LinearLayout } from '../layers/linear.js';
+import { Linear, linearProduct, rowAmax, type LinearLayout } from '../layers/linear.js';
 import { onTpDim, toTp, tpDim } from './tp_dim.js';
 
 /**
@@ -32,11 +32,11 @@ export class ColumnParallelLinear extends Linear {
   override forward(x: dt.Tensor): dt.Tensor {
     const tp = tpDim(x.mesh);
     const p = tp >= 0 ? x.placements[tp]! : undefined;
-    if (p?.isShard() && !p.isShard(x.ndim - 1)) {
-      // sequence parallel: all tokens reach the matmul, gathered while it runs
+    if (p?.isShard() && !p.isShard(x.ndim - 1) && !this.weight_scale) {
+      // sequence parallel: all tokens reach the matmul, gathered while it runs (FP8 weights: gathered first)
       return dt.F.allGatherLinear(x, [this.weight], [this.bias], { meshDim: tp })[0]!;
     }
-    return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
+    return linearProduct(this, toTp(x, dt.Replicate()), this.bias);
   }
 }
 
@@ -64,7 +64,12 @@ export class RowParallelLinear extends Linear {
    */
   override forward(x: dt.Tensor): dt.Tensor {
     // the bias as Partial: held by one rank of the tp group, so the sum adds it once
-    return dt.F.linear(toTp(x, dt.Shard(-1)), this.weight, this.bias && toTp(this.bias, dt.Partial()));
+    return this.product(toTp(x, dt.Shard(-1)), this.bias && toTp(this.bias, dt.Partial()));
+  }
+
+  /** x (split by columns on 'tp') times the rank's columns; FP8 weights quantize x with each whole row's amax. */
+  protected product(x: dt.Tensor, bias?: dt.Tensor): dt.Tensor {
+    return dt.tidy(() => linearProduct(this, x, bias, this.weight, this.weight_scale && rowAmax([x])));
   }
 }
 
@@ -72,7 +77,7 @@ export class RowParallelLinear extends Linear {
 export class RowParallelLinearWithReplicateOutput extends RowParallelLinear {
   /** x [..., in] -> y [..., out], Replicate on 'tp'. */
   override forward(x: dt.Tensor): dt.Tensor {
-    const summed = toTp(dt.F.linear(toTp(x, dt.Shard(-1)), this.weight), dt.Replicate());
+    const summed = toTp(this.product(toTp(x, dt.Shard(-1))), dt.Replicate());
     return this.bias ? summed.add(this.bias) : summed;
   }
 }
@@ -89,6 +94,12 @@ export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLine
   override forward(x: dt.Tensor): dt.Tensor {
     const tp = tpDim(x.mesh);
     if (tp < 0) return super.forward(x);
+    if (this.weight_scale) {
+      // FP8 weights: the partial sums reduce-scattered after the matmul, then the bias
+      const partial = this.product(toTp(x, dt.Shard(-1)));
+      const y = partial.redistribute(partial.placements.map((p, d) => (d === tp ? dt.Shard(partial.ndim - 2) : p)));
+      return this.bias ? y.add(this.bias) : y;
+    }
     // the token dim: the one before the features ([..., tokens, features])
     return dt.F.linearReduceScatter([toTp(x, dt.Shard(-1))], [this.weight], { dim: x.ndim - 2, bias: this.bias, meshDim: tp });
   }
@@ -98,6 +109,6 @@ export class RowParallelLinearWithSequenceParallelOutput extends RowParallelLine
 export class ReplicateParallelLinear extends Linear {
   /** x [..., in] (replicated on 'tp' first) -> y [..., out], Replicate on 'tp'. */
   override forward(x: dt.Tensor): dt.Tensor {
-    return dt.F.linear(toTp(x, dt.Replicate()), this.weight, this.bias);
+    return linearProduct(this, toTp(x, dt.Replicate()), this.bias);
   }
 }

@@ -34,8 +34,9 @@ export class PackedProjections {
     const linears = this.#of();
     this.releaseLora();
     if (!packable(linears)) return false;
-    const parameters = (l: nn.Linear, name: 'weight' | 'bias') => (name === 'weight' ? l.weight : l.bias!);
-    for (const name of linears[0]!.bias ? (['weight', 'bias'] as const) : (['weight'] as const)) {
+    const parameters = (l: nn.Linear, name: 'weight' | 'bias' | 'weight_scale') => (name === 'weight' ? l.weight : name === 'bias' ? l.bias! : l.weight_scale!);
+    const names = (['weight', 'bias', 'weight_scale'] as const).filter((n) => n === 'weight' || parameters(linears[0]!, n) !== undefined);
+    for (const name of names) {
       const whole = dt.cat(linears.map((l) => parameters(l, name)), 0);
       let row = 0;
       for (const l of linears) {
@@ -62,10 +63,12 @@ export class PackedProjections {
     return dt.tidy(() => {
       const weight = dt.cat(linears.map((l) => l.weight), 0);
       const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
+      const scale = linears[0]!.weight_scale ? dt.cat(linears.map((l) => l.weight_scale!), 0) : undefined;
+      const base = (b?: dt.Tensor) => (scale ? dt.F.fp8Linear(x, weight, scale, b) : dt.F.linear(x, weight, b));
       // the linears' LoRA adapters (which ride on a forward the packed matmul does not call) as
       // one product, the bias in its epilogue, which the base matmul accumulates into
       const lora = this.#loraFactors(linears);
-      const product = lora ? dt.F.linear(x, weight).add(dt.F.linear(dt.F.linear(x, lora.a), lora.b, bias)) : dt.F.linear(x, weight, bias);
+      const product = lora ? base().add(dt.F.linear(dt.F.linear(x, lora.a), lora.b, bias)) : base(bias);
       return product.split(linears.map((l) => l.outFeatures), -1);
     });
   }
@@ -109,6 +112,7 @@ function packable(linears: readonly nn.Linear[]): boolean {
       l.inFeatures === first.inFeatures &&
       l.weight.mesh === first.weight.mesh &&
       l.weight.dtype === first.weight.dtype &&
+      (l.weight_scale === undefined) === (first.weight_scale === undefined) &&
       whole(l.weight) &&
       (l.bias === undefined) === (first.bias === undefined) &&
       (!l.bias || (l.bias.dtype === first.bias!.dtype && whole(l.bias))),

@@ -12,7 +12,8 @@ import { T5LayerNorm } from './t5_layer_norm.js';
 const woOptions = (options: ModelOptions) => ({ ...options, bias: false, dtype: options.dtype === 'float16' ? ('float32' as const) : options.dtype });
 
 function project(wo: nn.Linear, h: dt.Tensor): dt.Tensor {
-  return wo.forward(h.dtype === wo.weight.dtype ? h : h.to(wo.weight.dtype));
+  const dtype = nn.linearDtype(wo); // an FP8 wo computes in the float dtype it was quantized from
+  return wo.forward(h.dtype === dtype ? h : h.to(dtype));
 }
 
 /** transformers' T5DenseActDense (T5 v1.0): wo(act(wi(x))), no biases. */

@@ -1,0 +1,81 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "external/cuda/kernels/float_convert.cuh"
+#include "external/cuda/kernels/fp8_rows.h"
+
+namespace dtorch::external::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;  // per block: one row
+constexpr int kWarps = kThreads / 32;
+
+// Each thread takes VEC elements (16 bytes) at a time along the row: the largest magnitude
+// first (block-wide), then the quantized bytes (the second read of the row comes from L2).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) quantizeRowsKernel(const T* __restrict__ x, int64_t rowStride, uint8_t* __restrict__ q,
+                                                              float* __restrict__ scale, int d) {
+  constexpr int VEC = 16 / sizeof(T);
+  union Pack {
+    uint4 raw;
+    T v[VEC];
+  };
+  const T* in = x + static_cast<int64_t>(blockIdx.x) * rowStride;
+  float amax = 0.f;
+  for (int col = threadIdx.x * VEC; col < d; col += kThreads * VEC) {
+    Pack p;
+    p.raw = *reinterpret_cast<const uint4*>(in + col);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) amax = fmaxf(amax, fabsf(toFloat(p.v[i])));
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  __shared__ float warps[kWarps];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
+  __syncthreads();
+  float rowMax = warps[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) rowMax = fmaxf(rowMax, warps[w]);
+  const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  uint8_t* out = q + static_cast<int64_t>(blockIdx.x) * d;
+  for (int col = threadIdx.x * VEC; col < d; col += kThreads * VEC) {
+    Pack p;
+    p.raw = *reinterpret_cast<const uint4*>(in + col);
+    union {
+      uint8_t b[VEC];
+      typename std::conditional<VEC == 8, uint2, uint32_t>::type raw;
+    } o;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) o.b[i] = __nv_cvt_float_to_fp8(toFloat(p.v[i]) / s, __NV_SATFINITE, __NV_E4M3);
+    *reinterpret_cast<decltype(o.raw)*>(out + col) = o.raw;
+  }
+}
+
+template <typename T>
+int launch(const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, cudaStream_t stream) {
+  quantizeRowsKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const T*>(x), rowStride, static_cast<uint8_t*>(q), scale, d);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int quantizeRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch<float>(x, rowStride, q, scale, rows, d, s);
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16>(x, rowStride, q, scale, rows, d, s);
+    case FloatType::kFloat16:
+      return launch<__half>(x, rowStride, q, scale, rows, d, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace dtorch::external::cuda::kernels

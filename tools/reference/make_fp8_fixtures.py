@@ -1,0 +1,130 @@
+"""References for DTorch's FP8 linears (dt.F.fp8Linear, nn.quantizeFp8, fromPretrained { quantize: 'fp8' }).
+
+Run from the repository root with diffusers' sources on the path (diffusers is not a wheel here):
+    PYTHONPATH=/work/diffusers-src/src .venv/bin/python tools/reference/make_fp8_fixtures.py
+The recipe, torchao's row-wise float8 (what torch._scaled_mm computes on Hopper GPUs), written with
+PyTorch's casts on the CPU: a weight W [out, in] gets one float32 scale per row, amax(|row|) / 448
+(amax at least 1e-12), and the row divided by it, clamped to ±448 and cast to float8_e4m3fn; an
+input x is quantized the same way per token (per row of its last dim); the product is
+(x_q · s_x) (W_q · s_W)ᵀ in float32, plus the bias, in x's dtype. Writes tests/fixtures/fp8/:
+  fp8_linear.safetensors   "<case>.x", ".weight" (the float weight), ".bias", ".weight_q" (float8_e4m3fn),
+                           ".weight_scale", ".y" for cases f32 ([5, 48] x, [32, 48] weight, bias) and bf16 (x,
+                           weight and bias bfloat16, [2, 3, 64] x, [48, 64] weight)
+  tiny-pipelines.safetensors  "<case>.latent": the final latents of diffusers' FluxPipeline / StableDiffusion3Pipeline
+                           built as the tiny pipelines (make_flux_pipeline_fixtures.build, make_sd3_pipeline_fixtures
+                           .build) with the transformer's block linears quantized by the recipe (DTorch's rule:
+                           a path with a block index and no "norm*" part; in and out multiples of 16), float32:
+                           flux (one prompt, 32x32, 2 steps, seed 0, max_sequence_length 8), flux.t5 (the same with
+                           T5's block linears quantized too), sd3 (CFG 5 with a negative prompt, 32x32, 2 steps, seed 0)
+"""
+import pathlib
+import shutil
+import sys
+import tempfile
+
+import torch
+from safetensors.torch import save_file
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import make_flux_pipeline_fixtures as flux_fixtures  # noqa: E402
+import make_sd3_pipeline_fixtures as sd3_fixtures  # noqa: E402
+from tiny_pipeline_assets import tiny_spec  # noqa: E402
+
+root = pathlib.Path(__file__).resolve().parents[2]
+out = root / "tests" / "fixtures" / "fp8"
+E4M3_MAX = 448.0
+MIN_AMAX = 1e-12
+
+
+def quantize_rows(t):
+    """float8_e4m3fn rows and float32 scales [rows, 1] of t (float32 math)."""
+    f = t.float()
+    scale = f.abs().amax(dim=-1, keepdim=True).clamp(min=MIN_AMAX) / E4M3_MAX
+    return (f / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
+
+
+def fp8_linear(x, weight_q, weight_scale, bias):
+    """The recipe's product: x quantized per token, both dequantized, multiplied in float32, in x's dtype."""
+    xq, xs = quantize_rows(x)
+    w = weight_q.float() * weight_scale.unsqueeze(1)
+    y = torch.nn.functional.linear(xq.float() * xs, w, None if bias is None else bias.float())
+    return y.to(x.dtype)
+
+
+class Fp8Linear(torch.nn.Module):
+    """An nn.Linear run with the recipe (its weight quantized once)."""
+
+    def __init__(self, linear):
+        super().__init__()
+        q, s = quantize_rows(linear.weight.detach())
+        self.weight_q, self.weight_scale, self.bias = q, s.squeeze(1), linear.bias
+        self.weight = linear.weight  # what T5's feed-forward reads the dtype of; not used in forward
+
+    def forward(self, x):
+        return fp8_linear(x, self.weight_q, self.weight_scale, self.bias)
+
+
+def fp8_rule(path, linear):
+    parts = path.split(".")
+    return (any(p.isdigit() for p in parts) and not any(p.startswith("norm") for p in parts)
+            and linear.in_features % 16 == 0 and linear.out_features % 16 == 0)
+
+
+def quantize_model(model):
+    targets = [(p, m) for p, m in model.named_modules() if isinstance(m, torch.nn.Linear) and fp8_rule(p, m)]
+    for path, linear in targets:
+        parent, _, name = path.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, name, Fp8Linear(linear))
+    return [p for p, _ in targets]
+
+
+def op_cases():
+    g = torch.Generator().manual_seed(0)
+    tensors = {}
+    for name, dtype, xs, ws in (("f32", torch.float32, [5, 48], [32, 48]), ("bf16", torch.bfloat16, [2, 3, 64], [48, 64])):
+        x = (torch.randn(xs, generator=g) * 3).to(dtype)
+        x[0, ..., :] = 0 if dtype == torch.float32 else x[0, ..., :]  # a row of zeros (f32): scale from MIN_AMAX
+        weight = (torch.randn(ws, generator=g) / ws[1] ** 0.5).to(dtype)
+        bias = torch.randn(ws[0], generator=g).to(dtype)
+        q, s = quantize_rows(weight)
+        tensors.update({f"{name}.x": x, f"{name}.weight": weight, f"{name}.bias": bias, f"{name}.weight_q": q,
+                        f"{name}.weight_scale": s.squeeze(1).contiguous(), f"{name}.y": fp8_linear(x, q, s.squeeze(1), bias)})
+    return tensors
+
+
+@torch.no_grad()
+def pipeline_cases():
+    tensors = {}
+    flux_args = dict(prompt="a photo of a cat", height=32, width=32, num_inference_steps=2, max_sequence_length=8,
+                     output_type="latent")
+    for name, t5 in (("flux", False), ("flux.t5", True)):
+        pipe, _ = flux_fixtures.build()
+        quantize_model(pipe.transformer)
+        if t5:
+            quantize_model(pipe.text_encoder_2)
+        generator = torch.Generator("cpu").manual_seed(0)
+        tensors[f"{name}.latent"] = pipe(**flux_args, generator=generator).images.float().contiguous()
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    try:
+        pipe, _ = sd3_fixtures.build(tmp, tiny_spec("tiny-sd3"))
+    finally:
+        shutil.rmtree(tmp)
+    quantize_model(pipe.transformer)
+    generator = torch.Generator("cpu").manual_seed(0)
+    tensors["sd3.latent"] = pipe(prompt="a photo of a cat", negative_prompt="blurry", guidance_scale=5.0, height=32,
+                                 width=32, num_inference_steps=2, max_sequence_length=8, output_type="latent",
+                                 generator=generator).images.float().contiguous()
+    return tensors
+
+
+def main():
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(op_cases(), out / "fp8_linear.safetensors")
+    tensors = pipeline_cases()
+    save_file(tensors, out / "tiny-pipelines.safetensors")
+    for k, v in tensors.items():
+        print(k, list(v.shape), float(v.abs().max()))
+
+
+if __name__ == "__main__":
+    main()
