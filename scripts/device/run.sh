@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8 also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -83,6 +83,11 @@ if bench diffusion && [ "$cuda" = true ]; then
   if [ -z "${DIFFUSERS_SRC:-}" ]; then echo "BENCH=diffusion: no diffusers source (.device/diffusers-src.tar.xz); the diffusers side will fail"; fi
   DEVICE=cuda MODELS=${DIFFUSION_MODELS:-flux-dev,sd3-medium,vae-decode} node bench/hf/diffusion_models.mjs > "$OUT/hf-diffusion-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"done":true' -e '"error"' "$OUT/hf-diffusion-cuda.jsonl" | cut -c1-900
+fi
+if bench fp8 && [ "$cuda" = true ]; then
+  # FP8 linears beside bfloat16 at Flux's shapes (issue 44): time, ratio, error
+  DEVICE=cuda node bench/gpu/fp8_linear.mjs > "$OUT/fp8-linear-cuda.jsonl" 2>&1
+  cat "$OUT/fp8-linear-cuda.jsonl" | cut -c1-400
 fi
 if bench lora && [ "$cuda" = true ]; then
   # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS)

@@ -20,7 +20,7 @@ export {
   placementFromCode,
   type ReduceOp,
 } from './placement.js';
-export { bytesPerElement, checkDtype, dtypeNames, isFloat8Dtype, type DType } from './dtype.js';
+export { bytesPerElement, checkDtype, dtypeNames, type DType } from './dtype.js';
 export { tidy, keep, dispose, memory, sync, workers, nativeSettings, resetPeakMemory, setCaptureStacks } from './scope.js';
 // The ops, one file per family (ops/*.ts): whatever a family file exports is public, so a new
 // op is exported where it is written. The Tensor methods are written from the same functions

@@ -91,7 +91,7 @@ describe('Tensor', () => {
   it('validates creation arguments with one message format', () => {
     expect(() => dt.zeros([2, -1])).toThrow('Expected shape (array of non-negative integers) for zeros shape but received [2, -1] of type array');
     expect(() => dt.zeros([2], { dtype: 'float' as never })).toThrow(
-      'Expected one of float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool for zeros dtype but received "float"',
+      'Expected one of float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool, float8_e4m3fn, float8_e5m2 for zeros dtype but received "float"',
     );
     expect(() => dt.tensor([[1, 2], [3]])).toThrow('tensor: ragged data: data[1] has 1 entries but 2 were expected');
     expect(() => dt.tensor([1, 2, 3], { shape: [2, 2] })).toThrow('tensor: data has 3 elements but shape [2, 2] needs 4');
