@@ -10,7 +10,7 @@ export { skipInit, initSkipped, type SkipInitOptions } from './init.js';
 export { ModuleList } from './module_list.js';
 export { Sequential } from './sequential.js';
 export { Linear, linearProduct, rowAmax, type LinearOptions, type LinearLayout } from './layers/linear.js';
-export { floatWeight, linearDtype, quantizeFp8, quantizeLinearFp8, quantizeWeightFp8, type QuantizeFp8Options } from './quantization/fp8.js';
+export { floatWeight, linearDtype, quantizeFp8, quantizeLinearFp8, quantizeWeightFp8, type Fp8Weight, type QuantizeFp8Options } from './quantization/fp8.js';
 export { Embedding } from './layers/embedding.js';
 export { LayerNorm, RMSNorm, GroupNorm, type NormOptions, type GroupNormOptions } from './layers/normalization.js';
 // Pair: the one-number-or-[h, w] sizes of Conv2d (kernelSize, stride, padding, dilation).
@@ -32,7 +32,7 @@ export { type StateDictSource, type LoadStateDictOptions, type LoadStateDictResu
 export { saveSafetensors, tensorBytes } from './save_safetensors.js';
 export { sliceRuns } from './slice_runs.js';
 export { fromSafetensorsDtype, toSafetensorsDtype } from './dtypes.js';
-export { LinearLora, linearLora, loraDelta, loraLinear, checkLoraFits, type LoraShape } from './lora/linear_lora.js';
+export { LinearLora, linearLora, loraDelta, loraLinear, checkLoraFits, type LoraShape, type RunningAdapter } from './lora/linear_lora.js';
 export { packLoraFactors, packedLoraKey, type PackedLoraFactors } from './lora/packed_lora.js';
 export {
   addLoraAdapter,

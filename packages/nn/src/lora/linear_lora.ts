@@ -37,6 +37,16 @@ interface Adapter {
   readonly b: dt.Tensor;
 }
 
+/** An adapter that adds to a linear's output now (LinearLora.running()). */
+export interface RunningAdapter {
+  /** lora_A [rank, in]. */
+  readonly a: dt.Tensor;
+  /** lora_B [out, rank]. */
+  readonly b: dt.Tensor;
+  /** weight · alpha / rank, a 0-d tensor of the linear's dtype. */
+  readonly scale: dt.Tensor;
+}
+
 /** An active adapter: its weight, and weight · alpha / rank as a 0-d tensor (a value traces read). */
 interface Active {
   readonly weight: number;
@@ -274,7 +284,7 @@ export class LinearLora {
   }
 
   /** The adapters that add to the output now (active, enabled, not fused): A, B and the scale (a 0-d tensor). */
-  running(): { a: dt.Tensor; b: dt.Tensor; scale: dt.Tensor }[] {
+  running(): RunningAdapter[] {
     if (!this.#enabled) return [];
     const fused = this.#fused?.names ?? [];
     return [...this.#active].filter(([name]) => !fused.includes(name)).map(([name, { scale }]) => ({ ...this.#adapters.get(name)!, scale }));
