@@ -88,6 +88,9 @@ if bench fp8 && [ "$cuda" = true ]; then
   # FP8 linears beside bfloat16 at Flux's shapes (issue 44): time, ratio, error
   DEVICE=cuda node bench/gpu/fp8_linear.mjs > "$OUT/fp8-linear-cuda.jsonl" 2>&1
   cat "$OUT/fp8-linear-cuda.jsonl" | cut -c1-400
+  # Flux-dev's step in FP8 against bfloat16: time, memory, kernels, one-step and 28-step error
+  DEVICE=cuda node bench/hf/fp8_step.mjs > "$OUT/hf-fp8-step-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e 'rror' "$OUT/hf-fp8-step-cuda.jsonl" | cut -c1-1500
 fi
 if bench lora && [ "$cuda" = true ]; then
   # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS)

@@ -13,7 +13,8 @@ input x is quantized the same way per token (per row of its last dim); the produ
   tiny-pipelines.safetensors  "<case>.latent": the final latents of diffusers' FluxPipeline / StableDiffusion3Pipeline
                            built as the tiny pipelines (make_flux_pipeline_fixtures.build, make_sd3_pipeline_fixtures
                            .build) with the transformer's block linears quantized by the recipe (DTorch's rule:
-                           a path with a block index and no "norm*" part; in and out multiples of 16), float32:
+                           a path with a block index and no "norm*" part; in and out multiples of 16; Flux's
+                           single-block proj_out quantizes its two concatenated inputs each over its own width), float32:
                            flux (one prompt, 32x32, 2 steps, seed 0, max_sequence_length 8), flux.t5 (the same with
                            T5's block linears quantized too), sd3 (CFG 5 with a negative prompt, 32x32, 2 steps, seed 0)
 """
@@ -64,6 +65,24 @@ class Fp8Linear(torch.nn.Module):
         return fp8_linear(x, self.weight_q, self.weight_scale, self.bias)
 
 
+class Fp8PartsLinear(Fp8Linear):
+    """A linear over concatenated inputs (Flux's single-block proj_out over [attention, MLP]), each part's
+    tokens quantized over the part's own width: the product as the sum of the parts' products."""
+
+    def __init__(self, linear, widths):
+        super().__init__(linear)
+        self.widths = widths
+
+    def forward(self, x):
+        parts, offset, y = x.split(self.widths, dim=-1), 0, None
+        for i, part in enumerate(parts):
+            w = self.weight_q[:, offset:offset + part.shape[-1]]
+            p = fp8_linear(part, w, self.weight_scale, self.bias if i == 0 else None)
+            y = p if y is None else y + p
+            offset += part.shape[-1]
+        return y
+
+
 def fp8_rule(path, linear):
     parts = path.split(".")
     return (any(p.isdigit() for p in parts) and not any(p.startswith("norm") for p in parts)
@@ -74,7 +93,10 @@ def quantize_model(model):
     targets = [(p, m) for p, m in model.named_modules() if isinstance(m, torch.nn.Linear) and fp8_rule(p, m)]
     for path, linear in targets:
         parent, _, name = path.rpartition(".")
-        setattr(model.get_submodule(parent) if parent else model, name, Fp8Linear(linear))
+        owner = model.get_submodule(parent) if parent else model
+        # Flux's single blocks: proj_out reads cat([attention output, MLP output])
+        parts = [owner.attn.inner_dim, owner.mlp_hidden_dim] if name == "proj_out" and hasattr(owner, "mlp_hidden_dim") else None
+        setattr(owner, name, Fp8PartsLinear(linear, parts) if parts else Fp8Linear(linear))
     return [p for p, _ in targets]
 
 

@@ -20,12 +20,14 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     // their product (the bias in its epilogue) comes first and each part's matmul adds into it
     let sum = splitByFeatures ? undefined : nn.loraDelta(linear, parts, undefined, linear.bias);
     const biasDone = sum !== undefined;
-    // FP8 weights: every part quantized with the whole row's amax, as the concatenated input would be
-    const amax = linear.weight_scale && nn.rowAmax(parts);
+    // FP8 weights: each part quantized per token over its own width (finer scales than the
+    // concatenated row's, and no pass over the parts first); a part split by features takes its
+    // amax over all its ranks, so a mesh gives one device's numbers
     let offset = 0;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
       const bias = part === first && !splitByFeatures && !biasDone ? linear.bias : undefined;
+      const amax = linear.weight_scale && splitByFeatures ? nn.rowAmax([part]) : undefined;
       const product = nn.linearProduct(linear, part, bias, linear.weight.narrow(1, offset, width), amax);
       sum = sum ? product.add(sum) : product;
       offset += width;
