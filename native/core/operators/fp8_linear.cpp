@@ -12,6 +12,8 @@
 // then quantizes every part as the whole row would be.
 #include <ATen/ATen.h>
 
+#include <atomic>
+
 #include "common/error.h"
 #include "core/operators/contraction_rows.h"
 #include "core/operators/infer_util.h"
@@ -125,9 +127,22 @@ std::optional<at::Tensor> scaledMatmul(const at::Tensor& x, const at::Tensor& w,
     const at::Tensor xScale = inputScale(xf, amax ? std::optional<at::Tensor>(amax->reshape({-1, 1})) : std::nullopt);
     q = std::make_pair(xf.div(xScale).clamp(-kFp8E4m3Max, kFp8E4m3Max).to(at::kFloat8_e4m3fn), xScale);
   }
-  const at::Tensor weight = w.is_contiguous() ? w : w.contiguous();
   // torchao's forward recipe: fast accumulation in the output matmul
-  const at::Tensor y = at::_scaled_mm(q->first, weight.t(), q->second, scale.view({1, n}), bias, std::nullopt, at::kBFloat16, /*use_fast_accum=*/true);
+  const auto matmul = [&](const at::Tensor& weight) {
+    return at::_scaled_mm(q->first, weight.t(), q->second, scale.view({1, n}), bias, std::nullopt, at::kBFloat16, /*use_fast_accum=*/true);
+  };
+  // A column block of a wider weight (a linear over concatenated inputs) is read where it lies
+  // (a leading dimension wider than the block) unless the FP8 matmul refused that once; else copied.
+  static std::atomic<bool> stridedRefused{false};
+  at::Tensor y;
+  if (!w.is_contiguous() && w.stride(1) == 1 && !stridedRefused.load()) {
+    try {
+      y = matmul(w);
+    } catch (const c10::Error&) {
+      stridedRefused = true;
+    }
+  }
+  if (!y.defined()) y = matmul(w.is_contiguous() ? w : w.contiguous());
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = n;
   return y.view(shape);
