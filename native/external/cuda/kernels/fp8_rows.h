@@ -1,4 +1,4 @@
-// Per-row FP8 quantization of an activation, one warp per row in one kernel: the row's largest
+// Per-row FP8 quantization of an activation, a warp (short rows) or a block (long ones) per row in one kernel: the row's largest
 // magnitude, its scale amax / 448 (amax at least kFp8MinAmax), and the row divided by it, rounded
 // to float8_e4m3fn with saturation, as the CPU path's casts compute it (fp8_linear.cpp): the
 // row-wise scaled matmul's A operand and its scales. Plain types only: nvcc compiles it without
