@@ -176,6 +176,23 @@ describe('dtorch generate --lora', () => {
     expect(Math.max(...a.map((v, i) => Math.abs(v - b[i]!))), 'fused and unfused differ by rounding at most').toBeLessThanOrEqual(2);
   });
 
+  it("--quantize fp8 gives the PNG of the library's { quantize: 'fp8' }, not the float one; another kind is one line", async () => {
+    const r = dtorch(['generate', ...args, '--quantize', 'fp8', '--out', join(work, 'fp8.png')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain("the transformer's linears in FP8");
+    const pipe = await hf.FluxPipeline.tiny({ quantize: 'fp8' });
+    try {
+      const { images } = await pipe.generate({ prompt: 'a cat', height: 32, width: 32, numInferenceSteps: 2, seed: 1 });
+      expect(readFileSync(join(work, 'fp8.png')).equals(images[0]!)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+    const plain = dtorch(['generate', ...args, '--out', join(work, 'plain-fp8.png')]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(readFileSync(join(work, 'plain-fp8.png')).equals(readFileSync(join(work, 'fp8.png'))), 'FP8 changes the picture').toBe(false);
+    expectOneLineError(dtorch(['generate', ...args, '--quantize', 'int4', '--out', join(work, 'x.png')]), /--quantize.*int4.*fp8/);
+  });
+
   it('a missing file, a bad scale, --fuse-lora alone and a LoRA for another model are one line', () => {
     expectOneLineError(dtorch(['generate', ...args, '--lora', join(work, 'none.safetensors'), '--out', join(work, 'x.png')]), /there is no file .*none\.safetensors/);
     expectOneLineError(dtorch(['generate', ...args, '--lora', `${style}:much`, '--out', join(work, 'x.png')]), /--lora PATH-OR-ID\[:SCALE\] with SCALE a number/);

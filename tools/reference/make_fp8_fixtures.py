@@ -17,7 +17,21 @@ input x is quantized the same way per token (per row of its last dim); the produ
                            single-block proj_out quantizes its two concatenated inputs each over its own width), float32:
                            flux (one prompt, 32x32, 2 steps, seed 0, max_sequence_length 8), flux.t5 (the same with
                            T5's block linears quantized too), sd3 (CFG 5 with a negative prompt, 32x32, 2 steps, seed 0)
+  checkpoints/<layout>/    tiny-flux's FluxTransformer2DModel (its tiny-flux.json config and seed) saved as an FP8
+                           checkpoint, the block linears' weights 8-bit in the file, everything else float32:
+                             channel  float8_e4m3fn weights, "<linear>.weight_scale" float32 [out, 1] (compressed-tensors,
+                                      FBGEMM, torchao exports)
+                             tensor   float8_e4m3fn weights, "<linear>.scale_weight" float32 scalar and the "scaled_fp8"
+                                      marker (ComfyUI's scaled FP8 checkpoints)
+                             plain    float8_e4m3fn weights cast from the float ones, no scales (Kijai's flux1-dev-fp8)
+                             e5m2     float8_e5m2 weights cast, no scales
+                           and checkpoints.safetensors: the inputs of one call ("inputs.hidden_states",
+                           "inputs.encoder_hidden_states", "inputs.pooled_projections", "inputs.timestep", "inputs.guidance",
+                           "inputs.img_ids", "inputs.txt_ids") and "<layout>.output": the model with those weights (the
+                           file's bytes and scales as they are; e5m2 dequantized and quantized again per row, as DTorch
+                           loads it) and the recipe's per-token activations
 """
+import json
 import pathlib
 import shutil
 import sys
@@ -139,9 +153,75 @@ def pipeline_cases():
     return tensors
 
 
+class FileFp8Linear(Fp8Linear):
+    """An nn.Linear whose weight is the file's float8 bytes and scales (one per row, broadcast from one per tensor)."""
+
+    def __init__(self, linear, weight_q, scale):
+        torch.nn.Module.__init__(self)
+        self.weight_q, self.weight_scale, self.bias = weight_q, scale.float().reshape(-1).expand(weight_q.shape[0]).contiguous(), linear.bias
+        self.weight = linear.weight
+
+
+@torch.no_grad()
+def checkpoint_cases():
+    from diffusers import FluxTransformer2DModel
+    from random_weights import fill_random_weights
+    from tiny_pipeline_assets import component_config
+
+    spec = tiny_spec("tiny-flux")
+    config = component_config(spec, "transformer")
+    g = torch.Generator().manual_seed(7)
+    tokens, text = 16, 8
+    inputs = {"hidden_states": torch.randn(1, tokens, config["in_channels"], generator=g),
+              "encoder_hidden_states": torch.randn(1, text, config["joint_attention_dim"], generator=g),
+              "pooled_projections": torch.randn(1, config["pooled_projection_dim"], generator=g),
+              "timestep": torch.tensor([0.7]), "guidance": torch.tensor([3.5]),
+              "img_ids": torch.stack([torch.zeros(tokens), torch.arange(tokens) // 4, torch.arange(tokens) % 4], 1).float(),
+              "txt_ids": torch.zeros(text, 3)}
+    tensors = {f"inputs.{k}": v.contiguous() for k, v in inputs.items()}
+    for layout in ("channel", "tensor", "plain", "e5m2"):
+        model = FluxTransformer2DModel(**config).eval()
+        fill_random_weights(model, spec["seeds"]["transformer"])
+        state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+        targets = [(p, m) for p, m in model.named_modules() if isinstance(m, torch.nn.Linear) and fp8_rule(p, m)]
+        for path, linear in targets:
+            w = linear.weight.detach()
+            if layout == "channel":
+                q, s = quantize_rows(w)
+                state[f"{path}.weight"], state[f"{path}.weight_scale"] = q, s.contiguous()
+            elif layout == "tensor":
+                s = (w.abs().amax().clamp(min=MIN_AMAX) / E4M3_MAX).float()
+                q = (w / s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+                state[f"{path}.weight"], state[f"{path}.scale_weight"] = q, s.reshape([])
+            elif layout == "plain":
+                q, s = w.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), torch.ones([])
+                state[f"{path}.weight"] = q
+            else:
+                e5 = w.to(torch.float8_e5m2)
+                state[f"{path}.weight"] = e5
+                q, s = quantize_rows(e5.float())
+            parent, _, name = path.rpartition(".")
+            owner = model.get_submodule(parent)
+            parts = [owner.attn.inner_dim, owner.mlp_hidden_dim] if name == "proj_out" and hasattr(owner, "mlp_hidden_dim") else None
+            file_linear = FileFp8Linear(linear, q, s)
+            if parts:
+                file_linear.__class__ = type("FileFp8PartsLinear", (Fp8PartsLinear,), {})
+                file_linear.widths = parts
+            setattr(owner, name, file_linear)
+        if layout == "tensor":
+            state["scaled_fp8"] = torch.zeros(0, dtype=torch.float8_e4m3fn)
+        folder = out / "checkpoints" / layout
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file(state, folder / "diffusion_pytorch_model.safetensors", metadata={"format": "pt"})
+        (folder / "config.json").write_text(json.dumps({"_class_name": "FluxTransformer2DModel", **config}, indent=1) + "\n")
+        tensors[f"{layout}.output"] = model(**inputs, return_dict=False)[0].contiguous()
+    save_file(tensors, out / "checkpoints.safetensors")
+
+
 def main():
     out.mkdir(parents=True, exist_ok=True)
     save_file(op_cases(), out / "fp8_linear.safetensors")
+    checkpoint_cases()
     tensors = pipeline_cases()
     save_file(tensors, out / "tiny-pipelines.safetensors")
     for k, v in tensors.items():

@@ -49,6 +49,8 @@ export interface GenerateFlags {
   parallel?: string;
   /** --dtype of the parameters (default bfloat16 on CUDA devices, float32 on CPU devices). */
   dtype?: dt.DType;
+  /** --quantize: 'fp8' quantizes the transformer on load (PipelineOptions.quantize). */
+  quantize?: 'fp8';
   /** --images-per-prompt: numImagesPerPrompt. */
   imagesPerPrompt?: number;
   /** --revision on the hub (branch, tag or commit). */
@@ -136,7 +138,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const tiny = registered(registry.tinyPipelines, flags.model);
   const trained = registered(registry.trainedPipelines, flags.model);
   const builtIn = tiny !== undefined || trained !== undefined;
-  console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}`);
+  console.log(`loading ${flags.model} on ${describeMesh(mesh)} in ${dtype}${flags.quantize ? ` (the transformer's linears in ${flags.quantize.toUpperCase()})` : ''}`);
   if (tiny) console.log(`${flags.model} is built in with random weights: the image will be noise-like`);
   if (trained) console.log(`${flags.model} is built in: ${trained.about}`);
   if (flags.strength !== undefined && flags.image === undefined) throw invalid('--strength: there is no --image to start from; give --image PICTURE (PNG, JPEG or WebP)');
@@ -144,6 +146,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const loaded = await loadPipeline(flags.model, {
     mesh,
     dtype,
+    ...(flags.quantize && { quantize: flags.quantize }),
     ...(!builtIn && flags.revision !== undefined && { revision: flags.revision }),
     ...(!builtIn && flags.localFilesOnly && { localFilesOnly: true }),
   });

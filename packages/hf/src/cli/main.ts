@@ -97,6 +97,7 @@ export function program(version: string): Command {
     .option('--devices <devices>', 'cuda:0,1 | cpu:0,1 | cpu (see below)')
     .option('--parallel <dims>', 'mesh dims and degrees, e.g. cfg=2,ulysses=2 (see below)')
     .addOption(new Option('--dtype <dtype>', 'the parameters\' dtype (default bfloat16 on CUDA devices, float32 on CPU devices)').choices(['float32', 'bfloat16', 'float16']))
+    .addOption(new Option('--quantize <kind>', "fp8: the transformer's block linears with FP8 weights and per-token FP8 activations (half the weight memory; faster GEMMs on Hopper GPUs)").choices(['fp8']))
     .option('--images-per-prompt <n>', 'images per prompt', integer('--images-per-prompt', 1))
     .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
     .option('--local-files-only', 'use the HF cache only, no download')

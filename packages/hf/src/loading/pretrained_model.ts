@@ -10,6 +10,7 @@ import { hasPackedProjections } from '../models/attention/packed_projections.js'
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, checkQuantization, inSubfolder, repoOptions, type FromPretrainedOptions, type Quantization } from './options.js';
 import { fetchWeights } from './weight_files.js';
+import { fp8AuxiliaryKeys, prepareFp8Checkpoint } from './fp8_checkpoint.js';
 import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
 import { fetchLoraFile } from '../lora/lora_source.js';
 import type { LoraFile } from '../lora/lora_state_dict.js';
@@ -257,11 +258,16 @@ async function loadWeights<M extends PreTrainedModel>(model: M, cls: PretrainedM
     if (alias) keyMap[key] = alias;
     else missing.push(key);
   }
-  if (missing.length) {
-    const list = missing.slice(0, 8).map((k) => `"${k}"`).join(', ') + (missing.length > 8 ? `, ... (${missing.length} in all)` : '');
+  // linears whose weights the file holds in FP8 take their FP8 form first (fp8_checkpoint.ts)
+  const fp8 = prepareFp8Checkpoint(model, weights, (key) => keyMap[key] ?? key, keyMap);
+  const stillMissing = missing.filter((k) => !(k in keyMap));
+  if (stillMissing.length) {
+    const list = stillMissing.slice(0, 8).map((k) => `"${k}"`).join(', ') + (stillMissing.length > 8 ? `, ... (${stillMissing.length} in all)` : '');
     throw new DTorchError(ErrorCode.BadFile, `${weights}: lacks weights of ${cls.name}: ${list}; is it a ${cls.name} checkpoint (and the right subfolder)?`);
   }
   const result = await model.loadStateDict(weights, { strict: false, keyMap });
-  const unexpected = result.unexpectedKeys.filter((k) => !cls.ignoredCheckpointKeys.some((re) => re.test(k)));
+  fp8.finish();
+  const ignored = fp8.count ? [...cls.ignoredCheckpointKeys, ...fp8AuxiliaryKeys] : cls.ignoredCheckpointKeys;
+  const unexpected = result.unexpectedKeys.filter((k) => !ignored.some((re) => re.test(k)));
   if (unexpected.length) log.warn(`${cls.name}: ${weights} has ${unexpected.length} weights the model does not use (ignored): ${unexpected.slice(0, 5).join(', ')}`);
 }
