@@ -4,7 +4,9 @@
 // without scales (Kijai's flux1-dev-fp8), and float8_e5m2 weights. Each loads with
 // FluxTransformer2DModel.fromPretrained, the file's bytes kept as they are (e5m2 quantized again
 // per row), and one call equals PyTorch's with the same weights and the recipe's activations, on
-// 1 CPU device and on 'tp' 2. A scale of the wrong size is an error naming it.
+// 1 CPU device and on 'tp' 2; so does a ComfyUI scaled FP8 file in BFL's single-file layout
+// (fromSingleFile: the fused qkv and linear1 rows keep their tensor's scale). A scale of the wrong
+// size is an error naming it.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,6 +46,32 @@ describe.each([
       const got = await output(model, mesh);
       const want = fixtureTensor(references, `${layout}.output`);
       expect(await relativeError(got, want, layout)).toBeLessThanOrEqual(TOLERANCE);
+      dt.dispose([got, want]);
+    } finally {
+      model.dispose();
+    }
+  });
+});
+
+describe.each([
+  { name: '1 cpu device', make: () => new dt.DeviceMesh('cpu', [0]) },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']) },
+])("a ComfyUI scaled FP8 file in BFL's layout on $name", ({ make }) => {
+  it('loads with fromSingleFile, the fused qkv rows keeping their tensor scales, and matches PyTorch', async () => {
+    const mesh = make();
+    const io = readSafetensorsHeader(fileURLToPath(new URL('../fixtures/hf/single_file/io.safetensors', import.meta.url)));
+    const model = await hf.FluxTransformer2DModel.fromSingleFile(join(root, 'single_file', 'tiny-flux-fp8-scaled.safetensors'), { mesh, config: { axes_dims_rope: [4, 6, 6] } });
+    try {
+      expect(model.single_transformer_blocks[0]!.attn.to_k.weight.dtype).toBe('float8_e4m3fn');
+      expect(model.transformer_blocks[0]!.norm1.linear.weight.dtype).toBe('float32'); // the modulation stays float in the file
+      const t = (name: string) => fixtureTensor(io, `tiny-flux.${name}`, { mesh });
+      const out = model.call(t('hidden_states'), {
+        encoderHiddenStates: t('encoder_hidden_states'), pooledProjections: t('pooled_projections'), timestep: t('timestep'), guidance: t('guidance'),
+        imgIds: t('img_ids'), txtIds: t('txt_ids'),
+      });
+      const got = out.redistribute(out.placements.map(() => dt.Replicate()));
+      const want = fixtureTensor(references, 'single_file.output');
+      expect(await relativeError(got, want)).toBeLessThanOrEqual(TOLERANCE);
       dt.dispose([got, want]);
     } finally {
       model.dispose();

@@ -30,6 +30,14 @@ input x is quantized the same way per token (per row of its last dim); the produ
                            "inputs.img_ids", "inputs.txt_ids") and "<layout>.output": the model with those weights (the
                            file's bytes and scales as they are; e5m2 dequantized and quantized again per row, as DTorch
                            loads it) and the recipe's per-token activations
+  single_file/tiny-flux-fp8-scaled.safetensors
+                           tests/fixtures/hf/single_file/tiny-flux.safetensors (BFL's layout) as ComfyUI writes
+                           scaled FP8 files: the blocks' linear weights (qkv, proj, mlp, linear1, linear2; not the
+                           modulations) float8_e4m3fn with "<key>.scale_weight" (amax / 448 of the fused tensor),
+                           the "scaled_fp8" marker, the rest float32; and "single_file.output" in checkpoints.safetensors:
+                           diffusers' model converted from the dequantized file (its conversion, as make_single_file_
+                           fixtures.py runs it) with those linears taking the recipe's per-token activations, on
+                           io.safetensors' tiny-flux inputs
 """
 import json
 import pathlib
@@ -215,7 +223,63 @@ def checkpoint_cases():
         save_file(state, folder / "diffusion_pytorch_model.safetensors", metadata={"format": "pt"})
         (folder / "config.json").write_text(json.dumps({"_class_name": "FluxTransformer2DModel", **config}, indent=1) + "\n")
         tensors[f"{layout}.output"] = model(**inputs, return_dict=False)[0].contiguous()
+    single_file_case(tensors)
     save_file(tensors, out / "checkpoints.safetensors")
+
+
+class ActQuantLinear(torch.nn.Module):
+    """A linear whose weight is already the dequantized FP8 one: only its input takes the recipe."""
+
+    def __init__(self, linear, widths=None):
+        super().__init__()
+        self.weight, self.bias, self.widths = linear.weight.detach(), linear.bias, widths
+
+    def forward(self, x):
+        parts = x.split(self.widths, dim=-1) if self.widths else [x]
+        y, offset = None, 0
+        for i, part in enumerate(parts):
+            xq, xs = quantize_rows(part)
+            w = self.weight[:, offset:offset + part.shape[-1]]
+            p = torch.nn.functional.linear(xq.float() * xs, w, self.bias if i == 0 else None).to(x.dtype)
+            y = p if y is None else y + p
+            offset += part.shape[-1]
+        return y
+
+
+@torch.no_grad()
+def single_file_case(tensors):
+    from diffusers import FluxTransformer2DModel
+    from safetensors.torch import load_file
+    import make_single_file_fixtures as single
+
+    source = root / "tests" / "fixtures" / "hf" / "single_file"
+    bfl = load_file(str(source / "tiny-flux.safetensors"))
+    config = json.loads((source / "configs.json").read_text())["tiny-flux"]
+    io = load_file(str(source / "io.safetensors"))
+    scaled, dequantized = {}, {}
+    for key, w in bfl.items():
+        fp8 = (key.startswith(("double_blocks.", "single_blocks.")) and key.endswith(".weight") and w.dim() == 2
+               and "_mod." not in key and "modulation" not in key)
+        if fp8:
+            scale = (w.abs().amax().clamp(min=MIN_AMAX) / E4M3_MAX).float()
+            q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+            scaled[key], scaled[key[:-len("weight")] + "scale_weight"] = q, scale.reshape([])
+            dequantized[key] = q.float() * scale
+        else:
+            scaled[key] = dequantized[key] = w
+    scaled["scaled_fp8"] = torch.zeros(0, dtype=torch.float8_e4m3fn)
+    (out / "single_file").mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in scaled.items()}, str(out / "single_file" / "tiny-flux-fp8-scaled.safetensors"))
+    model = FluxTransformer2DModel(**config).eval()
+    convert = single.flux_conversion(model.config.num_attention_heads * model.config.attention_head_dim)
+    model.load_state_dict(convert(dict(dequantized)), strict=True)
+    for path, linear in [(p, m) for p, m in model.named_modules() if isinstance(m, torch.nn.Linear) and fp8_rule(p, m)]:
+        parent, _, name = path.rpartition(".")
+        owner = model.get_submodule(parent)
+        parts = [owner.attn.inner_dim, owner.mlp_hidden_dim] if name == "proj_out" and hasattr(owner, "mlp_hidden_dim") else None
+        setattr(owner, name, ActQuantLinear(linear, parts))
+    inputs = {k[len("tiny-flux."):]: v for k, v in io.items() if k.startswith("tiny-flux.") and not k.endswith(".sample")}
+    tensors["single_file.output"] = model(**inputs, return_dict=False)[0].contiguous()
 
 
 def main():

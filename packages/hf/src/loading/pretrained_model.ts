@@ -259,8 +259,12 @@ async function loadWeights<M extends PreTrainedModel>(model: M, cls: PretrainedM
     else missing.push(key);
   }
   // linears whose weights the file holds in FP8 take their FP8 form first (fp8_checkpoint.ts)
-  const fp8 = prepareFp8Checkpoint(model, weights, (key) => keyMap[key] ?? key, keyMap);
-  const stillMissing = missing.filter((k) => !(k in keyMap));
+  const fp8 = prepareFp8Checkpoint(model, weights, (path, linear) => {
+    const key = keyMap[`${path}.weight`] ?? `${path}.weight`;
+    return available.has(key) ? [{ key, from: 0, rows: linear.outFeatures }] : undefined;
+  });
+  for (const key of fp8.ownKeys) keyMap[key] = `${key} (set by the FP8 loader)`; // not a file key: left to finish()
+  const stillMissing = missing.filter((k) => !fp8.ownKeys.has(k));
   if (stillMissing.length) {
     const list = stillMissing.slice(0, 8).map((k) => `"${k}"`).join(', ') + (stillMissing.length > 8 ? `, ... (${stillMissing.length} in all)` : '');
     throw new DTorchError(ErrorCode.BadFile, `${weights}: lacks weights of ${cls.name}: ${list}; is it a ${cls.name} checkpoint (and the right subfolder)?`);

@@ -9,6 +9,7 @@ import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, safetensorsDtypes, type CheckpointTensor } from '@dtorch/external';
 import { sourceKeys, type ConversionPlan, type RowSlice } from './conversion_plan.js';
 import type { SingleFileCheckpoint } from './single_file_checkpoint.js';
+import { fp8AuxiliaryKeys, prepareFp8Checkpoint } from '../fp8_checkpoint.js';
 
 /**
  * Loads every parameter and buffer of `model` from `file` as `plan` says. Every source is
@@ -16,7 +17,14 @@ import type { SingleFileCheckpoint } from './single_file_checkpoint.js';
  * file leaves the model as it was. `what` names the caller in messages.
  */
 export async function loadConverted(model: nn.Module, file: SingleFileCheckpoint, plan: ConversionPlan, what: string): Promise<void> {
-  const targets = [...model.namedParameters(), ...model.namedBuffers()];
+  // linears whose weights the file holds in FP8 (ComfyUI's scaled FP8, Kijai's casts) take their
+  // FP8 form first; their scales are read after the weights (fp8_checkpoint.ts)
+  const fp8 = prepareFp8Checkpoint(model, file.path, (path) => {
+    const source = plan.get(`${path}.weight`);
+    if (source === undefined || !sourceKeys(source).every((k) => file.has(k))) return undefined;
+    return typeof source === 'string' ? [{ key: file.prefix + source, from: 0, rows: file.shape(source)[0]! }] : source.map((s) => ({ ...s, key: file.prefix + s.key }));
+  });
+  const targets = [...model.namedParameters(), ...model.namedBuffers()].filter(([key]) => !fp8.ownKeys.has(key));
   const lacking = new Set<string>();
   for (const [key] of targets) {
     const source = plan.get(key);
@@ -43,8 +51,9 @@ export async function loadConverted(model: nn.Module, file: SingleFileCheckpoint
     checkpoint.close();
   }
 
+  fp8.finish();
   const used = new Set([...plan.values()].flatMap(sourceKeys));
-  const unused = [...file.tensors.keys()].filter((k) => !used.has(k));
+  const unused = [...file.tensors.keys()].filter((k) => !used.has(k) && !(fp8.count && fp8AuxiliaryKeys.some((re) => re.test(k))));
   if (unused.length) log.warn(`${what}: ${file.path} has ${unused.length} tensors the model does not use (ignored): ${unused.slice(0, 5).join(', ')}`);
 }
 
