@@ -27,20 +27,23 @@ const rows = names.map((name) => {
 const recordable = names.filter((name) => !fused(name));
 
 // An attribute layout as a TypeScript tuple type: "dim, start, end, step" is
-// [dim: number, start: number, end: number, step: number]; "name..." and "name per thing" are a
+// [dim: number, start: number, end: number, step: number]; "name..." (words allowed: "earlier
+// draws...") and "name per thing" are a
 // rest of numbers, "kernel h w" two numbers kernelH and kernelW, a literal digit that number, and
 // parenthesised words a comment. A layout of more than one rest (creation headers: placements
 // and a shape) is readonly number[]; one that parses otherwise stops the generator, so that a
 // layout the compiler cannot check is fixed where the op is registered.
+// "earlier draws" -> earlierDraws
+const camel = (words) => words.replace(/ ([a-z])/g, (_, c) => c.toUpperCase());
 function attrsType(name, layout) {
   const items = layout.replace(/\s*\([^)]*\)/g, '').split(',').map((t) => t.trim()).filter((t) => t !== '');
   const parts = [];
   let rests = 0;
   for (const item of items) {
     let m;
-    if ((m = /^([a-z][A-Za-z]*)\.\.\.$/.exec(item)) || (m = /^([a-z][A-Za-z]*) per [a-z]+$/.exec(item))) {
+    if ((m = /^([a-z][A-Za-z]*(?: [a-z][A-Za-z]*)*)\.\.\.$/.exec(item)) || (m = /^([a-z][A-Za-z]*) per [a-z]+$/.exec(item))) {
       rests++;
-      parts.push(`...${m[1]}: number[]`);
+      parts.push(`...${camel(m[1])}: number[]`);
     } else if ((m = /^([a-z][A-Za-z]*) h w$/.exec(item))) {
       parts.push(`${m[1]}H: number`, `${m[1]}W: number`);
     } else if (/^[0-9]+$/.test(item)) {
