@@ -97,17 +97,19 @@ void fp8LinearRows(const InferContext& ctx, SignatureRows& rows) {
   }
 }
 
-// Each token's scale: amax / 448, the amax of x's rows unless given.
-at::Tensor inputScale(const at::Tensor& xf, const std::optional<at::Tensor>& amax) {
-  return (amax ? *amax : xf.abs().amax(-1, /*keepdim=*/true)).clamp_min(kFp8MinAmax).div(kFp8E4m3Max);
+// x's tokens as float8_e4m3fn and their float32 scales [..., 1] (amax / 448, the amax of x's
+// rows unless given), with LibTorch's casts: what DTorch's GPU kernel computes in one pass.
+std::pair<at::Tensor, at::Tensor> quantizeInput(const at::Tensor& x, const std::optional<at::Tensor>& amax) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor xScale = (amax ? *amax : xf.abs().amax(-1, /*keepdim=*/true)).clamp_min(kFp8MinAmax).div(kFp8E4m3Max);
+  return {xf.div(xScale).clamp(-kFp8E4m3Max, kFp8E4m3Max).to(at::kFloat8_e4m3fn), xScale};
 }
 
 // The recipe with casts, in float32 (see the file's comment).
 at::Tensor dequantizedLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, const std::optional<at::Tensor>& bias,
                              const std::optional<at::Tensor>& amax) {
-  const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor xScale = inputScale(xf, amax);
-  const at::Tensor xq = xf.div(xScale).clamp(-kFp8E4m3Max, kFp8E4m3Max).to(at::kFloat8_e4m3fn).to(at::kFloat).mul(xScale);
+  const auto [q, xScale] = quantizeInput(x, amax);
+  const at::Tensor xq = q.to(at::kFloat).mul(xScale);
   const at::Tensor wd = w.to(at::kFloat).mul(scale.unsqueeze(1));
   return at::linear(xq, wd, bias ? std::optional<at::Tensor>(bias->to(at::kFloat)) : std::nullopt).to(x.scalar_type());
 }
@@ -122,11 +124,7 @@ std::optional<at::Tensor> scaledMatmul(const at::Tensor& x, const at::Tensor& w,
   }
   const at::Tensor rows = x.reshape({-1, k});
   std::optional<std::pair<at::Tensor, at::Tensor>> q = amax ? std::nullopt : external::cuda::quantizeRowsFp8(rows);
-  if (!q) {
-    const at::Tensor xf = rows.to(at::kFloat);
-    const at::Tensor xScale = inputScale(xf, amax ? std::optional<at::Tensor>(amax->reshape({-1, 1})) : std::nullopt);
-    q = std::make_pair(xf.div(xScale).clamp(-kFp8E4m3Max, kFp8E4m3Max).to(at::kFloat8_e4m3fn), xScale);
-  }
+  if (!q) q = quantizeInput(rows, amax ? std::optional<at::Tensor>(amax->reshape({-1, 1})) : std::nullopt);
   // torchao's forward recipe: fast accumulation in the output matmul
   const auto matmul = [&](const at::Tensor& weight) {
     return at::_scaled_mm(q->first, weight.t(), q->second, scale.view({1, n}), bias, std::nullopt, at::kBFloat16, /*use_fast_accum=*/true);

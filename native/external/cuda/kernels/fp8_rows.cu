@@ -12,41 +12,39 @@
 namespace dtorch::external::cuda::kernels {
 namespace {
 
-constexpr int kThreads = 256;          // per block
-constexpr int kRowsPerBlock = kThreads / 32;  // one warp per row
+constexpr int kThreads = 256;                 // per block
+constexpr int kRowsPerBlock = kThreads / 32;  // one warp per row (warpRowsKernel); the warps of a block (blockRowsKernel)
 
-// A warp per row, each lane taking VEC elements (16 bytes) at a time along it: the largest
-// magnitude first (a warp shuffle, no block barrier), then the quantized bytes (the second read of
-// the row comes from L2). Many rows in flight per SM: rows of 3,072 values are 6 KB, too short to
-// keep a whole block busy.
+// VEC elements of T: 16 bytes, one load.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) warpRowsKernel(const T* __restrict__ x, int64_t rowStride, uint8_t* __restrict__ q,
-                                                              float* __restrict__ scale, int64_t rows, int d) {
-  constexpr int VEC = 16 / sizeof(T);
-  union Pack {
-    uint4 raw;
-    T v[VEC];
-  };
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;  // whole warps leave together
-  const T* in = x + row * rowStride;
+union Pack {
+  static constexpr int VEC = 16 / sizeof(T);
+  uint4 raw;
+  T v[VEC];
+};
+
+// The largest magnitude among the 16-byte chunks of a row this thread takes: columns first,
+// first + step, ... below d.
+template <typename T>
+__device__ float chunksAmax(const T* __restrict__ in, int first, int step, int d) {
   float amax = 0.f;
 #pragma unroll 4
-  for (int col = lane * VEC; col < d; col += 32 * VEC) {
-    Pack p;
+  for (int col = first; col < d; col += step) {
+    Pack<T> p;
     p.raw = *reinterpret_cast<const uint4*>(in + col);
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) amax = fmaxf(amax, fabsf(toFloat(p.v[i])));
+    for (int i = 0; i < Pack<T>::VEC; ++i) amax = fmaxf(amax, fabsf(toFloat(p.v[i])));
   }
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-  const float s = fmaxf(amax, kFp8MinAmax) / kFp8E4m3Max;
-  if (lane == 0) scale[row] = s;
-  uint8_t* out = q + row * d;
+  return amax;
+}
+
+// The same chunks divided by the row's scale `s`, rounded to float8_e4m3fn with saturation, into `out`.
+template <typename T>
+__device__ void quantizeChunks(const T* __restrict__ in, uint8_t* __restrict__ out, float s, int first, int step, int d) {
+  constexpr int VEC = Pack<T>::VEC;
 #pragma unroll 4
-  for (int col = lane * VEC; col < d; col += 32 * VEC) {
-    Pack p;
+  for (int col = first; col < d; col += step) {
+    Pack<T> p;
     p.raw = *reinterpret_cast<const uint4*>(in + col);
     union {
       uint8_t b[VEC];
@@ -58,26 +56,37 @@ __global__ void __launch_bounds__(kThreads) warpRowsKernel(const T* __restrict__
   }
 }
 
+__device__ float warpMax(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// A warp per row, each lane taking 16 bytes at a time along it: the largest magnitude first (a
+// warp shuffle, no block barrier), then the quantized bytes (the second read of the row comes
+// from L2). Many rows in flight per SM: rows of 3,072 values are 6 KB, too short to keep a whole
+// block busy.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) warpRowsKernel(const T* __restrict__ x, int64_t rowStride, uint8_t* __restrict__ q,
+                                                          float* __restrict__ scale, int64_t rows, int d) {
+  constexpr int VEC = Pack<T>::VEC;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // whole warps leave together
+  const T* in = x + row * rowStride;
+  const float s = fmaxf(warpMax(chunksAmax(in, lane * VEC, 32 * VEC, d)), kFp8MinAmax) / kFp8E4m3Max;
+  if (lane == 0) scale[row] = s;
+  quantizeChunks(in, q + row * d, s, lane * VEC, 32 * VEC, d);
+}
+
 // A block per row, for long rows (an MLP's or a joined input's 12,288 or 15,360 values): its
 // threads take 16 bytes at a time, the largest magnitude reduced over the block, then the bytes.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) blockRowsKernel(const T* __restrict__ x, int64_t rowStride, uint8_t* __restrict__ q,
                                                            float* __restrict__ scale, int d) {
-  constexpr int VEC = 16 / sizeof(T);
-  union Pack {
-    uint4 raw;
-    T v[VEC];
-  };
+  constexpr int VEC = Pack<T>::VEC;
   const T* in = x + static_cast<int64_t>(blockIdx.x) * rowStride;
-  float amax = 0.f;
-  for (int col = threadIdx.x * VEC; col < d; col += kThreads * VEC) {
-    Pack p;
-    p.raw = *reinterpret_cast<const uint4*>(in + col);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) amax = fmaxf(amax, fabsf(toFloat(p.v[i])));
-  }
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float amax = warpMax(chunksAmax(in, threadIdx.x * VEC, kThreads * VEC, d));
   __shared__ float warps[kRowsPerBlock];
   if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
   __syncthreads();
@@ -86,18 +95,7 @@ __global__ void __launch_bounds__(kThreads) blockRowsKernel(const T* __restrict_
   for (int w = 1; w < kRowsPerBlock; ++w) rowMax = fmaxf(rowMax, warps[w]);
   const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
-  uint8_t* out = q + static_cast<int64_t>(blockIdx.x) * d;
-  for (int col = threadIdx.x * VEC; col < d; col += kThreads * VEC) {
-    Pack p;
-    p.raw = *reinterpret_cast<const uint4*>(in + col);
-    union {
-      uint8_t b[VEC];
-      typename std::conditional<VEC == 8, uint2, uint32_t>::type raw;
-    } o;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) o.b[i] = __nv_cvt_float_to_fp8(toFloat(p.v[i]) / s, __NV_SATFINITE, __NV_E4M3);
-    *reinterpret_cast<decltype(o.raw)*>(out + col) = o.raw;
-  }
+  quantizeChunks(in, q + static_cast<int64_t>(blockIdx.x) * d, s, threadIdx.x * VEC, kThreads * VEC, d);
 }
 
 // Rows of at most this many bytes take a warp each, longer ones a block (measured on an H100:
