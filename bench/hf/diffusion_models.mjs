@@ -40,6 +40,7 @@ import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import * as nn from '@dtorch/nn';
 import { childRuns, diffusersPython } from './child_runs.mjs';
+import { fluxStepInputs } from './flux_step.mjs';
 import { graphCounters } from './graph_counters.mjs';
 import { idleFields } from './gpu_idle.mjs';
 import { fillLikeTorchInit, noise } from './random_init.mjs';
@@ -97,18 +98,7 @@ function build(name, compiled) {
   const f32 = { mesh, dtype: 'float32' };
   let call, want, held;
   if (spec.class === 'FluxTransformer2DModel') {
-    const t = inputs.text_tokens;
-    const ids = new Float32Array(h * w * 3);
-    for (let i = 0; i < h * w; i++) [ids[3 * i + 1], ids[3 * i + 2]] = [Math.floor(i / w), i % w];
-    const options = {
-      encoderHiddenStates: r([b, t, config.joint_attention_dim], 2),
-      pooledProjections: r([b, config.pooled_projection_dim], 3),
-      timestep: dt.full([b], inputs.timestep, f32),
-      ...(config.guidance_embeds ? { guidance: dt.full([b], inputs.guidance, f32) } : {}),
-      imgIds: dt.fromBuffer(new Uint8Array(ids.buffer), 'float32', [h * w, 3], { mesh }),
-      txtIds: dt.zeros([t, 3], f32),
-    };
-    const x = r([b, h * w, config.in_channels], 1);
+    const { x, options } = fluxStepInputs(config, inputs, mesh, dtype);
     call = () => model.call(x, options);
     want = [b, h * w, config.in_channels];
     held = [x, ...Object.values(options)];

@@ -14,9 +14,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
-import * as hf from '@dtorch/hf';
-import * as nn from '@dtorch/nn';
-import { fillLikeTorchInit, noise } from './random_init.mjs';
+import { fluxStepModel } from './flux_step.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const device = process.env.DEVICE ?? 'cuda';
@@ -30,30 +28,13 @@ const bench = 'hf_fp8_step';
 const GIB = 1024 ** 3;
 dt.setCaptureStacks(false);
 
-const spec = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'))['flux-dev'];
-const config = { ...spec.config, ...(size === 'tiny' ? spec.tiny.config : {}) };
-const inputs = { ...spec.inputs, ...(size === 'tiny' ? spec.tiny.inputs : {}) };
 const categories = JSON.parse(readFileSync(join(here, 'kernel_categories.json'), 'utf8')).categories.map(([c, p]) => [c, new RegExp(p, 'i')]);
-const mesh = new dt.DeviceMesh(device, [0]);
-const model = nn.skipInit(() => new hf.FluxTransformer2DModel(hf.FluxTransformer2DConfig.fromDict(config), { mesh, dtype }));
-fillLikeTorchInit(model);
-model.packProjections();
-model.compile();
-const { batch: b, height: h, width: w, text_tokens: t } = inputs;
-const r = (shape, seed) => dt.keep(dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype)));
-const f32 = { mesh, dtype: 'float32' };
-const ids = new Float32Array(h * w * 3);
-for (let i = 0; i < h * w; i++) [ids[3 * i + 1], ids[3 * i + 2]] = [Math.floor(i / w), i % w];
-const base = {
-  encoderHiddenStates: r([b, t, config.joint_attention_dim], 2),
-  pooledProjections: r([b, config.pooled_projection_dim], 3),
-  guidance: dt.keep(dt.full([b], inputs.guidance, f32)),
-  imgIds: dt.keep(dt.fromBuffer(new Uint8Array(ids.buffer), 'float32', [h * w, 3], { mesh })),
-  txtIds: dt.keep(dt.zeros([t, 3], f32)),
-};
-const x0 = r([b, h * w, config.in_channels], 1);
-const timestep = dt.keep(dt.full([b], inputs.timestep, f32));
-const step = (x, time = timestep) => model.call(x, { ...base, timestep: time });
+const { model, x: x0, options: base, inputs } = fluxStepModel({ device, size, dtype });
+dt.keep(x0);
+for (const t of Object.values(base)) dt.keep(t);
+const b = inputs.batch;
+const f32 = { mesh: model.mesh, dtype: 'float32' };
+const step = (x, time = base.timestep) => model.call(x, { ...base, timestep: time });
 
 async function timeStep() {
   const once = async () => {

@@ -14,16 +14,14 @@
 //   DEVICE=cuda node bench/hf/lora.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/lora.mjs
 // Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs).
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
-import * as hf from '@dtorch/hf';
-import * as nn from '@dtorch/nn';
 import { childRuns, diffusersPython } from './child_runs.mjs';
+import { fluxStepModel } from './flux_step.mjs';
 import { graphCounters } from './graph_counters.mjs';
-import { fillLikeTorchInit, noise } from './random_init.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const here = dirname(self);
@@ -43,28 +41,7 @@ dt.setCaptureStacks(false);
 
 // Flux-dev's transformer, compiled, its step's inputs, and a step that waits for the device
 function build() {
-  const spec = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'))[modelName];
-  const config = { ...spec.config, ...(size === 'tiny' ? spec.tiny.config : {}) };
-  const inputs = { ...spec.inputs, ...(size === 'tiny' ? spec.tiny.inputs : {}) };
-  const mesh = new dt.DeviceMesh(device, [0]);
-  const model = nn.skipInit(() => new hf.FluxTransformer2DModel(hf.FluxTransformer2DConfig.fromDict(config), { mesh, dtype }));
-  fillLikeTorchInit(model);
-  model.packProjections();
-  model.compile();
-  const { batch: b, height: h, width: w, text_tokens: t } = inputs;
-  const r = (shape, seed) => dt.tidy(() => noise(shape, mesh, 9000 + seed).mul(2).to(dtype));
-  const f32 = { mesh, dtype: 'float32' };
-  const ids = new Float32Array(h * w * 3);
-  for (let i = 0; i < h * w; i++) [ids[3 * i + 1], ids[3 * i + 2]] = [Math.floor(i / w), i % w];
-  const options = {
-    encoderHiddenStates: r([b, t, config.joint_attention_dim], 2),
-    pooledProjections: r([b, config.pooled_projection_dim], 3),
-    timestep: dt.full([b], inputs.timestep, f32),
-    guidance: dt.full([b], inputs.guidance, f32),
-    imgIds: dt.fromBuffer(new Uint8Array(ids.buffer), 'float32', [h * w, 3], { mesh }),
-    txtIds: dt.zeros([t, 3], f32),
-  };
-  const x = r([b, h * w, config.in_channels], 1);
+  const { model, x, options } = fluxStepModel({ device, size, dtype });
   const once = async () => {
     const out = model.call(x, options);
     await dt.sync();
