@@ -9,36 +9,22 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { expectFixtureCase, expectRefused } from './pipeline_fixture_case.js';
+import { caseNamed, commonOptions, expectFixtureCase, expectRefused, type ImageCase } from './pipeline_fixture_case.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-fill.safetensors'));
 
-interface Case {
-  name: string;
-  prompt: string | string[];
+interface Case extends ImageCase {
   image: string[];
   mask_image: string[];
-  guidance_scale?: number;
-  strength?: number;
-  height: number;
-  width: number;
-  num_inference_steps: number;
-  seed: number;
-  max_sequence_length: number;
 }
 const cases = JSON.parse(readFileSync(join(fixtures, 'tiny-fill-cases.json'), 'utf8')) as Case[];
-const byName = (name: string) => cases.find((c) => c.name === name)!;
+const byName = (name: string) => caseNamed(cases, name);
 const file = (f: string) => join(fixtures, f);
 const one = <T>(list: T[]) => (list.length === 1 ? list[0]! : list);
 
 function optionsOf(c: Case): hf.FluxFillGenerateOptions {
-  return {
-    prompt: c.prompt, image: one(c.image.map(file)), maskImage: one(c.mask_image.map(file)), height: c.height, width: c.width,
-    numInferenceSteps: c.num_inference_steps, seed: c.seed, maxSequenceLength: c.max_sequence_length,
-    ...(c.strength !== undefined ? { strength: c.strength } : {}),
-    ...(c.guidance_scale !== undefined ? { guidanceScale: c.guidance_scale } : {}),
-  };
+  return { ...commonOptions(c), image: one(c.image.map(file)), maskImage: one(c.mask_image.map(file)) };
 }
 
 const meshes = [

@@ -9,33 +9,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
-import { expectFixtureCase } from './pipeline_fixture_case.js';
+import { caseNamed, commonOptions, expectFixtureCase, type ImageCase } from './pipeline_fixture_case.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-kontext.safetensors'));
 
-interface Case {
-  name: string;
-  prompt: string | string[];
+interface Case extends ImageCase {
   image?: string[];
-  guidance_scale?: number;
   max_area: number;
-  height: number;
-  width: number;
-  num_inference_steps: number;
-  seed: number;
-  max_sequence_length: number;
 }
 const fixture = JSON.parse(readFileSync(join(fixtures, 'tiny-kontext-cases.json'), 'utf8')) as { cases: Case[]; auto_resize: Record<string, [number, number]> };
-const byName = (name: string) => fixture.cases.find((c) => c.name === name)!;
+const byName = (name: string) => caseNamed(fixture.cases, name);
 
 function optionsOf(c: Case): hf.FluxKontextGenerateOptions {
-  return {
-    prompt: c.prompt, height: c.height, width: c.width, maxArea: c.max_area, autoResize: false, numInferenceSteps: c.num_inference_steps,
-    seed: c.seed, maxSequenceLength: c.max_sequence_length,
-    ...(c.image ? { image: join(fixtures, c.image[0]!) } : {}),
-    ...(c.guidance_scale !== undefined ? { guidanceScale: c.guidance_scale } : {}),
-  };
+  return { ...commonOptions(c), maxArea: c.max_area, autoResize: false, ...(c.image ? { image: join(fixtures, c.image[0]!) } : {}) };
 }
 
 const meshes = [

@@ -88,7 +88,7 @@ describe('FP8 weights on tiny-flux', () => {
     for (const kept of ['x_embedder', 'context_embedder', 'proj_out', 'norm_out.linear', 'transformer_blocks.0.norm1.linear', 'single_transformer_blocks.0.norm.linear']) {
       expect(fp8).not.toContain(kept);
     }
-    const w = pipe.transformer.transformer_blocks[0]!.attn.to_q.weight;
+    const w = pipe.transformer.transformer_blocks.at(0).attn.to_q.weight;
     expect(w.dtype).toBe('float8_e4m3fn');
   });
 
@@ -105,7 +105,7 @@ describe('FP8 weights on tiny-flux', () => {
   });
 
   it('runs LoRA adapters beside FP8 weights; fusing requantizes, unfusing gives the same bits back', async () => {
-    const toQ = pipe.transformer.transformer_blocks[0]!.attn.to_q;
+    const toQ = pipe.transformer.transformer_blocks.at(0).attn.to_q;
     const before = [await toQ.weight.data(), await toQ.weight_scale!.data()];
     const base = await latents(pipe, FLUX);
     await pipe.loadLoraWeights(loraFile, { adapterName: 'style' });

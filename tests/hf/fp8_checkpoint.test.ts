@@ -39,7 +39,7 @@ describe.each([
     const mesh = make();
     const model = await hf.FluxTransformer2DModel.fromPretrained(join(root, 'checkpoints', layout), { mesh });
     try {
-      const toQ = model.transformer_blocks[0]!.attn.to_q;
+      const toQ = model.transformer_blocks.at(0).attn.to_q;
       expect(toQ.weight.dtype).toBe('float8_e4m3fn');
       expect(toQ.weight_scale!.shape).toEqual([toQ.outFeatures]);
       expect(model.x_embedder.weight.dtype).toBe('float32'); // float in the file: float here
@@ -62,8 +62,8 @@ describe.each([
     const io = readSafetensorsHeader(fileURLToPath(new URL('../fixtures/hf/single_file/io.safetensors', import.meta.url)));
     const model = await hf.FluxTransformer2DModel.fromSingleFile(join(root, 'single_file', 'tiny-flux-fp8-scaled.safetensors'), { mesh, config: { axes_dims_rope: [4, 6, 6] } });
     try {
-      expect(model.single_transformer_blocks[0]!.attn.to_k.weight.dtype).toBe('float8_e4m3fn');
-      expect(model.transformer_blocks[0]!.norm1.linear.weight.dtype).toBe('float32'); // the modulation stays float in the file
+      expect(model.single_transformer_blocks.at(0).attn.to_k.weight.dtype).toBe('float8_e4m3fn');
+      expect(model.transformer_blocks.at(0).norm1.linear.weight.dtype).toBe('float32'); // the modulation stays float in the file
       const t = (name: string) => fixtureTensor(io, `tiny-flux.${name}`, { mesh });
       const out = model.call(t('hidden_states'), {
         encoderHiddenStates: t('encoder_hidden_states'), pooledProjections: t('pooled_projections'), timestep: t('timestep'), guidance: t('guidance'),

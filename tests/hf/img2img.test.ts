@@ -13,42 +13,31 @@ import * as hf from '@dtorch/hf';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose } from './expect_close.js';
-import { expectFixtureCase, expectRefused } from './pipeline_fixture_case.js';
+import { caseNamed, commonOptions, expectFixtureCase, expectRefused, type ImageCase } from './pipeline_fixture_case.js';
 import { saveTinyPipeline } from './save_tiny_pipeline.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
 const io = readSafetensorsHeader(join(fixtures, 'tiny-img2img.safetensors'));
 
-interface Case {
-  name: string;
+interface Case extends ImageCase {
   pipeline: 'flux' | 'sd3';
-  prompt: string | string[];
   image: string[];
   negative_prompt?: string;
   true_cfg_scale?: number;
-  guidance_scale?: number;
   num_images_per_prompt?: number;
-  strength?: number;
-  height: number;
-  width: number;
-  num_inference_steps: number;
-  seed: number;
-  max_sequence_length: number;
 }
 const cases = JSON.parse(readFileSync(join(fixtures, 'tiny-img2img-cases.json'), 'utf8')) as Case[];
-const byName = (name: string) => cases.find((c) => c.name === name)!;
+const byName = (name: string) => caseNamed(cases, name);
 const png = (file: string) => readFileSync(join(fixtures, file));
 
 // the fixture's arguments, camelCase; the pictures as PNG Buffers (the first as a path)
 function optionsOf(c: Case): hf.FluxImg2ImgGenerateOptions & hf.SD3Img2ImgGenerateOptions {
   const images = c.image.map((f, i) => (i === 0 ? join(fixtures, f) : png(f)));
   return {
-    prompt: c.prompt, image: images.length === 1 ? images[0]! : images, height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps,
-    seed: c.seed, maxSequenceLength: c.max_sequence_length,
-    ...(c.strength !== undefined ? { strength: c.strength } : {}),
+    ...commonOptions(c),
+    image: images.length === 1 ? images[0]! : images,
     ...(c.negative_prompt !== undefined ? { negativePrompt: c.negative_prompt } : {}),
     ...(c.true_cfg_scale !== undefined ? { trueCfgScale: c.true_cfg_scale } : {}),
-    ...(c.guidance_scale !== undefined ? { guidanceScale: c.guidance_scale } : {}),
     ...(c.num_images_per_prompt !== undefined ? { numImagesPerPrompt: c.num_images_per_prompt } : {}),
   };
 }

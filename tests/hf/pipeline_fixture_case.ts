@@ -9,6 +9,35 @@ import type { SafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose } from './expect_close.js';
 
+/** What every image pipeline case of tools/reference gives (image_pipeline_cases.py; snake_case as the scripts write it). */
+export interface ImageCase {
+  name: string;
+  prompt: string | string[];
+  guidance_scale?: number;
+  strength?: number;
+  height: number;
+  width: number;
+  num_inference_steps: number;
+  seed: number;
+  max_sequence_length: number;
+}
+
+/** The case `name` of `cases`; a name the fixture lacks is an error naming it. */
+export function caseNamed<C extends ImageCase>(cases: readonly C[], name: string): C {
+  const found = cases.find((c) => c.name === name);
+  if (!found) throw new Error(`no fixture case "${name}" (there are ${cases.map((c) => c.name).join(', ')})`);
+  return found;
+}
+
+/** The arguments of `c` that every image pipeline takes, camelCase (the pictures and a pipeline's own arguments are each test's). */
+export function commonOptions(c: ImageCase): { prompt: string | string[]; height: number; width: number; numInferenceSteps: number; seed: number; maxSequenceLength: number; strength?: number; guidanceScale?: number } {
+  return {
+    prompt: c.prompt, height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps, seed: c.seed, maxSequenceLength: c.max_sequence_length,
+    ...(c.strength !== undefined ? { strength: c.strength } : {}),
+    ...(c.guidance_scale !== undefined ? { guidanceScale: c.guidance_scale } : {}),
+  };
+}
+
 /** A pipeline's generate() as these tests call it. */
 type Generate = (options: object) => Promise<{ images: unknown; timings: { prepareMs: number } }>;
 
