@@ -11,7 +11,7 @@ import { batchPlacements } from '../../parallel/batch.js';
 import type { PipelineHooks } from '../pipeline_lifecycle.js';
 import { callGenerator, checkRepeatsTo, imageLatents, repeatToBatch, strengthTimesteps } from '../variants/image_to_image.js';
 import { checkInpaint, loadInpaint, type InpaintSettings } from '../variants/inpaint.js';
-import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
+import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, fluxImageProcessor, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
 import type { FluxPipeline } from './flux_pipeline.js';
 
@@ -41,8 +41,7 @@ export const fluxFillHooks: PipelineHooks<FluxPipeline, FluxFillCall, FluxEncode
   },
 
   async loadInputs(pipe, call, owned) {
-    const processor = { vaeScaleFactor: pipe.vaeScaleFactor * 2, latentChannels: pipe.vae.config.latentChannels };
-    return { ...call, fill: await loadInpaint(call.what, call.fill, call, processor, pipe.vae.mesh, owned) };
+    return { ...call, fill: await loadInpaint(call.what, call.fill, call, fluxImageProcessor(pipe), pipe.vae.mesh, owned) };
   },
 
   setTimesteps(pipe, call) {

@@ -250,6 +250,14 @@ export function checkFluxCall(pipe: FluxPipeline, what: string, options: unknown
   };
 }
 
+/**
+ * How a Flux variant's input pictures are preprocessed (diffusers' VaeImageProcessor with twice the
+ * VAE's scale factor: the latents are packed in 2x2 patches) and which tensors pass as latents.
+ */
+export function fluxImageProcessor(pipe: FluxPipeline): { vaeScaleFactor: number; latentChannels: number } {
+  return { vaeScaleFactor: pipe.vaeScaleFactor * 2, latentChannels: pipe.vae.config.latentChannels };
+}
+
 /** The latents' height and width of a call: even (2x2 patches). */
 export function latentSize(pipe: FluxPipeline, call: FluxCall): [number, number] {
   return [2 * Math.floor(call.height / (pipe.vaeScaleFactor * 2)), 2 * Math.floor(call.width / (pipe.vaeScaleFactor * 2))];

@@ -9,7 +9,7 @@ import type { PipelineHooks } from '../pipeline_lifecycle.js';
 import {
   callGenerator, checkImageToImage, imageLatents, loadImage, strengthTimesteps, type ImageToImageSettings,
 } from '../variants/image_to_image.js';
-import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
+import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, fluxImageProcessor, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
 import type { FluxPipeline } from './flux_pipeline.js';
 
@@ -28,8 +28,7 @@ export const fluxImg2ImgHooks: PipelineHooks<FluxPipeline, FluxImg2ImgCall, Flux
   },
 
   async loadInputs(pipe, call, owned) {
-    const processor = { vaeScaleFactor: pipe.vaeScaleFactor * 2, latentChannels: pipe.vae.config.latentChannels };
-    return { ...call, img2img: await loadImage(call.what, call.img2img, call, processor, pipe.vae.mesh, owned) };
+    return { ...call, img2img: await loadImage(call.what, call.img2img, call, fluxImageProcessor(pipe), pipe.vae.mesh, owned) };
   },
 
   setTimesteps(pipe, call) {

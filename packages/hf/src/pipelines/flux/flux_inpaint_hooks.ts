@@ -9,7 +9,7 @@ import { batchPlacements } from '../../parallel/batch.js';
 import type { PipelineHooks } from '../pipeline_lifecycle.js';
 import { callGenerator, imageLatents, strengthTimesteps } from '../variants/image_to_image.js';
 import { blendedStep, checkInpaint, checkOverlayOutput, latentMask, loadInpaint, overlayCrops, type InpaintBlend, type InpaintSettings } from '../variants/inpaint.js';
-import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
+import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, fluxImageProcessor, latentSize, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
 import type { FluxPipeline } from './flux_pipeline.js';
 
@@ -35,8 +35,7 @@ export const fluxInpaintHooks: PipelineHooks<FluxPipeline, FluxInpaintCall, Flux
   },
 
   async loadInputs(pipe, call, owned) {
-    const processor = { vaeScaleFactor: pipe.vaeScaleFactor * 2, latentChannels: pipe.vae.config.latentChannels };
-    return { ...call, inpaint: await loadInpaint(call.what, call.inpaint, call, processor, pipe.vae.mesh, owned) };
+    return { ...call, inpaint: await loadInpaint(call.what, call.inpaint, call, fluxImageProcessor(pipe), pipe.vae.mesh, owned) };
   },
 
   setTimesteps(pipe, call) {

@@ -11,7 +11,7 @@ import { decodeImage, type ImageInput, type SingleImageInput } from '../../image
 import { VaeImageProcessor } from '../../images/vae_image_processor.js';
 import { batchPlacements } from '../../parallel/batch.js';
 import type { PipelineHooks } from '../pipeline_lifecycle.js';
-import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
+import { FLUX_GENERATE_OPTIONS, checkFluxCall, fluxHooks, fluxImageProcessor, type FluxCall, type FluxEncoded, type FluxStart, type FluxText } from './flux_hooks.js';
 import { latentImageIds, packLatents } from './flux_latents.js';
 import { checkRepeatsTo, repeatToBatch } from '../variants/image_to_image.js';
 import type { FluxPipeline } from './flux_pipeline.js';
@@ -68,9 +68,8 @@ export const fluxKontextHooks: PipelineHooks<FluxPipeline, FluxKontextCall, Flux
   async loadInputs(pipe, call, owned) {
     const input = call.kontext.imageInput;
     if (input === undefined || input === null) return call;
-    const latentChannels = pipe.vae.config.latentChannels;
+    const { vaeScaleFactor: multiple, latentChannels } = fluxImageProcessor(pipe);
     if (input instanceof dt.Tensor && input.ndim === 4 && input.shape[1] === latentChannels) return { ...call, kontext: { ...call.kontext, image: input, imageIsLatents: true } };
-    const multiple = pipe.vaeScaleFactor * 2;
     const processor = new VaeImageProcessor({ vaeScaleFactor: multiple, vaeLatentChannels: latentChannels });
     const first = (Array.isArray(input) ? input[0] : input) as SingleImageInput;
     const size = first instanceof dt.Tensor ? { height: first.shape[first.ndim - 2]!, width: first.shape[first.ndim - 1]! } : await decodeImage(first, `${call.what} image`);

@@ -137,6 +137,11 @@ export const sd3Hooks: PipelineHooks<StableDiffusion3Pipeline, SD3Call, SD3Promp
   },
 };
 
+/** How an SD3 variant's input pictures are preprocessed (diffusers' VaeImageProcessor with the VAE's scale factor) and which tensors pass as latents. */
+export function sd3ImageProcessor(pipe: StableDiffusion3Pipeline): { vaeScaleFactor: number; latentChannels: number } {
+  return { vaeScaleFactor: pipe.vaeScaleFactor, latentChannels: pipe.vae.config.latentChannels };
+}
+
 /**
  * diffusers' check_inputs and defaults for an SD3 call (the option names in `known`), each error
  * at the call; a variant checks its own options and passes the rest here.

@@ -9,7 +9,7 @@ import type { PipelineHooks, StartLatents } from '../pipeline_lifecycle.js';
 import {
   callGenerator, checkImageToImage, imageLatents, loadImage, strengthTimesteps, type ImageToImageSettings,
 } from '../variants/image_to_image.js';
-import { SD3_GENERATE_OPTIONS, checkSD3Call, sd3Hooks, type SD3Call, type SD3Text } from './sd3_hooks.js';
+import { SD3_GENERATE_OPTIONS, checkSD3Call, sd3Hooks, sd3ImageProcessor, type SD3Call, type SD3Text } from './sd3_hooks.js';
 import type { SD3PromptEmbeds } from './sd3_prompt.js';
 import type { StableDiffusion3Pipeline } from './sd3_pipeline.js';
 
@@ -28,8 +28,7 @@ export const sd3Img2ImgHooks: PipelineHooks<StableDiffusion3Pipeline, SD3Img2Img
   },
 
   async loadInputs(pipe, call, owned) {
-    const processor = { vaeScaleFactor: pipe.vaeScaleFactor, latentChannels: pipe.vae.config.latentChannels };
-    return { ...call, img2img: await loadImage(call.what, call.img2img, call, processor, pipe.vae.mesh, owned) };
+    return { ...call, img2img: await loadImage(call.what, call.img2img, call, sd3ImageProcessor(pipe), pipe.vae.mesh, owned) };
   },
 
   setTimesteps(pipe, call) {

@@ -8,7 +8,7 @@ import * as dt from '@dtorch/api';
 import type { PipelineHooks, StartLatents } from '../pipeline_lifecycle.js';
 import { callGenerator, imageLatents, strengthTimesteps } from '../variants/image_to_image.js';
 import { blendedStep, checkInpaint, checkOverlayOutput, latentMask, loadInpaint, overlayCrops, type InpaintBlend, type InpaintSettings } from '../variants/inpaint.js';
-import { SD3_GENERATE_OPTIONS, checkSD3Call, sd3Hooks, type SD3Call, type SD3Text } from './sd3_hooks.js';
+import { SD3_GENERATE_OPTIONS, checkSD3Call, sd3Hooks, sd3ImageProcessor, type SD3Call, type SD3Text } from './sd3_hooks.js';
 import type { SD3PromptEmbeds } from './sd3_prompt.js';
 import type { StableDiffusion3Pipeline } from './sd3_pipeline.js';
 
@@ -34,8 +34,7 @@ export const sd3InpaintHooks: PipelineHooks<StableDiffusion3Pipeline, SD3Inpaint
   },
 
   async loadInputs(pipe, call, owned) {
-    const processor = { vaeScaleFactor: pipe.vaeScaleFactor, latentChannels: pipe.vae.config.latentChannels };
-    return { ...call, inpaint: await loadInpaint(call.what, call.inpaint, call, processor, pipe.vae.mesh, owned) };
+    return { ...call, inpaint: await loadInpaint(call.what, call.inpaint, call, sd3ImageProcessor(pipe), pipe.vae.mesh, owned) };
   },
 
   setTimesteps(pipe, call) {
