@@ -87,6 +87,52 @@ describe('PackedProjections', () => {
     m.dispose();
   });
 
+  it('runs running LoRA adapters in the base matmul ([x | A x] times [W | B]) with the per-linear values', async () => {
+    const m = new Qkv();
+    const x = dt.randn([2, 3, 8], { seed: 7, mesh: cpu });
+    const adapt = (l: nn.Linear, seed: number, rank: number) => {
+      const lora = nn.LinearLora.of(l);
+      lora.add('style', dt.randn([rank, 8], { seed, mesh: cpu }), dt.randn([l.outFeatures, rank], { seed: seed + 1, mesh: cpu }), 2 * rank);
+      lora.setActive(new Map([['style', 0.5]]));
+    };
+    adapt(m.q, 10, 2);
+    adapt(m.v, 20, 3); // k has none: its B block is zeros
+    const perLinear = async () => values(dt.tidy(() => dt.cat([m.q.forward(x), m.k.forward(x), m.v.forward(x)], -1)));
+    const want = await perLinear();
+    const kWeight = await values(m.k.weight);
+    expect(m.packs.pack()).toBe(true);
+    expect(m.q.weight.shape, 'each weight is its rows of the first `in` columns').toEqual([6, 8]);
+    let out: dt.Tensor | undefined;
+    expect(countRecords('linear', () => (out = m.call(x))), 'A x, then one matmul of [x | A x]').toBe(2);
+    close(await values(out!), want);
+    // the weights are strided views of the buffer: their own values, and saved as such
+    const saved = await nn.tensorBytes(m.k.weight);
+    expect(Array.from(new Float32Array(saved.data.buffer, saved.data.byteOffset, 48))).toEqual(kWeight);
+    // a change of adapters: one by one (with the new weights) until pack() lays B again
+    nn.LinearLora.of(m.q).setActive(new Map([['style', 1.5]]));
+    expect(m.packs.packed).toBe(false);
+    const reweighted = await perLinear();
+    let after: dt.Tensor | undefined;
+    expect(countRecords('linear', () => (after = m.call(x)))).toBeGreaterThan(2);
+    close(await values(after!), reweighted);
+    expect(m.packs.pack()).toBe(true);
+    let repacked: dt.Tensor | undefined;
+    expect(countRecords('linear', () => (repacked = m.call(x)))).toBe(2);
+    close(await values(repacked!), reweighted);
+    // adapters removed, packed again: the plain packed matmul over dense weights
+    for (const l of [m.q, m.v]) nn.LinearLora.of(l).remove('style');
+    m.packs.releaseLora();
+    const tensors = dt.memory().numTensors;
+    expect(m.packs.pack()).toBe(true);
+    expect(dt.memory().numTensors, 'the [W | B] buffer went with the adapters').toBeLessThanOrEqual(tensors);
+    const base = await perLinear();
+    let plain: dt.Tensor | undefined;
+    expect(countRecords('linear', () => (plain = m.call(x)))).toBe(1);
+    close(await values(plain!), base);
+    dt.dispose([x, out!, after!, repacked!, plain!]);
+    m.dispose();
+  });
+
   it('leaves weights split over devices, and linears of other inputs widths, as they are', async () => {
     const mesh = new dt.DeviceMesh('cpu', [0, 1], ['tp']);
     const colwise = [new nn.ColumnParallelLinear(8, 6, { mesh }), new nn.ColumnParallelLinear(8, 6, { mesh })];

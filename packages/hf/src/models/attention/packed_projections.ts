@@ -9,8 +9,17 @@
 // The linears stay the model's parameters (state dict, loading, saving see them as before).
 // When a parameter is replaced after pack() (loadStateDict, setTensor, Module.to), forward()
 // runs the linears one by one, with the same values, until pack() is called again; a compiled
-// call that read the packed views is traced again then, as the views were released. The linears'
-// LoRA adapters (nn.LinearLora) run packed too (nn.packLoraFactors), kept until they change.
+// call that read the packed views is traced again then, as the views were released.
+//
+// The linears' LoRA adapters (nn.LinearLora) run packed too (nn.packLoraFactors: one stacked A, one
+// block-diagonal B with the scales). With float weights, pack() lays the weights in a buffer
+// [Σ out, in + Σ rank] whose last columns are B, each linear's weight a view of its first `in`
+// columns; forward() then computes h = A x and one matmul of [x | h] with the whole buffer:
+// y = W x + B h + b in one pass over the output. Each adapted output would otherwise be written
+// by the adapters' product and read back by the base matmul (2 × out per token, where [x | h]
+// costs 2 × in more: q/k/v's output is 3 × their input). A change of adapters replaces the
+// weights' handles (nn.LinearLora), so forward() runs the linears one by one until pack() lays
+// the buffer again with the new B.
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 
@@ -19,6 +28,7 @@ export class PackedProjections {
   readonly #of: () => readonly nn.Linear[];
   #packedIds: number[] | undefined; // the parameters' ids as pack() left them
   #lora: { key: string; factors: nn.PackedLoraFactors | undefined } | undefined; // packLoraFactors' last answer
+  #wide: { weight: dt.Tensor; a: dt.Tensor; key: string } | undefined; // [W | B] and A as pack() laid them
 
   /** `linears`: the module's linears now (a submodule replaced later is seen), of one input width. */
   constructor(linears: () => readonly nn.Linear[]) {
@@ -36,18 +46,27 @@ export class PackedProjections {
     if (!packable(linears)) return false;
     const parameters = (l: nn.Linear, name: 'weight' | 'bias' | 'weight_scale') => (name === 'weight' ? l.weight : name === 'bias' ? l.bias! : l.weight_scale!);
     const names = (['weight', 'bias', 'weight_scale'] as const).filter((n) => n === 'weight' || parameters(linears[0]!, n) !== undefined);
+    // float weights with running adapters: [W | B] in one buffer (see the file's comment)
+    const key = nn.packedLoraKey(linears);
+    const factors = linears[0]!.weight_scale ? undefined : nn.packLoraFactors(linears);
     for (const name of names) {
-      const whole = dt.cat(linears.map((l) => parameters(l, name)), 0);
+      const packed = dt.cat(linears.map((l) => parameters(l, name)), 0);
+      const whole = name === 'weight' && factors ? dt.cat([packed, factors.b], 1) : packed;
+      if (whole !== packed) packed.dispose();
+      const width = linears[0]!.inFeatures;
       let row = 0;
       for (const l of linears) {
         // the same Parameter takes the view's value and releases its own: no second copy
-        l.setTensor(name, whole.narrow(0, row, l.outFeatures));
+        const rows = whole.narrow(0, row, l.outFeatures);
+        l.setTensor(name, whole === packed ? rows : rows.narrow(1, 0, width));
         row += l.outFeatures;
       }
-      whole.dispose(); // the views hold the buffer
+      if (whole !== packed) this.#wide = { weight: dt.keep(whole), a: dt.keep(factors!.a), key };
+      else whole.dispose(); // the views hold the buffer
     }
+    factors?.b.dispose();
     this.#packedIds = ids(linears);
-    this.#loraFactors(linears); // made now, outside any traced call (a LoRA change packs again)
+    if (!this.#wide) this.#loraFactors(linears); // made now, outside any traced call (a LoRA change packs again)
     return true;
   }
 
@@ -61,8 +80,14 @@ export class PackedProjections {
     const linears = this.#of(); // once per call: the list is rebuilt by each read
     if (!this.#isPacked(linears)) return linears.map((l) => l.forward(x));
     return dt.tidy(() => {
-      const weight = dt.cat(linears.map((l) => l.weight), 0);
       const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
+      const wide = this.#wide;
+      if (wide && wide.key === nn.packedLoraKey(linears)) {
+        // [x | A x] times [W | B]: the adapters ride in the base matmul's inner dim
+        const product = dt.F.linear(dt.cat([x, dt.F.linear(x, wide.a)], -1), wide.weight, bias);
+        return product.split(linears.map((l) => l.outFeatures), -1);
+      }
+      const weight = dt.cat(linears.map((l) => l.weight), 0);
       const scale = linears[0]!.weight_scale ? dt.cat(linears.map((l) => l.weight_scale!), 0) : undefined;
       const base = (b?: dt.Tensor) => (scale ? dt.F.fp8Linear(x, weight, scale, b) : dt.F.linear(x, weight, b));
       // the linears' LoRA adapters (which ride on a forward the packed matmul does not call) as
@@ -73,11 +98,17 @@ export class PackedProjections {
     });
   }
 
-  /** Drops the packed LoRA factors (a model's unloadLoraWeights; a change of adapters rebuilds them anyway). */
+  /**
+   * Drops the packed LoRA factors (a model's unloadLoraWeights; a change of adapters rebuilds them
+   * anyway); a [W | B] buffer stays while the weights' views hold it, until pack() lays them anew.
+   */
   releaseLora(): void {
     this.#lora?.factors?.a.dispose();
     this.#lora?.factors?.b.dispose();
     this.#lora = undefined;
+    this.#wide?.weight.dispose();
+    this.#wide?.a.dispose();
+    this.#wide = undefined;
   }
 
   // The running adapters' packed factors, rebuilt when an adapter changed (nn.packedLoraKey).
