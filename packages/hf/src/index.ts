@@ -33,5 +33,7 @@ export * from "./pipelines/index.js";
 // images in, for image-to-image and inpainting (the output side is in pipelines/image_output.ts)
 export * from "./images/index.js";
 export * from "./lora/index.js";
+// step caching (diffusers' cache hooks: First-Block Cache)
+export * from "./cache/index.js";
 export { registry, type RegisteredModel, type TinyPipeline, type TinyPipelineOptions, type TrainedPipeline, type TrainedPipelineDefaults } from "./registry.js";
 export * as nn from "@dtorch/nn";

@@ -6,6 +6,7 @@
 // _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkKnownOptions } from '@dtorch/common';
+import type { CacheDecision } from '../cache/first_block_cache.js';
 import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions, type Quantization } from '../loading/options.js';
 import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
 import { fetchLoraFile } from '../lora/lora_source.js';
@@ -149,7 +150,23 @@ export interface GenerateOutput<Images extends Buffer[] | dt.Tensor = Buffer[] |
     denoiseMs: number;
     /** Decoding with the VAE and writing the output (0 for 'latent'). */
     decodeMs: number;
+    /** What the transformer's step cache decided, when one is enabled (transformer.enableCache). */
+    cache?: CacheReport;
   };
+}
+
+/** What a call's step cache decided: per transformer call (two per step with true CFG's separate branches), whether its blocks ran. */
+export interface CacheReport {
+  /** The cache's kind ('first-block'). */
+  readonly kind: string;
+  /** Its threshold. */
+  readonly threshold: number;
+  /** Transformer calls in the denoising loop. */
+  readonly calls: number;
+  /** Of them, those that ran every block. */
+  readonly computed: number;
+  /** Each call's context, statistic and decision, in order. */
+  readonly decisions: readonly CacheDecision[];
 }
 
 /** A pipeline class registerPipeline can register: its name is model_index.json's _class_name. */

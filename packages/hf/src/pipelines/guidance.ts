@@ -59,21 +59,28 @@ export function chooseGuidance(what: string, mesh: dt.DeviceMesh, choice: Guidan
 export type GuidedInputs<T> = { readonly positive: T; readonly negative?: T } | { readonly batched: T };
 
 /**
- * The guided prediction at latents `x`: `predict(x, text)` (the transformer) for the prompt, or
- * for both branches (batched, or one call each, the prompt's first), then combined.
+ * Which branch a transformer call runs, as diffusers names its cache contexts: the prompt's
+ * ('cond'), the negative prompt's ('uncond'), or both batched ('cond' too: diffusers' batched
+ * pipelines keep one cache for the batch).
  */
-export function guidedPrediction<T>(guidance: Guidance, inputs: GuidedInputs<T>, x: dt.Tensor, predict: (x: dt.Tensor, text: T) => dt.Tensor): dt.Tensor {
+export type GuidanceBranch = 'cond' | 'uncond';
+
+/**
+ * The guided prediction at latents `x`: `predict(x, text, branch)` (the transformer) for the
+ * prompt, or for both branches (batched, or one call each, the prompt's first), then combined.
+ */
+export function guidedPrediction<T>(guidance: Guidance, inputs: GuidedInputs<T>, x: dt.Tensor, predict: (x: dt.Tensor, text: T, branch: GuidanceBranch) => dt.Tensor): dt.Tensor {
   if ('batched' in inputs) {
     const rows = x.shape[0]!;
-    const out = predict(dt.cat([x, x], 0), inputs.batched);
+    const out = predict(dt.cat([x, x], 0), inputs.batched, 'cond');
     // split over 'cfg': gathered for the combination
     const whole = out.placements.every((p) => p.isReplicate()) ? out : out.redistribute(out.placements.map(() => dt.Replicate()));
     const [unconditional, conditional] = whole.split([rows, rows], 0) as [dt.Tensor, dt.Tensor];
     return combine(unconditional, conditional, guidance.scale);
   }
-  const conditional = predict(x, inputs.positive);
+  const conditional = predict(x, inputs.positive, 'cond');
   if (!inputs.negative) return conditional;
-  return combine(predict(x, inputs.negative), conditional, guidance.scale);
+  return combine(predict(x, inputs.negative, 'uncond'), conditional, guidance.scale);
 }
 
 /** uncond + scale · (cond − uncond). */

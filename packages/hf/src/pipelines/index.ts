@@ -4,6 +4,7 @@
 export {
   DiffusionPipeline,
   registerPipeline,
+  type CacheReport,
   type GenerateOptions,
   type GenerateOutput,
   type PipelineClass,

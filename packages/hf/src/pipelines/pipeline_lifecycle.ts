@@ -12,17 +12,21 @@
 // depends on the call's size alone. Guidance is guidance.ts's, the same for all.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { StepCacheModel } from '../cache/step_cache_model.js';
 import type { AutoencoderKL } from '../models/autoencoder_kl/autoencoder_kl.js';
 import type { FlowMatchEulerDiscreteScheduler } from '../schedulers/flow_match_euler_discrete_scheduler.js';
-import type { GenerateOutput, StepInfo } from './diffusion_pipeline.js';
+import type { FirstBlockCache } from '../cache/first_block_cache.js';
+import type { CacheReport, GenerateOutput, StepInfo } from './diffusion_pipeline.js';
 import { guidedPrediction, type Guidance, type GuidedInputs } from './guidance.js';
 import { imageOutput, type OutputType } from './image_output.js';
 import { checkMemoryFloor, generatePhases, type GenerateSizes } from './memory_floor.js';
 
-/** The parts of a pipeline the lifecycle runs: the loop's mesh (the transformer's), the scheduler, the VAE. */
+/** The parts of a pipeline the lifecycle runs: the loop's mesh (the transformer's), the transformer's step cache, the scheduler, the VAE. */
 export interface DenoisingParts {
   /** The mesh of the transformer and of the loop. */
   readonly mesh: dt.DeviceMesh;
+  /** The denoiser: its step cache (enableCache) is reset at each call and its calls run in their branch's context. */
+  readonly transformer: Pick<StepCacheModel, 'stepCache' | 'cacheContext'>;
   /** Sets the timesteps and steps the latents. */
   readonly scheduler: FlowMatchEulerDiscreteScheduler;
   /** Decodes the final latents. */
@@ -115,6 +119,9 @@ export function checkCall<P extends DenoisingParts, C extends CallSettings, E, T
 export async function runCall<P extends DenoisingParts, C extends CallSettings, E, T, S extends StartLatents>(pipe: P, hooks: PipelineHooks<P, C, E, T, S>, what: string, call: C): Promise<GenerateOutput> {
   const startMs = performance.now();
   const owned: dt.Tensor[] = [];
+  // a cache from an earlier call (or one that failed) starts afresh
+  const cache = pipe.transformer.stepCache;
+  cache?.reset();
   try {
     // waiting for its turn, the call may have been cancelled
     checkNotCancelled(what, call.signal, 'before it began');
@@ -132,7 +139,9 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
       preparedMs = performance.now();
       const step = hooks.step ?? schedulerStep;
       final = await denoise(what, call, start, start.timesteps ?? timesteps, startMs, (x, t) => {
-        const prediction = guidedPrediction(call.guidance, text, x, (input, branch) => hooks.predict(pipe, input, t, branch, start));
+        const prediction = guidedPrediction(call.guidance, text, x, (input, branchText, branch) =>
+          pipe.transformer.cacheContext(branch, () => hooks.predict(pipe, input, t, branchText, start)),
+        );
         return step(pipe, prediction, t, x, start);
       });
     } catch (err) {
@@ -143,7 +152,8 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     }
     await dt.sync();
     const denoisedMs = performance.now();
-    const timings = (decodeMs: number) => ({ encodeMs: encodedMs - startMs, prepareMs: preparedMs - encodedMs, denoiseMs: denoisedMs - preparedMs, decodeMs });
+    const cached = cache && cacheReport(cache);
+    const timings = (decodeMs: number) => ({ encodeMs: encodedMs - startMs, prepareMs: preparedMs - encodedMs, denoiseMs: denoisedMs - preparedMs, decodeMs, ...(cached && { cache: cached }) });
     if (call.outputType === 'latent') return { images: final, timings: timings(0) };
 
     let decoded: dt.Tensor;
@@ -158,8 +168,15 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
     return { images, timings: timings(performance.now() - denoisedMs) };
   } finally {
     dt.dispose(owned);
+    cache?.reset(); // the residuals it kept
     hooks.finish?.(pipe);
   }
+}
+
+// what the call's step cache decided (generate's timings.cache)
+function cacheReport(cache: FirstBlockCache): CacheReport {
+  const decisions = [...cache.decisions];
+  return { kind: cache.kind, threshold: cache.threshold, calls: decisions.length, computed: decisions.filter((d) => d.computed).length, decisions };
 }
 
 // the scheduler's step: the latents of the next timestep

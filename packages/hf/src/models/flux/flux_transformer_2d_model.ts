@@ -10,7 +10,8 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter, log } from '@dtorch/common';
 import { FluxTransformer2DConfig } from './flux_transformer_config.js';
-import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { StepCacheModel } from '../../cache/step_cache_model.js';
 import type { FromSingleFileOptions } from '../../loading/single_file/from_single_file.js';
 import { fluxFromSingleFile } from '../../loading/single_file/flux_single_file.js';
 import { fluxLoraToDiffusers, type DiffusersLora } from '../../lora/lora_formats.js';
@@ -21,6 +22,7 @@ import { CombinedTimestepGuidanceTextProjEmbeddings, CombinedTimestepTextProjEmb
 import { FluxPosEmbed, RotaryTableCache } from '../embeddings/rotary_pos_embed.js';
 import { AdaLayerNormContinuous } from '../normalization/ada_layer_norm.js';
 import { fluxParallelPlan } from './flux_plans.js';
+import type { RotaryTables } from './flux_attention.js';
 import { FluxSingleTransformerBlock } from './flux_single_transformer_block.js';
 import { FluxTransformerBlock } from './flux_transformer_block.js';
 
@@ -45,7 +47,7 @@ export interface FluxTransformerCallOptions {
  * keys (subfolder "transformer"). Mesh dims 'ulysses' / 'ring' split the tokens, 'tp' heads and
  * MLP features, 'dp' the batch (fluxParallelPlan).
  */
-export class FluxTransformer2DModel extends PreTrainedModel implements HasJointAttention {
+export class FluxTransformer2DModel extends StepCacheModel implements HasJointAttention {
   /** The config the model was built from. */
   readonly config: FluxTransformer2DConfig;
   /** The conditioning vector [batch, innerDim] from the timestep, the pooled text and (guidance_embeds) the guidance scale. */
@@ -138,7 +140,7 @@ export class FluxTransformer2DModel extends PreTrainedModel implements HasJointA
   forward(hiddenStates: dt.Tensor, options: FluxTransformerCallOptions): dt.Tensor {
     const { hiddenStates: latents, encoderHiddenStates, pooledProjections, timestep, guidance, imgIds, txtIds } = this.#checkInputs(hiddenStates, options);
 
-    let hidden = this.x_embedder.forward(latents);
+    const hidden = this.x_embedder.forward(latents);
     // the conditioning's small tensors freed as it ends (see combined_timestep_embeddings.ts)
     const temb = dt.tidy(() => {
       const t = timestep.to(hidden.dtype).mul(1000);
@@ -146,26 +148,50 @@ export class FluxTransformer2DModel extends PreTrainedModel implements HasJointA
         ? this.time_text_embed.forward(t, guidance!.to(hidden.dtype).mul(1000), pooledProjections)
         : this.time_text_embed.forward(t, pooledProjections);
     });
-    let context = this.context_embedder.forward(encoderHiddenStates);
+    const context = this.context_embedder.forward(encoderHiddenStates);
     const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => this.pos_embed.forward(txtIds, imgIds));
 
-    // a block's inputs are freed as soon as the next block has been recorded on them (else the
-    // call's tidy would hold all 57 blocks' outputs, 1.6 GiB at 1024², until the end)
-    for (const block of this.transformer_blocks) {
-      const [c, h] = block.call(hidden, context, temb, rotary);
-      dt.dispose([hidden, context]);
-      [context, hidden] = [c, h];
+    const cache = this.stepCache;
+    const first = this.transformer_blocks.at(0);
+    const image =
+      cache && first
+        ? cache.run(hidden, () => {
+            const [c, h] = first.call(hidden, context, temb, rotary);
+            return { hidden: h, rest: () => this.#blocks(h, c, temb, rotary, 1, false) };
+          })
+        : this.#blocks(hidden, context, temb, rotary, 0, true);
+    return this.proj_out.forward(this.norm_out.forward(image, temb));
+  }
+
+  protected override checkCacheable(what: string): void {
+    if (this.config.numLayers < 1 || this.config.numLayers + this.config.numSingleLayers < 2) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: First-Block Cache needs a double-stream block and one more block after it; this model has num_layers ${this.config.numLayers}, num_single_layers ${this.config.numSingleLayers}`);
     }
-    const textLength = context.shape[1]!;
-    let joint = this.jointAttention.join([context, hidden], 1);
-    dt.dispose([hidden, context]);
+  }
+
+  // The blocks from double block `from` on: the image tokens after the last single block. A
+  // block's inputs are freed as soon as the next block has been recorded on them (else the call's
+  // tidy would hold all 57 blocks' outputs, 1.6 GiB at 1024², until the end); the first block's
+  // too when `freeInputs` (the cache keeps them otherwise).
+  #blocks(hidden: dt.Tensor, context: dt.Tensor, temb: dt.Tensor, rotary: RotaryTables, from: number, freeInputs: boolean): dt.Tensor {
+    let [h, c] = [hidden, context];
+    const free = () => {
+      if (h !== hidden || freeInputs) dt.dispose([h, c]);
+    };
+    for (const block of [...this.transformer_blocks].slice(from)) {
+      const [nextContext, nextHidden] = block.call(h, c, temb, rotary);
+      free();
+      [c, h] = [nextContext, nextHidden];
+    }
+    const textLength = c.shape[1]!;
+    let joint = this.jointAttention.join([c, h], 1);
+    free();
     for (const block of this.single_transformer_blocks) {
       const next = block.call(joint, temb, rotary);
       joint.dispose();
       joint = next;
     }
-    const image = this.jointAttention.split(joint, [textLength, joint.shape[1]! - textLength], 1)[1]!;
-    return this.proj_out.forward(this.norm_out.forward(image, temb));
+    return this.jointAttention.split(joint, [textLength, joint.shape[1]! - textLength], 1)[1]!;
   }
 
   // the inputs as tensors on the model's mesh, their shapes checked against each other and the config

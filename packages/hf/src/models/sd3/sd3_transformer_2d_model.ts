@@ -13,7 +13,8 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
 import { SD3Transformer2DConfig } from './sd3_transformer_config.js';
-import { PreTrainedModel, type ModelOptions } from '../../loading/pretrained_model.js';
+import type { ModelOptions } from '../../loading/pretrained_model.js';
+import { StepCacheModel } from '../../cache/step_cache_model.js';
 import type { FromSingleFileOptions } from '../../loading/single_file/from_single_file.js';
 import { sd3FromSingleFile } from '../../loading/single_file/sd3_single_file.js';
 import type { DiffusersLora } from '../../lora/lora_formats.js';
@@ -51,7 +52,7 @@ const what = 'SD3Transformer2DModel';
  * checkpoint keys (subfolder "transformer"). Mesh dims 'dp' and 'cfg' split the batch, 'tp' heads
  * and feed-forward features, 'ulysses' and 'ring' the tokens (sd3ParallelPlan).
  */
-export class SD3Transformer2DModel extends PreTrainedModel {
+export class SD3Transformer2DModel extends StepCacheModel {
   /** The config the model was built from. */
   readonly config: SD3Transformer2DConfig;
   /** Latent patches to image tokens, plus the position embedding. */
@@ -130,30 +131,54 @@ export class SD3Transformer2DModel extends PreTrainedModel {
     const { latent, context, pooled, timestep, skip, controls } = this.checkInputs(hiddenStates, options);
     const { patchSize: p, outChannels } = this.config;
     const [batch, , height, width] = latent.shape as [number, number, number, number];
-    let hidden = this.pos_embed.forward(latent);
+    const hidden = this.pos_embed.forward(latent);
     const temb = this.time_text_embed.forward(timestep, pooled);
     const projections = this.#adaLN.project(temb);
-    let text: dt.Tensor | undefined = this.context_embedder.forward(context);
-    const made = new Set<dt.Tensor>(); // the blocks' outputs, freed once the next block has them
+    const text = this.context_embedder.forward(context);
+    const cache = this.stepCache;
+    if (cache && (skip.size > 0 || controls.length > 0)) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: skipLayers and blockControlnetHiddenStates do not run with a step cache (their work changes from block to block); disableCache() first`);
+    }
+    const first = this.transformer_blocks.at(0)!;
+    const last = cache
+      ? cache.run(hidden, () => {
+          const [t, h] = first.call(hidden, text, temb, projections);
+          return { hidden: h, rest: () => this.#blocks(h, t, temb, projections, 1, skip, controls) };
+        })
+      : this.#blocks(hidden, text, temb, projections, 0, skip, controls);
+    const out = this.proj_out.forward(this.norm_out.forward(last, temb, projections?.get(this.norm_out)));
+    const [h, w] = [height / p, width / p];
+    return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
+  }
+
+  protected override checkCacheable(what: string): void {
+    if (this.config.numLayers < 2) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: First-Block Cache needs a first block and a last one; this model has num_layers ${this.config.numLayers}`);
+  }
+
+  // The blocks from `from` on (skipLayers skipped, ControlNet residuals added): the image tokens
+  // after the last. Each block's outputs are freed once the next block has them; the inputs are
+  // the caller's.
+  #blocks(hidden: dt.Tensor, text: dt.Tensor | undefined, temb: dt.Tensor, projections: Map<nn.Module, dt.Tensor> | undefined, from: number, skip: ReadonlySet<number>, controls: readonly dt.Tensor[]): dt.Tensor {
+    const made = new Set<dt.Tensor>();
     const replace = (next: dt.Tensor | undefined, old: dt.Tensor | undefined) => {
       if (next !== old && old && made.has(old)) old.dispose();
       if (next) made.add(next);
       return next;
     };
+    let [h, t]: [dt.Tensor, dt.Tensor | undefined] = [hidden, text];
     const blocks = [...this.transformer_blocks];
     for (const [i, block] of blocks.entries()) {
+      if (i < from) continue;
       if (!skip.has(i)) {
-        const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(hidden, text!, temb, projections); // each block's intermediates freed at its end
-        text = replace(nextText, text);
-        hidden = replace(nextHidden, hidden)!;
+        const [nextText, nextHidden]: [dt.Tensor | undefined, dt.Tensor] = block.call(h, t!, temb, projections); // each block's intermediates freed at its end
+        t = replace(nextText, t);
+        h = replace(nextHidden, h)!;
       }
       if (controls.length && !block.contextPreOnly) {
-        hidden = replace(hidden.add(controls[Math.floor(i / (blocks.length / controls.length))]!), hidden)!;
+        h = replace(h.add(controls[Math.floor(i / (blocks.length / controls.length))]!), h)!;
       }
     }
-    const out = this.proj_out.forward(this.norm_out.forward(hidden, temb, projections?.get(this.norm_out)));
-    const [h, w] = [height / p, width / p];
-    return out.reshape([batch, h, w, p, p, outChannels]).permute([0, 5, 1, 3, 2, 4]).reshape([batch, outChannels, h * p, w * p]);
+    return h;
   }
 
   protected override packOwnProjections(): number {

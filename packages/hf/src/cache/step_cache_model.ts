@@ -1,0 +1,52 @@
+// The step-cache methods of a diffusion transformer (diffusers' CacheMixin: enable_cache,
+// disable_cache, cache_context): the model's forward asks `stepCache` whether its blocks may
+// reuse an earlier step's work (first_block_cache.ts).
+import { DTorchError, ErrorCode, log } from '@dtorch/common';
+import { PreTrainedModel } from '../loading/pretrained_model.js';
+import { checkCacheConfig, type CacheConfig } from './cache_config.js';
+import { FirstBlockCache } from './first_block_cache.js';
+
+/** A transformer whose steps can be cached: FluxTransformer2DModel, SD3Transformer2DModel. */
+export abstract class StepCacheModel extends PreTrainedModel {
+  #cache: FirstBlockCache | undefined;
+
+  /** The cache enableCache() set, or undefined. */
+  get stepCache(): FirstBlockCache | undefined {
+    return this.#cache;
+  }
+
+  /**
+   * Caches the transformer's steps, as diffusers' `transformer.enable_cache(config)`:
+   * `{ kind: 'first-block', threshold }` runs the blocks after the first only when the first
+   * block's output changed enough since the last step that ran them (first_block_cache.ts). A
+   * pipeline resets the cache at each generate; a direct caller calls stepCache.reset().
+   */
+  enableCache(config: CacheConfig): void {
+    const what = `${this.constructor.name}.enableCache`;
+    const checked = checkCacheConfig(what, config);
+    if (this.#cache) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a '${this.#cache.kind}' cache is enabled already; disableCache() first`);
+    this.checkCacheable(what);
+    this.#cache = new FirstBlockCache(checked.threshold);
+  }
+
+  /** Stops caching (diffusers' disable_cache), freeing what the cache held. */
+  disableCache(): void {
+    if (!this.#cache) log.warn(`${this.constructor.name}.disableCache: no cache is enabled; nothing to disable`);
+    this.#cache?.reset();
+    this.#cache = undefined;
+  }
+
+  /** Runs `fn` with this model's calls in cache context `name` (diffusers' cache_context); `fn` as it is without a cache. */
+  cacheContext<T>(name: string, fn: () => T): T {
+    return this.#cache ? this.#cache.withContext(name, fn) : fn();
+  }
+
+  /** Frees the weights and what the cache holds. */
+  override dispose(): void {
+    this.#cache?.reset();
+    super.dispose();
+  }
+
+  /** Throws when the model's blocks cannot be cached (a first block and a last one, not the same, are needed). */
+  protected abstract checkCacheable(what: string): void;
+}
