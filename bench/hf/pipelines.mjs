@@ -16,9 +16,15 @@
 // encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
 // and what the components hold (and, from one more run, the peak above that in each phase); then a summary line with the ratios and whether the issue's
 // target (<= 0.9x diffusers eager, peak <= diffusers') is met.
+// CACHES (issue 46) adds First-Block Cache runs after the uncached ones, on both sides with the same
+// thresholds (DTorch's side first): "0.12" a threshold, "steps=10" the threshold (bisected on
+// DTorch's side) that computes 10 of the steps; per entry the time (after a warm-up run), the
+// transformer calls computed, each call's statistic, and the fidelity against the uncached run at
+// the same seed (PSNR of the [0, 1] image, cosine of the final latents).
 //   DEVICE=cuda node bench/hf/pipelines.mjs
+//   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10 node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
-// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), DIFFUSERS_SRC, PYTHON.
+// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, DIFFUSERS_SRC, PYTHON.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +43,7 @@ const size = process.env.SIZE ?? 'full';
 const dtype = device === 'cuda' ? 'bfloat16' : 'float32';
 const names = (process.env.PIPELINES ?? 'flux-dev,sd3-medium').split(',').filter(Boolean);
 const runs = Number(process.env.RUNS ?? 2);
+const caches = (process.env.CACHES ?? '').split(',').filter(Boolean);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
 const specs = withBases(JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8')));
 const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
@@ -109,6 +116,7 @@ async function measure(name) {
   const timed = [];
   let shape = null;
   let checksum = null;
+  let reference = null; // the last uncached image, for the cached runs' fidelity
   for (let i = 0; i <= runs; i++) {
     if (i === 1 && cuda) dt.cuda.resetPeakMemoryStats(0); // the first run warms kernels and the allocator
     const t0 = process.hrtime.bigint();
@@ -118,7 +126,8 @@ async function measure(name) {
     const images = out.images;
     shape = [...images.shape];
     if (i === runs) checksum = await dt.tidy(() => images.mean()).item();
-    images.dispose();
+    if (i === runs && caches.length) reference = images;
+    else images.dispose();
     timed.push({ s: total / 1000, ...out.timings });
   }
   const peak = cuda ? dt.cuda.memoryStats(0).peakAllocatedBytes : null;
@@ -141,6 +150,8 @@ async function measure(name) {
     phasePeaks = peaks;
   }
   const graphs = graphCounters(); // over every run, before the pipeline's tensors go
+  const cached = caches.length ? await cachedRuns(pipe, options, reference) : undefined;
+  reference?.dispose();
   options.image?.dispose();
   pipe.dispose();
   const best = timed.slice(1).sort((a, b) => a.s - b.s)[0];
@@ -150,8 +161,68 @@ async function measure(name) {
     encode_s: r3(best.encodeMs / 1000), image_encode_s: r3(best.prepareMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
     peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB), peak_above_held_gib_by_phase: phasePeaks,
     shape, finite: Number.isFinite(checksum), checksum, build_s: +buildS.toFixed(1), steps: options.numInferenceSteps,
-    graphs,
+    graphs, ...(cached && { caches: cached }),
   };
+}
+
+// First-Block Cache at each CACHES entry: time, calls computed, statistics, fidelity (see the file's comment).
+async function cachedRuns(pipe, options, referenceImage) {
+  const ms = (since) => Number(process.hrtime.bigint() - since) / 1e6;
+  const latentOf = async () => (await pipe.generate({ ...options, outputType: 'latent' })).images;
+  const referenceLatents = await latentOf();
+  const results = [];
+  for (const entry of caches) {
+    const threshold = entry.startsWith('steps=') ? await thresholdComputing(pipe, options, Number(entry.slice('steps='.length))) : Number(entry);
+    pipe.transformer.enableCache({ kind: 'first-block', threshold });
+    let timed;
+    for (let i = 0; i < 2; i++) {
+      const t0 = process.hrtime.bigint();
+      const out = await pipe.generate(options);
+      await dt.sync();
+      if (timed) timed.images.dispose();
+      timed = { s: ms(t0) / 1000, images: out.images, timings: out.timings };
+    }
+    const latents = await latentOf();
+    pipe.transformer.disableCache();
+    const fidelity = await dt.tidy(() => {
+      const mse = timed.images.sub(referenceImage).square().mean();
+      const [a, b] = [latents.flatten().to('float32'), referenceLatents.flatten().to('float32')];
+      return dt.stack([mse, a.mul(b).sum().div(a.square().sum().sqrt().mul(b.square().sum().sqrt()))]);
+    }).data();
+    const report = timed.timings.cache;
+    results.push({
+      cache: entry, threshold: +threshold.toPrecision(6), seconds: +timed.s.toFixed(3), denoise_s: +(timed.timings.denoiseMs / 1000).toFixed(3),
+      calls: report.calls, computed: report.computed, psnr_db: +(10 * Math.log10(1 / fidelity[0])).toFixed(2), latent_cosine: +fidelity[1].toFixed(5),
+      statistics: report.decisions.map((d) => (d.statistic === undefined ? null : +d.statistic.toPrecision(4))),
+    });
+    dt.dispose([timed.images, latents]);
+  }
+  referenceLatents.dispose();
+  return results;
+}
+
+// The threshold whose run computes `want` transformer calls: bisected between 0 and the largest
+// statistic of a run that computes every call (the count falls as the threshold rises).
+async function thresholdComputing(pipe, options, want) {
+  const computed = async (threshold) => {
+    pipe.transformer.enableCache({ kind: 'first-block', threshold });
+    const out = await pipe.generate({ ...options, outputType: 'latent' });
+    out.images.dispose();
+    pipe.transformer.disableCache();
+    return out.timings.cache;
+  };
+  const all = await computed(0);
+  let [lo, hi] = [0, Math.max(...all.decisions.map((d) => d.statistic ?? 0)) * 1.001];
+  let best = { threshold: hi, miss: Infinity };
+  for (let i = 0; i < 10; i++) {
+    const mid = (lo + hi) / 2;
+    const n = (await computed(mid)).computed;
+    if (Math.abs(n - want) < best.miss) best = { threshold: mid, miss: Math.abs(n - want) };
+    if (n === want) break;
+    if (n > want) lo = mid;
+    else hi = mid;
+  }
+  return best.threshold;
 }
 
 // ---- the run: each side of each pipeline in a process of its own -----------------------------
@@ -159,11 +230,11 @@ async function measure(name) {
 const children = childRuns(budgetS, { bench, device, size });
 const { left, run: child } = children;
 
-function diffusers(name) {
+function diffusers(name, thresholds = []) {
   const { python, env } = diffusersPython(root);
   const tokenizers = dirname(hf.tinyTokenizerFolder('clip'));
   hf.tinyTokenizerFolder('t5');
-  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs)], env, { side: 'diffusers_eager', pipeline: name });
+  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs), ...(thresholds.length ? ['--caches', thresholds.join(',')] : [])], env, { side: 'diffusers_eager', pipeline: name });
 }
 
 function summary(name, lines) {
@@ -181,6 +252,16 @@ function summary(name, lines) {
     target_ratio: target.ratio_vs_eager ?? null, target_met: full && r !== null ? r <= target.ratio_vs_eager && (ours.peak_gib ?? 0) <= (theirs.peak_gib ?? Infinity) : null,
     issue_diffusers_eager_s: specs[name].issue?.diffusers_eager_s ?? null,
     errors: lines.filter((l) => l.pipeline === name && l.error).map((l) => `${l.side}: ${l.error}`),
+    ...(ours?.caches && { caches: ours.caches.map((c, i) => cacheSummary(c, theirs?.caches?.[i], ours.seconds)) }),
+  };
+}
+
+// one cache entry of both sides: times, calls computed (equal when both decide alike), fidelity
+function cacheSummary(ours, theirs, uncachedS) {
+  return {
+    cache: ours.cache, threshold: ours.threshold, dtorch_s: ours.seconds, diffusers_s: theirs?.seconds ?? null, ratio_vs_diffusers: theirs ? +(ours.seconds / theirs.seconds).toFixed(3) : null,
+    speedup_vs_uncached: +(uncachedS / ours.seconds).toFixed(3), computed: `${ours.computed}/${ours.calls}`, diffusers_computed: theirs ? `${theirs.computed}/${theirs.calls}` : null,
+    psnr_db: ours.psnr_db, latent_cosine: ours.latent_cosine, diffusers_psnr_db: theirs?.psnr_db ?? null,
   };
 }
 
@@ -189,8 +270,11 @@ async function main() {
   const emit = (ls) => ls.forEach((l) => (lines.push(l), console.log(JSON.stringify(l))));
   for (const name of names) {
     if (!specs[name]) throw new Error(`pipelines: no pipeline "${name}" in pipelines.json`);
-    if (left() > 30) emit(diffusers(name));
-    if (left() > 20) emit(child(process.execPath, [self], { PIPELINE_WORKER: name }, { side: 'dtorch', pipeline: name }));
+    const ours = () => left() > 20 && emit(child(process.execPath, [self], { PIPELINE_WORKER: name }, { side: 'dtorch', pipeline: name }));
+    if (caches.length) ours(); // the diffusers side runs the thresholds DTorch's side settled on
+    const thresholds = lines.find((l) => l.pipeline === name && l.side === 'dtorch')?.caches?.map((c) => c.threshold) ?? [];
+    if (left() > 30) emit(diffusers(name, thresholds));
+    if (!caches.length) ours();
   }
   for (const name of names) emit([summary(name, lines)]);
   console.log(JSON.stringify({ bench, done: true, device, size, pipelines: names, wall_s: +children.elapsedS().toFixed(1) }));

@@ -4,8 +4,12 @@ transformers' text encoders) with that library's random init, made on the device
 tokenizers from DTorch's tiny-pipeline assets (CLIP's real vocabulary; a small T5 SentencePiece:
 random weights make the ids' meaning moot, the padded lengths are the real ones).
 
-Usage: python pipelines.py --pipelines flux-dev,sd3-medium --tokenizers DIR [--runs 2] [--device cuda] [--size full|tiny]
+Usage: python pipelines.py --pipelines flux-dev,sd3-medium --tokenizers DIR [--runs 2] [--device cuda] [--size full|tiny] [--caches 0.12,0.08]
   DIR holds clip/ and t5/ tokenizer folders (pipelines.mjs unpacks them).
+--caches: after the uncached runs, one run (after a warm-up) per threshold with diffusers' First-Block
+Cache (apply_first_block_cache, what transformer.enable_cache applies), reporting its time, the
+transformer calls that ran every block, each call's statistic, and the PSNR of its image against the
+uncached one.
 Prints a JSON line per pipeline: seconds end to end (best of --runs after one warm-up run, each
 waited for), the time of each phase (encode_prompt, the denoising loop, the VAE decode and image
 postprocessing), the peak of torch.cuda.max_memory_allocated over the timed runs and what the
@@ -13,6 +17,7 @@ components hold.
 """
 import argparse
 import json
+import math
 import os
 import pathlib
 import sys
@@ -91,6 +96,49 @@ def timed_phases(pipe, sync):
     return phases
 
 
+def cached_runs(pipe, call, thresholds, reference, sync):
+    """diffusers' First-Block Cache at each threshold (see the module's docstring)."""
+    from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, apply_first_block_cache
+    from diffusers.hooks.first_block_cache import _FBC_BLOCK_HOOK, _FBC_LEADER_BLOCK_HOOK, FBCHeadBlockHook
+    decisions = []
+    should_compute = FBCHeadBlockHook._should_compute_remaining_blocks
+
+    def recording(self, residual):
+        state = self.state_manager.get_state()
+        prev = state.head_block_residual
+        stat = None if prev is None else ((residual - prev).abs().mean() / prev.abs().mean()).item()
+        computed = should_compute(self, residual)
+        decisions.append((stat, computed))
+        return computed
+    FBCHeadBlockHook._should_compute_remaining_blocks = recording
+    results = []
+    try:
+        for threshold in thresholds:
+            apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=threshold))
+            # the transformer's registry keeps the child registries it found at its first
+            # cache_context (the uncached runs': none), and would set no context on the blocks' new hooks
+            HookRegistry.check_if_exists_or_initialize(pipe.transformer)._child_registries_cache = None
+            try:
+                for _ in range(2):  # a warm-up, then the timed run
+                    decisions.clear()
+                    sync()
+                    start = time.perf_counter()
+                    images = pipe(**call, generator=torch.Generator("cpu").manual_seed(0), output_type="pt").images
+                    sync()
+                    seconds = time.perf_counter() - start
+            finally:
+                registry = HookRegistry.check_if_exists_or_initialize(pipe.transformer)
+                registry.remove_hook(_FBC_LEADER_BLOCK_HOOK, recurse=True)
+                registry.remove_hook(_FBC_BLOCK_HOOK, recurse=True)
+            mse = (images.float() - reference.float()).square().mean().item()
+            results.append({"threshold": threshold, "seconds": round(seconds, 3), "calls": len(decisions), "computed": sum(c for _, c in decisions),
+                            "psnr_db": round(10 * math.log10(1 / mse), 2) if mse > 0 else None,
+                            "statistics": [None if s is None else float(f"{s:.4g}") for s, _ in decisions]})
+    finally:
+        FBCHeadBlockHook._should_compute_remaining_blocks = should_compute
+    return results
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--pipelines", default="flux-dev,sd3-medium")
@@ -98,6 +146,7 @@ def main():
     a.add_argument("--runs", type=int, default=2)
     a.add_argument("--device", default="cuda")
     a.add_argument("--size", default="full", choices=["full", "tiny"])
+    a.add_argument("--caches", default="")
     args = a.parse_args()
     import diffusers
     specs = json.loads((HERE / "pipelines.json").read_text())
@@ -133,11 +182,15 @@ def main():
                     runs.append({"s": total, **phases, "denoise_s": total - phases.get("encode_s", 0) - phases.get("decode_s", 0) - phases.get("image_encode_s", 0)})
             best = min(runs[1:], key=lambda r: r["s"])
             peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+            thresholds = [float(t) for t in args.caches.split(",") if t]
+            with torch.inference_mode():
+                caches = cached_runs(pipe, call, thresholds, images, sync) if thresholds else None
             print(json.dumps({**base, "seconds": round(best["s"], 3), "runs_s": [round(r["s"], 3) for r in runs[1:]], "warmup_s": round(runs[0]["s"], 3),
                               "encode_s": round(best.get("encode_s", 0), 3), "image_encode_s": round(best.get("image_encode_s", 0), 3), "denoise_s": round(best["denoise_s"], 3), "decode_s": round(best.get("decode_s", 0), 3),
                               "peak_gib": None if peak is None else round(peak / GIB, 3), "held_gib": None if held is None else round(held / GIB, 3),
                               "shape": list(images.shape), "finite": bool(torch.isfinite(images).all().item()), "checksum": images.float().mean().item(),
-                              "build_s": round(build_s, 1), "steps": call["num_inference_steps"], "torch": torch.__version__, "diffusers": diffusers.__version__}), flush=True)
+                              "build_s": round(build_s, 1), "steps": call["num_inference_steps"], "torch": torch.__version__, "diffusers": diffusers.__version__,
+                              **({"caches": caches} if caches is not None else {})}), flush=True)
             del pipe, images
         except Exception as e:  # noqa: BLE001 (one pipeline's failure is a line; the next still runs)
             print(json.dumps({**base, "error": f"{type(e).__name__}: {str(e)[:400]}"}), flush=True)

@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8 also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -96,6 +96,11 @@ if bench lora && [ "$cuda" = true ]; then
   # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS)
   DEVICE=cuda node bench/hf/lora.mjs > "$OUT/hf-lora-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-lora-cuda.jsonl" | cut -c1-1200
+fi
+if bench cache && [ "$cuda" = true ]; then
+  # First-Block Cache on Flux-dev end to end (issue 46): thresholds and step targets (CACHES) beside diffusers' hooks
+  DEVICE=cuda PIPELINES=${PIPELINES:-flux-dev} CACHES=${CACHES:-0.12,0.08,steps=14,steps=10} node bench/hf/pipelines.mjs > "$OUT/hf-cache-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-cuda.jsonl" | cut -c1-2500
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
 # the device tool brings back a limited number of files: the logs travel as one archive
