@@ -18,11 +18,13 @@ xz -T0 -9e -c "$stripped" > "$out/node.xz" && rm -f "$stripped"
 # binaries of other platforms (the machine is linux-x64 with glibc); typescript goes along: a test
 # runs the generator of Tensor's op methods (scripts/gen-tensor-methods.mjs), which parses with it
 # BENCH_ONLY=1 also leaves out what only the tests and the docs use (vitest, vite and its bundler,
-# typescript, typedoc; source maps, type declarations, READMEs), for a benchmark call (TESTS=0) when the working tree leaves less room
+# typescript, typedoc and what only they load; zeromq's musl builds; source maps, type declarations, READMEs), for a benchmark call (TESTS=0) when the working tree leaves less room
 slim=()
 [ "${BENCH_ONLY:-0}" = 1 ] && slim=(--exclude='node_modules/typescript' --exclude='node_modules/@rolldown' --exclude='node_modules/rolldown'
   --exclude='node_modules/vite' --exclude='node_modules/vitest' --exclude='node_modules/@vitest' --exclude='node_modules/typedoc'
   --exclude='node_modules/@shikijs' --exclude='node_modules/lightningcss*'
+  --exclude='node_modules/@gerrit0' --exclude='node_modules/lunr' --exclude='node_modules/markdown-it' --exclude='node_modules/yaml'
+  --exclude='node_modules/zeromq/build/linux/x64/node/musl-*'
   --exclude='*.map' --exclude='*.md' --exclude='*.d.ts' --exclude='*.d.mts' --exclude='*.d.cts')
 tar -cJf "$out/node_modules.tar.xz" "${slim[@]}" \
   --exclude='node_modules/@turbo' --exclude='node_modules/turbo' \

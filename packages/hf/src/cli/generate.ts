@@ -3,13 +3,15 @@
 // here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
 // steps it was trained for unless told; anything else a folder or hub id, all three of the last
 // through DiffusionPipeline.fromPretrained), its --lora adapters (lora_spec.ts) loaded and
-// weighted (fused under --fuse-lora), with --image its image-to-image variant (with --mask its inpainting one; image_variant.ts), the run a
+// weighted (fused under --fuse-lora), its --cache on the transformer, with --image its image-to-image variant (with --mask its inpainting one; image_variant.ts), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
 // float32 on CPU devices.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { CacheConfig } from '../cache/cache_config.js';
+import { StepCacheModel } from '../cache/step_cache_model.js';
 import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '../pipelines/diffusion_pipeline.js';
 import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
@@ -61,6 +63,8 @@ export interface GenerateFlags {
   lora?: LoraSpec[];
   /** --fuse-lora: the LoRAs fused into the weights before generating. */
   fuseLora?: boolean;
+  /** --cache: the transformer's step cache (transformer.enableCache). */
+  cache?: CacheConfig;
   /** --image: the picture to start from (the model's image-to-image variant runs). */
   image?: string;
   /** --strength: how much of the schedule runs from --image (default the pipeline's, 0.6). */
@@ -125,6 +129,15 @@ async function applyLoras(pipe: DiffusionPipeline, flags: GenerateFlags): Promis
   console.log(`LoRA: ${loras.map((l) => `${l.name} x${l.scale}`).join(', ')}${flags.fuseLora ? ` (fused into ${fused} linear layers)` : ''}`);
 }
 
+// --cache on the pipeline's transformer; a line saying what runs
+function applyCache(pipe: DiffusionPipeline, flags: GenerateFlags): void {
+  if (!flags.cache) return;
+  const { transformer } = pipe as { transformer?: unknown };
+  if (!(transformer instanceof StepCacheModel)) throw invalid(`--cache: ${pipe.constructor.name} has no transformer whose steps can be cached; leave out --cache`);
+  transformer.enableCache(flags.cache);
+  console.log(`step cache: ${flags.cache.kind}, threshold ${transformer.stepCache!.threshold}`);
+}
+
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const size = flags.size === undefined ? undefined : parseSize(flags.size);
@@ -174,6 +187,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
       console.log(`${how} (${variant.constructor.name}) from ${flags.image}`);
     }
     await applyLoras(pipe, flags);
+    applyCache(pipe, flags);
   } catch (err) {
     loaded.dispose();
     throw err;
@@ -220,5 +234,6 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, ${flags.image !== undefined ? `image encode ${seconds(timings.prepareMs)}, ` : ''}denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
       `decode ${seconds(timings.decodeMs)}, total ${seconds(totalMs)}`,
   );
+  if (timings.cache) console.log(`step cache: the transformer's blocks ran in ${timings.cache.computed} of ${timings.cache.calls} calls`);
   console.log(`peak memory: ${peaks.join(', ')}`);
 }

@@ -7,6 +7,7 @@
 // command's one-line error too. The subcommands are imported when they run, so that --help
 // works without the native addon.
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseCacheConfig, type CacheConfig } from '../cache/cache_config.js';
 import type { GenerateFlags } from './generate.js';
 import { parseLora } from './lora_spec.js';
 import type { WorkerFlags } from './worker.js';
@@ -45,6 +46,15 @@ function strength(text: string): number {
   return value;
 }
 
+// --cache kind[:threshold], read as enableCache reads a config
+function parseCacheFlag(text: string): CacheConfig {
+  try {
+    return parseCacheConfig(text);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
 /** Prints `error` as one line (and its stack under DTORCH_LOG=debug); exits 1. */
 function fail(error: unknown): never {
   const message = error instanceof Error ? error.message : String(error);
@@ -70,6 +80,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --size 64x64 --steps 4
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --lora ./style.safetensors:0.8 --lora org/detail-lora --fuse-lora
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --cache first-block:0.12
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "the same cat at night" --image cat.png --strength 0.7 --out night.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a red hat" --image cat.png --mask hat-mask.png --strength 0.9 --out hat.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
@@ -103,6 +114,7 @@ export function program(version: string): Command {
     .option('--local-files-only', 'use the HF cache only, no download')
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
+    .option('--cache <kind[:threshold]>', "reuse the transformer's work between steps: first-block[:threshold] (First-Block Cache, as diffusers'; default threshold 0.05, higher skips more steps)", parseCacheFlag)
     .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
     .option('--mask <picture>', 'with --image: white where the picture is redrawn, black where it is kept (the model\'s inpainting variant runs)')
     .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)
