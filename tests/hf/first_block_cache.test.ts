@@ -3,9 +3,10 @@
 // under apply_first_block_cache at each case's threshold): every transformer call takes
 // diffusers' decision (its statistic within 1e-3 of diffusers', the remaining blocks run or not
 // as there) and the final latents are within 2e-3 of diffusers', on one CPU device and on meshes
-// that split the tokens ('ulysses'), the heads ('tp') and the guidance batch ('cfg', SD3): the
+// that split the tokens ('ulysses'), the heads ('tp') and the guidance batch ('cfg'): the
 // statistic is reduced over the split, so every mesh decides as one device. True CFG's two Flux
-// branches keep a cache each ('cond', 'uncond'); SD3's batched branches one. A second generate
+// branches keep a cache each ('cond', 'uncond'), also when a 'cfg' dim batches them (each half
+// of the batch decides as its branch's call); SD3's batched branches one. A second generate
 // starts afresh (the same decisions and latents as the first); the cache leaves no tensor behind;
 // bad configs are DTorchErrors.
 import { readFileSync } from 'node:fs';
@@ -77,7 +78,9 @@ const meshes: { name: string; make: () => dt.DeviceMesh; cases: string[] }[] = [
   { name: '1 device', make: () => new dt.DeviceMesh('cpu', [0]), cases: ['flux', 'flux-cfg', 'sd3'] },
   { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), cases: ['flux', 'flux-cfg', 'sd3'] },
   { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), cases: ['flux', 'sd3'] },
-  { name: 'cfg=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['cfg']), cases: ['sd3'] },
+  // Flux's true CFG batched over 'cfg': each half decides as its branch's own call
+  { name: 'cfg=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['cfg']), cases: ['flux-cfg', 'sd3'] },
+  { name: 'cfg=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']), cases: ['flux-cfg', 'sd3'] },
 ];
 
 describe.each(meshes)('First-Block Cache on $name matches diffusers', ({ name: meshName, make: makeMesh, cases: names }) => {
@@ -85,8 +88,13 @@ describe.each(meshes)('First-Block Cache on $name matches diffusers', ({ name: m
     const c = byName(name);
     const pipe = await make(c, makeMesh());
     pipe.transformer.enableCache({ kind: 'first-block', threshold: c.threshold });
+    const batches = new Set<number>();
+    const forward = pipe.transformer.forward.bind(pipe.transformer) as (x: dt.Tensor, o: never) => dt.Tensor;
+    (pipe.transformer as { forward: unknown }).forward = (x: dt.Tensor, o: never) => (batches.add(x.shape[0]!), forward(x, o));
     const before = dt.memory().numTensors;
     const first = await generate(pipe, c);
+    // SD3 batches its branches; Flux's true CFG is batched where a 'cfg' dim splits it, else two calls
+    expect([...batches], 'the transformer\'s batch').toEqual([c.pipeline === 'tiny-sd3' || (name === 'flux-cfg' && meshName.startsWith('cfg')) ? 2 : 1]);
     expectDecisions(first.cache, c, `${meshName} ${name}`);
     expect(first.cache).toMatchObject({ kind: 'first-block', threshold: c.threshold, calls: c.calls.length });
     await expectClose(first.latents, fixtureTensor(io, `${name}.latent`, { mesh: first.latents.mesh }), 2e-3, `${meshName} ${name} latents`);

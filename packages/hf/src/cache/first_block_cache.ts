@@ -8,10 +8,12 @@
 //
 // Each context keeps its own cache: a pipeline runs true CFG's two branches as two calls in
 // contexts 'cond' and 'uncond', as diffusers' Flux pipeline; a batched call of both branches
-// (SD3's) keeps one cache for the batch. The statistic is one mean over every element, so on a
-// mesh (tokens over 'ulysses', the batch over 'cfg' / 'dp') it is reduced over all of them
+// keeps one cache for the batch as diffusers' batched pipelines do (SD3's), or, where only the
+// mesh batches them (Flux's on a 'cfg' dim), one per half (BOTH_BRANCHES), each half deciding as
+// its own call would. The statistic is a mean over every element of the call (or half), so on
+// a mesh (tokens over 'ulysses', the batch over 'cfg' / 'dp') the devices' parts are gathered
 // before the host reads it: every device takes the decision one device would (the one program
-// takes it once for all). It is computed with diffusers' ops in the hidden states' dtype.
+// takes it once for all).
 //
 // The host reads the statistic between the first block and the rest: the step's recorded work is
 // cut there, and the engine recognises (and on a GPU replays as CUDA graphs) the first block's
@@ -42,6 +44,13 @@ interface ContextState {
   tail: dt.Tensor;
 }
 
+/**
+ * The context of a batched call whose halves are true CFG's two branches, [negative; positive]
+ * (Flux's on a 'cfg' mesh dim): each half decides and caches as the branch's own call would, in
+ * contexts 'uncond' and 'cond'.
+ */
+export const BOTH_BRANCHES = 'uncond+cond';
+
 /** A transformer's First-Block Cache: its contexts' residuals and the decisions taken so far. */
 export class FirstBlockCache {
   readonly kind = 'first-block';
@@ -60,7 +69,7 @@ export class FirstBlockCache {
     return this.#decisions;
   }
 
-  /** Runs `fn` with the transformer's calls in context `name` (diffusers' cache_context). */
+  /** Runs `fn` with the transformer's calls in context `name` (diffusers' cache_context; BOTH_BRANCHES for a batch of both branches). */
   withContext<T>(name: string, fn: () => T): T {
     const outer = this.#context;
     this.#context = name;
@@ -76,26 +85,39 @@ export class FirstBlockCache {
    * (image tokens): `first()` runs the first block; its `rest()` the others when the cache says so.
    */
   run(input: dt.Tensor, first: () => FirstBlockRun): dt.Tensor {
+    const key = this.#context;
+    // the rows' branches: one context, or the two halves of a batch [negative; positive]
+    const branches = key === BOTH_BRANCHES ? ['uncond', 'cond'] : [key];
     const { hidden, rest } = first();
     const residual = hidden.sub(input);
-    let state = this.#states.get(this.#context);
+    let state = this.#states.get(key);
     if (state && !sameLayout(state.head, residual)) {
       // another size or batch in this context: start over
-      this.#drop(this.#context);
+      this.#drop(key);
       state = undefined;
     }
-    const statistic = state && this.#statistic(residual, state.head);
-    const computed = statistic === undefined || statistic > this.threshold;
-    this.#decisions.push({ context: this.#context, statistic, computed });
-    if (!computed) {
+    const statistics = state ? this.#statistics(residual, state.head, branches.length) : branches.map(() => undefined);
+    const computed = statistics.map((s) => s === undefined || s > this.threshold);
+    // in the order diffusers' two calls take them: the prompt's first
+    for (const i of branches.length === 2 ? [1, 0] : [0]) this.#decisions.push({ context: branches[i]!, statistic: statistics[i], computed: computed[i]! });
+    if (computed.every((c) => !c)) {
       residual.dispose();
       return hidden.add(state!.tail);
     }
     const out = rest();
-    const tail = dt.keep(out.sub(hidden));
-    this.#drop(this.#context);
-    this.#states.set(this.#context, { head: dt.keep(residual), tail });
-    return out;
+    const tail = out.sub(hidden);
+    if (computed.every((c) => c)) {
+      this.#drop(key);
+      this.#states.set(key, { head: dt.keep(residual), tail: dt.keep(tail) });
+      return out;
+    }
+    // one branch ran the blocks, the other reuses its cache: each half as its own call gives it
+    const fresh = rowsWhere(computed, hidden);
+    const next = { head: dt.keep(residual.where(fresh, state!.head)), tail: dt.keep(tail.where(fresh, state!.tail)) };
+    const result = out.where(fresh, hidden.add(state!.tail));
+    this.#drop(key);
+    this.#states.set(key, next);
+    return result;
   }
 
   /** Forgets every context's residuals and the decisions (each generate starts afresh). */
@@ -104,14 +126,25 @@ export class FirstBlockCache {
     this.#decisions = [];
   }
 
-  // absmean(r − r_prev) / absmean(r_prev), read on the host (see the file's comment)
-  #statistic(residual: dt.Tensor, previous: dt.Tensor): number {
-    const ratio = dt.tidy(() => whole(residual.sub(previous).abs().mean()).div(whole(previous.abs().mean())));
+  // absmean(r − r_prev) / absmean(r_prev) over each of `groups` equal groups of rows, read on
+  // the host (see the file's comment): per-row means (every row has as many elements) gathered
+  // from every device, summed per group
+  #statistics(residual: dt.Tensor, previous: dt.Tensor, groups: number): number[] {
+    const dims = residual.shape.map((_, i) => i).slice(1);
+    const rows = dt.tidy(() => whole(dt.stack([residual.sub(previous).abs().mean(dims), previous.abs().mean(dims)])));
+    let values: ArrayLike<number>;
     try {
-      return Number(ratio.itemSync());
+      values = rows.dataSync() as ArrayLike<number>;
     } finally {
-      ratio.dispose();
+      rows.dispose();
     }
+    const batch = residual.shape[0]!;
+    const per = batch / groups;
+    return Array.from({ length: groups }, (_, g) => {
+      let [change, size] = [0, 0];
+      for (let i = g * per; i < (g + 1) * per; i++) [change, size] = [change + values[i]!, size + values[batch + i]!];
+      return change / size;
+    });
   }
 
   #drop(name: string): void {
@@ -120,6 +153,15 @@ export class FirstBlockCache {
     dt.dispose([state.head, state.tail]);
     this.#states.delete(name);
   }
+}
+
+// true on the rows of the groups that ran the blocks, as [batch, 1, ...] placed as `like`'s batch
+function rowsWhere(computed: readonly boolean[], like: dt.Tensor): dt.Tensor {
+  const batch = like.shape[0]!;
+  const per = batch / computed.length;
+  const rows = Array.from({ length: batch }, (_, i) => computed[Math.floor(i / per)]!);
+  const placements = like.placements.map((p) => (p.isShard(0) ? dt.Shard(0) : dt.Replicate()));
+  return dt.tensor(rows, { dtype: 'bool', mesh: like.mesh, placements, shape: [batch, ...like.shape.slice(1).map(() => 1)] });
 }
 
 // a mean over a split dim is a partial sum of the devices' parts: summed on every device

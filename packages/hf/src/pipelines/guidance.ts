@@ -7,6 +7,7 @@
 // half of the mesh runs one branch, and the prediction is gathered for the combination.
 import * as dt from '@dtorch/api';
 import { log } from '@dtorch/common';
+import { BOTH_BRANCHES } from '../cache/first_block_cache.js';
 
 /** How the two branches run: not at all ('off'), as two transformer calls, or as one on [negative; positive]. */
 export type GuidanceBranches = 'off' | 'separate' | 'batched';
@@ -17,6 +18,8 @@ export interface Guidance {
   readonly scale: number;
   /** How the branches run. */
   readonly branches: GuidanceBranches;
+  /** Batched because the family batches them (SD3), not only because a 'cfg' dim splits them. */
+  readonly familyBatched: boolean;
 }
 
 /** What decides a call's guidance. */
@@ -52,7 +55,7 @@ export function chooseGuidance(what: string, mesh: dt.DeviceMesh, choice: Guidan
   if (cfgDim && branches !== 'batched') {
     log.warn(`${what}: the mesh dim 'cfg' splits ${choice.describe}; ${choice.on ? "with 'dp'" : 'without them'} the work is repeated on it`);
   }
-  return { scale: choice.scale, branches };
+  return { scale: choice.scale, branches, familyBatched: choice.batched };
 }
 
 /** The text inputs of one call's transformer calls: the prompt's (and the negative prompt's), or both batched. */
@@ -60,10 +63,11 @@ export type GuidedInputs<T> = { readonly positive: T; readonly negative?: T } | 
 
 /**
  * Which branch a transformer call runs, as diffusers names its cache contexts: the prompt's
- * ('cond'), the negative prompt's ('uncond'), or both batched ('cond' too: diffusers' batched
- * pipelines keep one cache for the batch).
+ * ('cond'), the negative prompt's ('uncond'), or both batched: 'cond' where the family batches
+ * them (diffusers' batched pipelines keep one cache for the batch), BOTH_BRANCHES where only
+ * the mesh does (each half its branch's cache, as the family's two calls would keep).
  */
-export type GuidanceBranch = 'cond' | 'uncond';
+export type GuidanceBranch = 'cond' | 'uncond' | typeof BOTH_BRANCHES;
 
 /**
  * The guided prediction at latents `x`: `predict(x, text, branch)` (the transformer) for the
@@ -72,7 +76,7 @@ export type GuidanceBranch = 'cond' | 'uncond';
 export function guidedPrediction<T>(guidance: Guidance, inputs: GuidedInputs<T>, x: dt.Tensor, predict: (x: dt.Tensor, text: T, branch: GuidanceBranch) => dt.Tensor): dt.Tensor {
   if ('batched' in inputs) {
     const rows = x.shape[0]!;
-    const out = predict(dt.cat([x, x], 0), inputs.batched, 'cond');
+    const out = predict(dt.cat([x, x], 0), inputs.batched, guidance.familyBatched ? 'cond' : BOTH_BRANCHES);
     // split over 'cfg': gathered for the combination
     const whole = out.placements.every((p) => p.isReplicate()) ? out : out.redistribute(out.placements.map(() => dt.Replicate()));
     const [unconditional, conditional] = whole.split([rows, rows], 0) as [dt.Tensor, dt.Tensor];
