@@ -95,9 +95,15 @@ describe('PackedProjections', () => {
       lora.add('style', dt.randn([rank, 8], { seed, mesh: cpu }), dt.randn([l.outFeatures, rank], { seed: seed + 1, mesh: cpu }), 2 * rank);
       lora.setActive(new Map([['style', 0.5]]));
     };
+    const start = dt.memory();
     adapt(m.q, 10, 2);
     adapt(m.v, 20, 3); // k has none: its B block is zeros
-    const perLinear = async () => values(dt.tidy(() => dt.cat([m.q.forward(x), m.k.forward(x), m.v.forward(x)], -1)));
+    const perLinear = async () => {
+      const t = dt.tidy(() => dt.cat([m.q.forward(x), m.k.forward(x), m.v.forward(x)], -1));
+      const v = await values(t);
+      t.dispose();
+      return v;
+    };
     const want = await perLinear();
     const kWeight = await values(m.k.weight);
     expect(m.packs.pack()).toBe(true);
@@ -129,7 +135,11 @@ describe('PackedProjections', () => {
     let plain: dt.Tensor | undefined;
     expect(countRecords('linear', () => (plain = m.call(x)))).toBe(1);
     close(await values(plain!), base);
-    dt.dispose([x, out!, after!, repacked!, plain!]);
+    dt.dispose([out!, after!, repacked!, plain!]);
+    // two packs with adapters and one without leave nothing behind: the buffers with B went
+    expect(dt.memory().numTensors, 'tensors after the adapters went').toBe(start.numTensors);
+    expect(dt.memory().numBytes, 'bytes after the adapters went').toBe(start.numBytes);
+    dt.dispose(x);
     m.dispose();
   });
 

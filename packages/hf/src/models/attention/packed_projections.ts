@@ -58,7 +58,11 @@ export class PackedProjections {
       for (const l of linears) {
         // the same Parameter takes the view's value and releases its own: no second copy
         const rows = whole.narrow(0, row, l.outFeatures);
-        l.setTensor(name, whole === packed ? rows : rows.narrow(1, 0, width));
+        if (whole === packed) l.setTensor(name, rows);
+        else {
+          l.setTensor(name, rows.narrow(1, 0, width));
+          rows.dispose(); // the step between: kept, it would hold the buffer after the next pack()
+        }
         row += l.outFeatures;
       }
       if (whole !== packed) this.#wide = { weight: dt.keep(whole), a: dt.keep(factors!.a), key };
