@@ -204,12 +204,12 @@ describe('dtorch generate --lora', () => {
 describe('dtorch generate --cache', () => {
   const args = ['--model', 'tiny-flux', '--prompt', 'a cat', '--size', '32', '--steps', '4', '--seed', '1'];
 
-  it("gives the PNG of the library's enableCache and says how many calls ran the blocks; a bad flag is one line", async () => {
+  it("gives the PNG of the library's enableCache and says how many calls ran the cached work; a bad flag is one line", async () => {
     // a threshold no change reaches: only the first call runs every block
     const r = dtorch(['generate', ...args, '--cache', 'first-block:100', '--out', join(work, 'cached.png')]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('step cache: first-block, threshold 100');
-    expect(r.stdout).toContain("step cache: the transformer's blocks ran in 1 of 4 calls");
+    expect(r.stdout).toContain('step cache: the cached work ran in 1 of 4 transformer calls');
     const pipe = await hf.FluxPipeline.tiny();
     try {
       pipe.transformer.enableCache({ kind: 'first-block', threshold: 100 });
@@ -223,7 +223,7 @@ describe('dtorch generate --cache', () => {
     expect(plain.stdout).not.toContain('step cache');
     expect(readFileSync(join(work, 'uncached.png')).equals(readFileSync(join(work, 'cached.png'))), 'skipping steps changes the picture').toBe(false);
     expectOneLineError(dtorch(['generate', ...args, '--cache', 'taylor:0.1', '--out', join(work, 'x.png')]), /--cache.*first-block/);
-    expectOneLineError(dtorch(['generate', ...args, '--cache', 'first-block:fast', '--out', join(work, 'x.png')]), /kind\[:threshold\]/);
+    expectOneLineError(dtorch(['generate', ...args, '--cache', 'first-block:fast', '--out', join(work, 'x.png')]), /first-block\[:threshold\]/);
   });
 });
 

@@ -1,4 +1,4 @@
-"""diffusers references for step caching (First-Block Cache) in @dtorch/hf's Flux and SD3 pipelines.
+"""diffusers references for step caching (First-Block Cache, TaylorSeer) in @dtorch/hf's Flux and SD3 pipelines.
 
 Run from the repository root with diffusers' sources on the path (diffusers is not a wheel here):
     PYTHONPATH=/work/diffusers-src/src .venv/bin/python tools/reference/make_cache_fixtures.py
@@ -16,8 +16,12 @@ diffusers' Flux pipeline runs the two branches of true CFG as two calls in cache
 and "uncond" (each its own cache); its SD3 pipeline runs CFG as one call on the batch [negative;
 positive] and sets no context (nor has its transformer enable_cache), so the SD3 cases run in
 context "cond" (and SD3's last block hands its text input on: see _text_through_last_block): one cache for
-the batch, the statistic over both branches. Writes tests/fixtures/hf/pipelines/:
-  first-block-cache-cases.json   per case: pipeline, arguments, seed, threshold, and per
+the batch, the statistic over both branches.
+
+TaylorSeer (hooks/taylorseer_cache.py, `apply_taylorseer_cache(transformer, TaylorSeerCacheConfig(...))`)
+runs the TAYLOR_CASES with their configs; their decisions are the first attention's (every
+attention decides alike), their "statistic" null. Writes tests/fixtures/hf/pipelines/:
+  first-block-cache-cases.json   per case: pipeline, arguments, seed, threshold (TaylorSeer: config), and per
                                  transformer call (in order) its context, statistic (null on a
                                  context's first call) and whether the remaining blocks ran
   first-block-cache.safetensors  "<case>.latent": the final latents (output_type="latent"), float32
@@ -27,8 +31,9 @@ import pathlib
 import tempfile
 
 import torch
-from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, apply_first_block_cache
+from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, TaylorSeerCacheConfig, apply_first_block_cache, apply_taylorseer_cache
 from diffusers.hooks.first_block_cache import _FBC_BLOCK_HOOK, _FBC_LEADER_BLOCK_HOOK, FBCHeadBlockHook
+from diffusers.hooks.taylorseer_cache import _TAYLORSEER_CACHE_HOOK, TaylorSeerCacheHook
 from safetensors.torch import save_file
 
 import make_flux_pipeline_fixtures as flux_fixtures
@@ -67,6 +72,35 @@ def _recording(self, residual):
 
 FBCHeadBlockHook._should_compute_remaining_blocks = _recording
 
+# TaylorSeer: every hooked attention decides alike; the first one's decisions are recorded
+_measure = TaylorSeerCacheHook._measure_should_compute
+_taylor_first = []
+
+
+def _taylor_recording(self):
+    computed, state = _measure(self)
+    if not _taylor_first:
+        _taylor_first.append(self)
+    if self is _taylor_first[0]:
+        decisions.append({"context": self.state_manager._current_context, "statistic": None, "computed": bool(computed)})
+    return computed, state
+
+
+TaylorSeerCacheHook._measure_should_compute = _taylor_recording
+
+# TaylorSeer cases: diffusers' TaylorSeerCacheConfig arguments (taylor_factors_dtype by name)
+TAYLOR_CASES = [
+    # diffusers' defaults (interval 5 after 3 full steps, first order, bfloat16 factors)
+    {"name": "taylor-flux", "pipeline": "tiny-flux", "prompt": "a photo of a cat", "height": 64, "width": 64,
+     "num_inference_steps": 12, "seed": 0, "max_sequence_length": 16, "config": {}},
+    # true CFG, second order, float32 factors, refreshed every 2 steps, the last two steps full
+    {"name": "taylor-flux-cfg", "pipeline": "tiny-flux", "prompt": "a lighthouse at night", "negative_prompt": "blurry",
+     "true_cfg_scale": 4.0, "height": 48, "width": 48, "num_inference_steps": 9, "seed": 2, "max_sequence_length": 12,
+     "config": {"cache_interval": 2, "disable_cache_before_step": 2, "disable_cache_after_step": 7, "max_order": 2, "taylor_factors_dtype": "float32"}},
+    {"name": "taylor-sd3", "pipeline": "tiny-sd3", "prompt": "a photo of a cat", "height": 32, "width": 32,
+     "num_inference_steps": 8, "seed": 0, "max_sequence_length": 16, "config": {"cache_interval": 3, "disable_cache_before_step": 2, "max_order": 1}},
+]
+
 
 def _text_through_last_block(transformer):
     """SD3's last block (context_pre_only) returns no text tokens, on which diffusers' tail hook
@@ -87,8 +121,25 @@ def run(pipe, case, threshold):
     _text_through_last_block(pipe.transformer)
     # apply_first_block_cache is what enable_cache calls (SD3's transformer has no CacheMixin)
     apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=threshold))
+    return generate(pipe, case, (_FBC_LEADER_BLOCK_HOOK, _FBC_BLOCK_HOOK))
+
+
+def run_taylor(pipe, case):
+    """The case's final latents and decisions under TaylorSeer with the case's config."""
+    config = dict(case["config"])
+    if "taylor_factors_dtype" in config:
+        config["taylor_factors_dtype"] = getattr(torch, config["taylor_factors_dtype"])
+    apply_taylorseer_cache(pipe.transformer, TaylorSeerCacheConfig(**config))
+    _taylor_first.clear()
+    return generate(pipe, case, (_TAYLORSEER_CACHE_HOOK,))
+
+
+def generate(pipe, case, hooks):
+    """The case's final latents and recorded decisions with the hooks applied; the hooks removed after."""
+    registry = HookRegistry.check_if_exists_or_initialize(pipe.transformer)
+    registry._child_registries_cache = None  # the blocks' registries may be new (see bench/hf/pipelines.py)
     decisions.clear()
-    args = {k: v for k, v in case.items() if k not in ("name", "pipeline", "seed", "threshold", "calls")}
+    args = {k: v for k, v in case.items() if k not in ("name", "pipeline", "seed", "threshold", "calls", "config")}
     generator = torch.Generator("cpu").manual_seed(case["seed"])
     try:
         if case["pipeline"] == "tiny-sd3":
@@ -98,9 +149,8 @@ def run(pipe, case, threshold):
         else:
             latents = pipe(**args, generator=generator, output_type="latent").images
     finally:
-        registry = HookRegistry.check_if_exists_or_initialize(pipe.transformer)
-        registry.remove_hook(_FBC_LEADER_BLOCK_HOOK, recurse=True)
-        registry.remove_hook(_FBC_BLOCK_HOOK, recurse=True)
+        for hook in hooks:
+            registry.remove_hook(hook, recurse=True)
     return latents.float().contiguous(), [dict(d) for d in decisions]
 
 
@@ -139,6 +189,11 @@ def main():
         tensors[f"{case['name']}.latent"] = latents
         cases.append({**case, "threshold": threshold, "calls": calls})
         print(case["name"], "threshold", threshold, "computed", sum(c["computed"] for c in calls), "of", len(calls))
+    for case in TAYLOR_CASES:
+        latents, calls = run_taylor(pipes[case["pipeline"]], case)
+        tensors[f"{case['name']}.latent"] = latents
+        cases.append({**case, "calls": calls})
+        print(case["name"], "computed", sum(c["computed"] for c in calls), "of", len(calls))
     tmp.cleanup()
     save_file(tensors, out / "first-block-cache.safetensors")
     (out / "first-block-cache-cases.json").write_text(json.dumps(cases, indent=1) + "\n")

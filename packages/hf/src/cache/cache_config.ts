@@ -14,34 +14,79 @@ export interface FirstBlockCacheConfig {
   readonly threshold?: number;
 }
 
+/** TaylorSeer (diffusers' TaylorSeerCacheConfig): the blocks' attentions predicted between full calls. */
+export interface TaylorSeerCacheConfig {
+  readonly kind: 'taylorseer';
+  /** One call in this many runs the attentions in full after the warm-up; default 5. */
+  readonly cacheInterval?: number;
+  /** The first calls of each context that run in full (to start the series); default 3. */
+  readonly disableCacheBeforeStep?: number;
+  /** From this call on, every call runs in full; default never. */
+  readonly disableCacheAfterStep?: number;
+  /** The Taylor series' highest order; default 1. */
+  readonly maxOrder?: number;
+  /** The factors' dtype; default bfloat16, as diffusers. */
+  readonly taylorFactorsDtype?: 'bfloat16' | 'float16' | 'float32';
+}
+
 /** A step cache's config (enableCache). */
-export type CacheConfig = FirstBlockCacheConfig;
+export type CacheConfig = FirstBlockCacheConfig | TaylorSeerCacheConfig;
+
+/** A config with its defaults filled in (disableCacheAfterStep may stay undefined). */
+export type CheckedCacheConfig = Required<FirstBlockCacheConfig> | (Required<Omit<TaylorSeerCacheConfig, 'disableCacheAfterStep'>> & Pick<TaylorSeerCacheConfig, 'disableCacheAfterStep'>);
 
 /** The cache kinds DTorch runs. */
-export const CACHE_KINDS = ['first-block'] as const;
+export const CACHE_KINDS = ['first-block', 'taylorseer'] as const;
 
 /** diffusers' FirstBlockCacheConfig default. */
 export const FIRST_BLOCK_DEFAULT_THRESHOLD = 0.05;
 
+const KEYS = { 'first-block': ['kind', 'threshold'], taylorseer: ['kind', 'cacheInterval', 'disableCacheBeforeStep', 'disableCacheAfterStep', 'maxOrder', 'taylorFactorsDtype'] };
+
 /** `config` checked, its defaults filled in; a DTorchError naming what is wrong otherwise. */
-export function checkCacheConfig(what: string, config: unknown): Required<CacheConfig> {
-  const o = checkOptions<FirstBlockCacheConfig>(`${what} config`, config as FirstBlockCacheConfig);
-  if (!(CACHE_KINDS as readonly unknown[]).includes(o.kind)) {
-    throw invalidParameter(`${what} config.kind`, `one of ${CACHE_KINDS.map((k) => `'${k}'`).join(', ')}`, o.kind);
+export function checkCacheConfig(what: string, config: unknown): CheckedCacheConfig {
+  const o = checkOptions<Record<string, unknown>>(`${what} config`, config);
+  if (!(CACHE_KINDS as readonly unknown[]).includes(o['kind'])) {
+    throw invalidParameter(`${what} config.kind`, `one of ${CACHE_KINDS.map((k) => `'${k}'`).join(', ')}`, o['kind']);
   }
-  const threshold = o.threshold ?? FIRST_BLOCK_DEFAULT_THRESHOLD;
-  if (typeof threshold !== 'number' || !Number.isFinite(threshold) || threshold < 0) {
-    throw invalidParameter(`${what} config.threshold`, 'a finite number ≥ 0 (e.g. 0.12; 0 runs every step)', o.threshold);
+  const kind = o['kind'] as CacheConfig['kind'];
+  const unknown = Object.keys(o).filter((k) => !KEYS[kind].includes(k));
+  if (unknown.length > 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a '${kind}' cache takes ${KEYS[kind].join(', ')}; not ${unknown.join(', ')}`);
+  if (kind === 'first-block') {
+    const threshold = o['threshold'] ?? FIRST_BLOCK_DEFAULT_THRESHOLD;
+    if (typeof threshold !== 'number' || !Number.isFinite(threshold) || threshold < 0) {
+      throw invalidParameter(`${what} config.threshold`, 'a finite number ≥ 0 (e.g. 0.12; 0 runs every step)', o['threshold']);
+    }
+    return { kind, threshold };
   }
-  return { kind: o.kind!, threshold };
+  const whole = (name: string, fallback: number | undefined, min: number): number | undefined => {
+    const value = o[name] ?? fallback;
+    if (value === undefined) return undefined;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) throw invalidParameter(`${what} config.${name}`, `a whole number ≥ ${min}`, o[name]);
+    return value;
+  };
+  const dtype = o['taylorFactorsDtype'] ?? 'bfloat16';
+  if (!['bfloat16', 'float16', 'float32'].includes(dtype as string)) throw invalidParameter(`${what} config.taylorFactorsDtype`, "'bfloat16', 'float16' or 'float32'", dtype);
+  return {
+    kind,
+    cacheInterval: whole('cacheInterval', 5, 1)!,
+    disableCacheBeforeStep: whole('disableCacheBeforeStep', 3, 0)!,
+    disableCacheAfterStep: whole('disableCacheAfterStep', undefined, 0),
+    maxOrder: whole('maxOrder', 1, 0)!,
+    taylorFactorsDtype: dtype as 'bfloat16' | 'float16' | 'float32',
+  };
 }
 
-/** The CLI's "first-block:0.12" (or "first-block" for the default threshold) as a config. */
-export function parseCacheConfig(text: string): Required<CacheConfig> {
-  const [kind, threshold, ...rest] = text.split(':');
-  const number = threshold === undefined || threshold === '' ? undefined : Number(threshold);
+/**
+ * The CLI's spelling as a config: "first-block:0.12" (a threshold; "first-block" for the default)
+ * or "taylorseer:5" (a cache interval; "taylorseer" for diffusers' defaults).
+ */
+export function parseCacheConfig(text: string): CheckedCacheConfig {
+  const [kind, setting, ...rest] = text.split(':');
+  const number = setting === undefined || setting === '' ? undefined : Number(setting);
   if (rest.length > 0 || (number !== undefined && Number.isNaN(number))) {
-    throw new DTorchError(ErrorCode.InvalidArgument, `--cache "${text}": write kind[:threshold], e.g. first-block:0.12 (kinds: ${CACHE_KINDS.join(', ')})`);
+    throw new DTorchError(ErrorCode.InvalidArgument, `--cache "${text}": write first-block[:threshold] (e.g. first-block:0.12) or taylorseer[:interval] (e.g. taylorseer:5)`);
   }
-  return checkCacheConfig('--cache', { kind, ...(number === undefined ? {} : { threshold: number }) });
+  const key = kind === 'taylorseer' ? 'cacheInterval' : 'threshold';
+  return checkCacheConfig('--cache', { kind, ...(number === undefined ? {} : { [key]: number }) });
 }

@@ -19,16 +19,8 @@
 // cut there, and the engine recognises (and on a GPU replays as CUDA graphs) the first block's
 // part, the remaining blocks' part and the cached part each as their own segments.
 import * as dt from '@dtorch/api';
-
-/** One transformer call's decision. */
-export interface CacheDecision {
-  /** The cache context the call ran in ('cond', 'uncond'). */
-  readonly context: string;
-  /** absmean(r − r_prev) / absmean(r_prev); undefined on a context's first call. */
-  readonly statistic: number | undefined;
-  /** Whether the remaining blocks ran (else their last residual was reused). */
-  readonly computed: boolean;
-}
+import type { FirstBlockCacheConfig } from './cache_config.js';
+import { StepCache } from './step_cache.js';
 
 /** What the model's blocks give the cache (see FirstBlockCache.run). */
 export interface FirstBlockRun {
@@ -44,40 +36,19 @@ interface ContextState {
   tail: dt.Tensor;
 }
 
-/**
- * The context of a batched call whose halves are true CFG's two branches, [negative; positive]
- * (Flux's on a 'cfg' mesh dim): each half decides and caches as the branch's own call would, in
- * contexts 'uncond' and 'cond'.
- */
-export const BOTH_BRANCHES = 'uncond+cond';
-
 /** A transformer's First-Block Cache: its contexts' residuals and the decisions taken so far. */
-export class FirstBlockCache {
-  readonly kind = 'first-block';
-  /** The residual change above which the remaining blocks run. */
-  readonly threshold: number;
+export class FirstBlockCache extends StepCache {
+  readonly config: Required<FirstBlockCacheConfig>;
   readonly #states = new Map<string, ContextState>();
-  #decisions: CacheDecision[] = [];
-  #context = 'cond';
 
-  constructor(threshold: number) {
-    this.threshold = threshold;
+  constructor(config: Required<FirstBlockCacheConfig>) {
+    super();
+    this.config = config;
   }
 
-  /** The decisions since the last reset(), in call order. */
-  get decisions(): readonly CacheDecision[] {
-    return this.#decisions;
-  }
-
-  /** Runs `fn` with the transformer's calls in context `name` (diffusers' cache_context; BOTH_BRANCHES for a batch of both branches). */
-  withContext<T>(name: string, fn: () => T): T {
-    const outer = this.#context;
-    this.#context = name;
-    try {
-      return fn();
-    } finally {
-      this.#context = outer;
-    }
+  /** The residual change above which the remaining blocks run. */
+  get threshold(): number {
+    return this.config.threshold;
   }
 
   /**
@@ -85,9 +56,9 @@ export class FirstBlockCache {
    * (image tokens): `first()` runs the first block; its `rest()` the others when the cache says so.
    */
   run(input: dt.Tensor, first: () => FirstBlockRun): dt.Tensor {
-    const key = this.#context;
+    const key = this.context;
     // the rows' branches: one context, or the two halves of a batch [negative; positive]
-    const branches = key === BOTH_BRANCHES ? ['uncond', 'cond'] : [key];
+    const branches = this.branches;
     const { hidden, rest } = first();
     const residual = hidden.sub(input);
     let state = this.#states.get(key);
@@ -98,8 +69,7 @@ export class FirstBlockCache {
     }
     const statistics = state ? this.#statistics(residual, state.head, branches.length) : branches.map(() => undefined);
     const computed = statistics.map((s) => s === undefined || s > this.threshold);
-    // in the order diffusers' two calls take them: the prompt's first
-    for (const i of branches.length === 2 ? [1, 0] : [0]) this.#decisions.push({ context: branches[i]!, statistic: statistics[i], computed: computed[i]! });
+    this.decided(statistics, computed);
     if (computed.every((c) => !c)) {
       residual.dispose();
       return hidden.add(state!.tail);
@@ -120,10 +90,8 @@ export class FirstBlockCache {
     return result;
   }
 
-  /** Forgets every context's residuals and the decisions (each generate starts afresh). */
-  reset(): void {
+  protected forget(): void {
     for (const name of [...this.#states.keys()]) this.#drop(name);
-    this.#decisions = [];
   }
 
   // absmean(r − r_prev) / absmean(r_prev) over each of `groups` equal groups of rows, read on

@@ -5,34 +5,49 @@ import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { checkCacheConfig, type CacheConfig } from './cache_config.js';
 import { FirstBlockCache } from './first_block_cache.js';
+import type { StepCache } from './step_cache.js';
+import { TAYLORSEER_ATTENTIONS, TaylorSeerCache } from './taylorseer_cache.js';
 
 /** A transformer whose steps can be cached: FluxTransformer2DModel, SD3Transformer2DModel. */
 export abstract class StepCacheModel extends PreTrainedModel {
-  #cache: FirstBlockCache | undefined;
+  #cache: FirstBlockCache | TaylorSeerCache | undefined;
 
   /** The cache enableCache() set, or undefined. */
-  get stepCache(): FirstBlockCache | undefined {
+  get stepCache(): StepCache | undefined {
     return this.#cache;
+  }
+
+  /** The First-Block Cache the model's forward runs its blocks through, if that is the cache. */
+  protected get firstBlockCache(): FirstBlockCache | undefined {
+    return this.#cache instanceof FirstBlockCache ? this.#cache : undefined;
   }
 
   /**
    * Caches the transformer's steps, as diffusers' `transformer.enable_cache(config)`:
    * `{ kind: 'first-block', threshold }` runs the blocks after the first only when the first
-   * block's output changed enough since the last step that ran them (first_block_cache.ts). A
-   * pipeline resets the cache at each generate; a direct caller calls stepCache.reset().
+   * block's output changed enough since the last step that ran them (first_block_cache.ts);
+   * `{ kind: 'taylorseer', cacheInterval, ... }` predicts the blocks' attentions between full
+   * steps from a Taylor series of their outputs (taylorseer_cache.ts). A pipeline resets the
+   * cache at each generate; a direct caller calls stepCache.reset().
    */
   enableCache(config: CacheConfig): void {
     const what = `${this.constructor.name}.enableCache`;
     const checked = checkCacheConfig(what, config);
     if (this.#cache) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a '${this.#cache.kind}' cache is enabled already; disableCache() first`);
-    this.checkCacheable(what);
-    this.#cache = new FirstBlockCache(checked.threshold);
+    if (checked.kind === 'first-block') {
+      this.checkCacheable(what);
+      this.#cache = new FirstBlockCache(checked);
+      return;
+    }
+    const attentions = [...this.namedModules()].filter(([name]) => TAYLORSEER_ATTENTIONS.some((p) => p.test(name))).map(([, m]) => m);
+    if (attentions.length === 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: TaylorSeer predicts the blocks' attentions (modules named like transformer_blocks.N.attn), and this model has none`);
+    this.#cache = new TaylorSeerCache(checked, attentions);
   }
 
-  /** Stops caching (diffusers' disable_cache), freeing what the cache held. */
+  /** Stops caching (diffusers' disable_cache), freeing what the cache held and taking its hooks off. */
   disableCache(): void {
     if (!this.#cache) log.warn(`${this.constructor.name}.disableCache: no cache is enabled; nothing to disable`);
-    this.#cache?.reset();
+    this.#cache?.detach();
     this.#cache = undefined;
   }
 
@@ -43,7 +58,7 @@ export abstract class StepCacheModel extends PreTrainedModel {
 
   /** Frees the weights and what the cache holds. */
   override dispose(): void {
-    this.#cache?.reset();
+    this.#cache?.detach();
     super.dispose();
   }
 

@@ -135,7 +135,8 @@ function applyCache(pipe: DiffusionPipeline, flags: GenerateFlags): void {
   const { transformer } = pipe as { transformer?: unknown };
   if (!(transformer instanceof StepCacheModel)) throw invalid(`--cache: ${pipe.constructor.name} has no transformer whose steps can be cached; leave out --cache`);
   transformer.enableCache(flags.cache);
-  console.log(`step cache: ${flags.cache.kind}, threshold ${transformer.stepCache!.threshold}`);
+  const { kind, ...settings } = transformer.stepCache!.config;
+  console.log(`step cache: ${kind}, ${Object.entries(settings).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 }
 
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
@@ -234,6 +235,6 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     `time: load ${seconds(loadMs)}, encode ${seconds(timings.encodeMs)}, ${flags.image !== undefined ? `image encode ${seconds(timings.prepareMs)}, ` : ''}denoise ${seconds(timings.denoiseMs)} (${steps} steps${rate}), ` +
       `decode ${seconds(timings.decodeMs)}, total ${seconds(totalMs)}`,
   );
-  if (timings.cache) console.log(`step cache: the transformer's blocks ran in ${timings.cache.computed} of ${timings.cache.calls} calls`);
+  if (timings.cache) console.log(`step cache: the cached work ran in ${timings.cache.computed} of ${timings.cache.calls} transformer calls`);
   console.log(`peak memory: ${peaks.join(', ')}`);
 }

@@ -46,7 +46,7 @@ function strength(text: string): number {
   return value;
 }
 
-// --cache kind[:threshold], read as enableCache reads a config
+// --cache kind[:setting], read as enableCache reads a config
 function parseCacheFlag(text: string): CacheConfig {
   try {
     return parseCacheConfig(text);
@@ -114,7 +114,7 @@ export function program(version: string): Command {
     .option('--local-files-only', 'use the HF cache only, no download')
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
-    .option('--cache <kind[:threshold]>', "reuse the transformer's work between steps: first-block[:threshold] (First-Block Cache, as diffusers'; default threshold 0.05, higher skips more steps)", parseCacheFlag)
+    .option('--cache <kind[:setting]>', "reuse the transformer's work between steps, as diffusers' caches: first-block[:threshold] (First-Block Cache; default 0.05, higher skips more) or taylorseer[:interval] (TaylorSeer; default 5)", parseCacheFlag)
     .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
     .option('--mask <picture>', 'with --image: white where the picture is redrawn, black where it is kept (the model\'s inpainting variant runs)')
     .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)

@@ -6,7 +6,8 @@
 // _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkKnownOptions } from '@dtorch/common';
-import type { CacheDecision } from '../cache/first_block_cache.js';
+import type { CacheConfig } from '../cache/cache_config.js';
+import type { CacheDecision } from '../cache/step_cache.js';
 import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions, type Quantization } from '../loading/options.js';
 import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js';
 import { fetchLoraFile } from '../lora/lora_source.js';
@@ -155,12 +156,12 @@ export interface GenerateOutput<Images extends Buffer[] | dt.Tensor = Buffer[] |
   };
 }
 
-/** What a call's step cache decided: per transformer call (two per step with true CFG's separate branches), whether its blocks ran. */
+/** What a call's step cache decided: per transformer call (two per step with true CFG's branches), whether the cached work ran. */
 export interface CacheReport {
-  /** The cache's kind ('first-block'). */
-  readonly kind: string;
-  /** Its threshold. */
-  readonly threshold: number;
+  /** The cache's kind ('first-block', 'taylorseer'). */
+  readonly kind: CacheConfig['kind'];
+  /** Its config, defaults filled in. */
+  readonly config: CacheConfig;
   /** Transformer calls in the denoising loop. */
   readonly calls: number;
   /** Of them, those that ran every block. */

@@ -7,7 +7,7 @@
 // half of the mesh runs one branch, and the prediction is gathered for the combination.
 import * as dt from '@dtorch/api';
 import { log } from '@dtorch/common';
-import { BOTH_BRANCHES } from '../cache/first_block_cache.js';
+import { BOTH_BRANCHES } from '../cache/step_cache.js';
 
 /** How the two branches run: not at all ('off'), as two transformer calls, or as one on [negative; positive]. */
 export type GuidanceBranches = 'off' | 'separate' | 'batched';

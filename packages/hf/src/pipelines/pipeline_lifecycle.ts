@@ -15,7 +15,7 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { StepCacheModel } from '../cache/step_cache_model.js';
 import type { AutoencoderKL } from '../models/autoencoder_kl/autoencoder_kl.js';
 import type { FlowMatchEulerDiscreteScheduler } from '../schedulers/flow_match_euler_discrete_scheduler.js';
-import type { FirstBlockCache } from '../cache/first_block_cache.js';
+import type { StepCache } from '../cache/step_cache.js';
 import type { CacheReport, GenerateOutput, StepInfo } from './diffusion_pipeline.js';
 import { guidedPrediction, type Guidance, type GuidedInputs } from './guidance.js';
 import { imageOutput, type OutputType } from './image_output.js';
@@ -174,9 +174,9 @@ export async function runCall<P extends DenoisingParts, C extends CallSettings, 
 }
 
 // what the call's step cache decided (generate's timings.cache)
-function cacheReport(cache: FirstBlockCache): CacheReport {
+function cacheReport(cache: StepCache): CacheReport {
   const decisions = [...cache.decisions];
-  return { kind: cache.kind, threshold: cache.threshold, calls: decisions.length, computed: decisions.filter((d) => d.computed).length, decisions };
+  return { kind: cache.kind, config: cache.config, calls: decisions.length, computed: decisions.filter((d) => d.computed).length, decisions };
 }
 
 // the scheduler's step: the latents of the next timestep

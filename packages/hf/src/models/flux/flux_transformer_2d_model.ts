@@ -151,7 +151,7 @@ export class FluxTransformer2DModel extends StepCacheModel implements HasJointAt
     const context = this.context_embedder.forward(encoderHiddenStates);
     const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => this.pos_embed.forward(txtIds, imgIds));
 
-    const cache = this.stepCache;
+    const cache = this.firstBlockCache;
     const first = this.transformer_blocks.at(0);
     const image =
       cache && first

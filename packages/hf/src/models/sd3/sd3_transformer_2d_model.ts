@@ -135,7 +135,7 @@ export class SD3Transformer2DModel extends StepCacheModel {
     const temb = this.time_text_embed.forward(timestep, pooled);
     const projections = this.#adaLN.project(temb);
     const text = this.context_embedder.forward(context);
-    const cache = this.stepCache;
+    const cache = this.firstBlockCache;
     if (cache && (skip.size > 0 || controls.length > 0)) {
       throw new DTorchError(ErrorCode.InvalidArgument, `${what}: skipLayers and blockControlnetHiddenStates do not run with a step cache (their work changes from block to block); disableCache() first`);
     }

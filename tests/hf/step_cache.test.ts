@@ -1,8 +1,10 @@
-// First-Block Cache (packages/hf/src/cache/first_block_cache.ts) in the tiny Flux and SD3
-// pipelines against diffusers' hooks (tools/reference/make_cache_fixtures.py: the same pipelines
-// under apply_first_block_cache at each case's threshold): every transformer call takes
-// diffusers' decision (its statistic within 1e-3 of diffusers', the remaining blocks run or not
-// as there) and the final latents are within 2e-3 of diffusers', on one CPU device and on meshes
+// Step caches (packages/hf/src/cache/) in the tiny Flux and SD3 pipelines against diffusers'
+// hooks (tools/reference/make_cache_fixtures.py: the same pipelines under
+// apply_first_block_cache at each case's threshold, or apply_taylorseer_cache with the case's
+// config): every transformer call takes diffusers' decision (First-Block Cache: its statistic
+// within 1e-3 of diffusers', the remaining blocks run or not as there; TaylorSeer: the
+// attentions run in full or are predicted as there) and the final latents are within 2e-3 of
+// diffusers', on one CPU device and on meshes
 // that split the tokens ('ulysses'), the heads ('tp') and the guidance batch ('cfg'): the
 // statistic is reduced over the split, so every mesh decides as one device. True CFG's two Flux
 // branches keep a cache each ('cond', 'uncond'), also when a 'cfg' dim batches them (each half
@@ -39,7 +41,8 @@ interface Case {
   num_inference_steps: number;
   seed: number;
   max_sequence_length: number;
-  threshold: number;
+  threshold?: number;
+  config?: Record<string, number | string>;
   calls: Call[];
 }
 const cases = JSON.parse(readFileSync(join(fixtures, 'first-block-cache-cases.json'), 'utf8')) as Case[];
@@ -47,6 +50,13 @@ const byName = (name: string) => cases.find((c) => c.name === name)!;
 
 type Pipe = hf.FluxPipeline | hf.StableDiffusion3Pipeline;
 const make = (c: Case, mesh: dt.DeviceMesh): Promise<Pipe> => (c.pipeline === 'tiny-flux' ? hf.FluxPipeline.tiny({ mesh }) : hf.StableDiffusion3Pipeline.tiny({ mesh }));
+
+// the case's cache as enableCache takes it (diffusers' TaylorSeerCacheConfig arguments, camelCase)
+function cacheOf(c: Case): hf.CacheConfig {
+  if (c.threshold !== undefined) return { kind: 'first-block', threshold: c.threshold };
+  const camel = Object.entries(c.config!).map(([k, v]) => [k.replace(/_([a-z])/g, (_, l: string) => l.toUpperCase()), v]);
+  return { kind: 'taylorseer', ...Object.fromEntries(camel) } as hf.TaylorSeerCacheConfig;
+}
 
 // the fixture script's arguments, camelCase
 function optionsOf(c: Case) {
@@ -62,7 +72,7 @@ async function generate(pipe: Pipe, c: Case) {
   return { latents: out.images as dt.Tensor, cache: out.timings.cache! };
 }
 
-// diffusers' decisions, and its statistics within 1e-3 (the thresholds lie ≥ 5% from every one)
+// diffusers' decisions, and (First-Block Cache) its statistics within 1e-3 (the thresholds lie ≥ 5% from every one)
 function expectDecisions(got: hf.CacheReport, want: Case, what: string) {
   expect(got.decisions.map((d) => `${d.context}:${d.computed}`), `${what}: contexts and decisions`).toEqual(want.calls.map((d) => `${d.context}:${d.computed}`));
   for (const [i, d] of got.decisions.entries()) {
@@ -75,28 +85,28 @@ function expectDecisions(got: hf.CacheReport, want: Case, what: string) {
 }
 
 const meshes: { name: string; make: () => dt.DeviceMesh; cases: string[] }[] = [
-  { name: '1 device', make: () => new dt.DeviceMesh('cpu', [0]), cases: ['flux', 'flux-cfg', 'sd3'] },
-  { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), cases: ['flux', 'flux-cfg', 'sd3'] },
-  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), cases: ['flux', 'sd3'] },
+  { name: '1 device', make: () => new dt.DeviceMesh('cpu', [0]), cases: ['flux', 'flux-cfg', 'sd3', 'taylor-flux', 'taylor-flux-cfg', 'taylor-sd3'] },
+  { name: 'ulysses=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['ulysses']), cases: ['flux', 'flux-cfg', 'sd3', 'taylor-flux', 'taylor-sd3'] },
+  { name: 'tp=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['tp']), cases: ['flux', 'sd3', 'taylor-flux', 'taylor-sd3'] },
   // Flux's true CFG batched over 'cfg': each half decides as its branch's own call
-  { name: 'cfg=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['cfg']), cases: ['flux-cfg', 'sd3'] },
-  { name: 'cfg=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']), cases: ['flux-cfg', 'sd3'] },
+  { name: 'cfg=2', make: () => new dt.DeviceMesh('cpu', [0, 1], ['cfg']), cases: ['flux-cfg', 'sd3', 'taylor-flux-cfg', 'taylor-sd3'] },
+  { name: 'cfg=2 x ulysses=2', make: () => dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']), cases: ['flux-cfg', 'sd3', 'taylor-flux-cfg'] },
 ];
 
-describe.each(meshes)('First-Block Cache on $name matches diffusers', ({ name: meshName, make: makeMesh, cases: names }) => {
+describe.each(meshes)('step caches on $name match diffusers', ({ name: meshName, make: makeMesh, cases: names }) => {
   it.each(names)('case %s: the same decisions and latents', async (name) => {
     const c = byName(name);
     const pipe = await make(c, makeMesh());
-    pipe.transformer.enableCache({ kind: 'first-block', threshold: c.threshold });
+    pipe.transformer.enableCache(cacheOf(c));
     const batches = new Set<number>();
     const forward = pipe.transformer.forward.bind(pipe.transformer) as (x: dt.Tensor, o: never) => dt.Tensor;
     (pipe.transformer as { forward: unknown }).forward = (x: dt.Tensor, o: never) => (batches.add(x.shape[0]!), forward(x, o));
     const before = dt.memory().numTensors;
     const first = await generate(pipe, c);
     // SD3 batches its branches; Flux's true CFG is batched where a 'cfg' dim splits it, else two calls
-    expect([...batches], 'the transformer\'s batch').toEqual([c.pipeline === 'tiny-sd3' || (name === 'flux-cfg' && meshName.startsWith('cfg')) ? 2 : 1]);
+    expect([...batches], 'the transformer\'s batch').toEqual([c.pipeline === 'tiny-sd3' || (c.true_cfg_scale !== undefined && meshName.startsWith('cfg')) ? 2 : 1]);
     expectDecisions(first.cache, c, `${meshName} ${name}`);
-    expect(first.cache).toMatchObject({ kind: 'first-block', threshold: c.threshold, calls: c.calls.length });
+    expect(first.cache).toMatchObject({ kind: cacheOf(c).kind, config: cacheOf(c), calls: c.calls.length });
     await expectClose(first.latents, fixtureTensor(io, `${name}.latent`, { mesh: first.latents.mesh }), 2e-3, `${meshName} ${name} latents`);
     first.latents.dispose();
     await dt.sync();
@@ -112,13 +122,20 @@ describe.each(meshes)('First-Block Cache on $name matches diffusers', ({ name: m
   });
 });
 
-describe('First-Block Cache', () => {
+describe('step caches', () => {
   it('changes nothing once disabled, and reports nothing', async () => {
     const c = byName('flux');
     const pipe = await hf.FluxPipeline.tiny();
-    pipe.transformer.enableCache({ kind: 'first-block', threshold: c.threshold });
+    pipe.transformer.enableCache({ kind: 'first-block', threshold: c.threshold! });
     pipe.transformer.disableCache();
     expect(pipe.transformer.stepCache).toBeUndefined();
+    // TaylorSeer hooks every attention of the blocks; disabling takes the hooks off
+    pipe.transformer.enableCache({ kind: 'taylorseer' });
+    const attentions = [...pipe.transformer.transformer_blocks, ...pipe.transformer.single_transformer_blocks].map((b) => b.attn);
+    expect((pipe.transformer.stepCache as hf.TaylorSeerCache).modules).toEqual(attentions);
+    expect(attentions.every((a) => Object.hasOwn(a, 'forward'))).toBe(true);
+    pipe.transformer.disableCache();
+    expect(attentions.some((a) => Object.hasOwn(a, 'forward')), 'no hook left').toBe(false);
     const out = await pipe.generate(optionsOf(c));
     expect(out.timings.cache).toBeUndefined();
     // threshold 0 computes every step: the uncached latents, which the cached run's are not
@@ -179,12 +196,16 @@ describe('First-Block Cache', () => {
       expect(err, part).toBeInstanceOf(DTorchError);
       expect((err as Error).message).toContain(part);
     };
-    refused({ kind: 'mag' }, "one of 'first-block'");
+    refused({ kind: 'mag' }, "one of 'first-block', 'taylorseer'");
+    refused({ kind: 'first-block', cacheInterval: 2 }, 'not cacheInterval');
+    refused({ kind: 'taylorseer', cacheInterval: 0 }, 'config.cacheInterval');
+    refused({ kind: 'taylorseer', maxOrder: 1.5 }, 'config.maxOrder');
+    refused({ kind: 'taylorseer', taylorFactorsDtype: 'int8' }, 'config.taylorFactorsDtype');
     refused({ kind: 'first-block', threshold: -1 }, 'config.threshold');
     refused({ kind: 'first-block', threshold: Number.NaN }, 'config.threshold');
     refused(undefined, 'config.kind');
     model.enableCache({ kind: 'first-block' });
-    expect(model.stepCache!.threshold, "diffusers' default").toBe(0.05);
+    expect(model.stepCache!.config, "diffusers' default").toEqual({ kind: 'first-block', threshold: 0.05 });
     refused({ kind: 'first-block' }, 'disableCache() first');
     model.disableCache();
     const warn = vi.spyOn(console, 'error').mockImplementation(() => undefined);
@@ -200,6 +221,7 @@ describe('First-Block Cache', () => {
   it('reads the CLI spelling kind[:threshold]', () => {
     expect(hf.parseCacheConfig('first-block:0.12')).toEqual({ kind: 'first-block', threshold: 0.12 });
     expect(hf.parseCacheConfig('first-block')).toEqual({ kind: 'first-block', threshold: 0.05 });
-    for (const bad of ['first-block:x', 'first-block:0.1:2', 'taylor:0.1', 'first-block:-1']) expect(() => hf.parseCacheConfig(bad), bad).toThrow(DTorchError);
+    expect(hf.parseCacheConfig('taylorseer:4')).toEqual({ kind: 'taylorseer', cacheInterval: 4, disableCacheBeforeStep: 3, disableCacheAfterStep: undefined, maxOrder: 1, taylorFactorsDtype: 'bfloat16' });
+    for (const bad of ['first-block:x', 'first-block:0.1:2', 'taylor:0.1', 'first-block:-1', 'taylorseer:0', 'taylorseer:2.5']) expect(() => hf.parseCacheConfig(bad), bad).toThrow(DTorchError);
   });
 });

@@ -1,0 +1,80 @@
+// What every step cache keeps and reports (first_block_cache.ts, taylorseer_cache.ts): the
+// context the transformer's calls run in (diffusers' cache_context: a pipeline names true CFG's
+// branches 'cond' and 'uncond'), and each call's decision, reset at each generate.
+import type { CacheConfig } from './cache_config.js';
+
+/** One transformer call's decision. */
+export interface CacheDecision {
+  /** The cache context the call ran in ('cond', 'uncond'). */
+  readonly context: string;
+  /** First-Block Cache: absmean(r − r_prev) / absmean(r_prev); undefined on a context's first call, and for TaylorSeer. */
+  readonly statistic: number | undefined;
+  /** Whether the cached work ran (First-Block Cache: the remaining blocks; TaylorSeer: the attentions). */
+  readonly computed: boolean;
+}
+
+/**
+ * The context of a batched call whose halves are true CFG's two branches, [negative; positive]
+ * (Flux's on a 'cfg' mesh dim): each half decides and caches as the branch's own call would, in
+ * contexts 'uncond' and 'cond'.
+ */
+export const BOTH_BRANCHES = 'uncond+cond';
+
+/** A transformer's step cache: its config, the context of its calls, and their decisions. */
+export abstract class StepCache {
+  /** The config it runs (checked, defaults filled in). */
+  abstract readonly config: Required<CacheConfig> | CacheConfig;
+  #decisions: CacheDecision[] = [];
+  #context = 'cond';
+
+  /** The kind ('first-block', 'taylorseer'). */
+  get kind(): CacheConfig['kind'] {
+    return this.config.kind;
+  }
+
+  /** The decisions since the last reset(), in call order. */
+  get decisions(): readonly CacheDecision[] {
+    return this.#decisions;
+  }
+
+  /** Runs `fn` with the transformer's calls in context `name` (diffusers' cache_context; BOTH_BRANCHES for a batch of both branches). */
+  withContext<T>(name: string, fn: () => T): T {
+    const outer = this.#context;
+    this.#context = name;
+    try {
+      return fn();
+    } finally {
+      this.#context = outer;
+    }
+  }
+
+  /** Forgets what the cache holds and its decisions (each generate starts afresh). */
+  reset(): void {
+    this.#decisions = [];
+    this.forget();
+  }
+
+  /** Stops caching: what it holds freed, what it changed in the model put back. */
+  detach(): void {
+    this.reset();
+  }
+
+  /** The context of the call running now. */
+  protected get context(): string {
+    return this.#context;
+  }
+
+  /** The contexts of the call's rows: one, or the two branches of a BOTH_BRANCHES batch ([negative; positive]). */
+  protected get branches(): string[] {
+    return this.#context === BOTH_BRANCHES ? ['uncond', 'cond'] : [this.#context];
+  }
+
+  /** Records the call's decisions, one per branch, in the order diffusers' calls take them (the prompt's first). */
+  protected decided(statistics: readonly (number | undefined)[], computed: readonly boolean[]): void {
+    const branches = this.branches;
+    for (const i of branches.length === 2 ? [1, 0] : [0]) this.#decisions.push({ context: branches[i]!, statistic: statistics[i], computed: computed[i]! });
+  }
+
+  /** Frees what the cache holds. */
+  protected abstract forget(): void;
+}
