@@ -16,13 +16,14 @@
 // encoding, the denoising loop, the VAE decode), the peak allocated GPU memory over the timed runs
 // and what the components hold (and, from one more run, the peak above that in each phase); then a summary line with the ratios and whether the issue's
 // target (<= 0.9x diffusers eager, peak <= diffusers') is met.
-// CACHES (issue 46) adds First-Block Cache runs after the uncached ones, on both sides with the same
-// thresholds (DTorch's side first): "0.12" a threshold, "steps=10" the threshold (bisected on
-// DTorch's side) that computes 10 of the steps; per entry the time (after a warm-up run), the
+// CACHES (issue 46) adds step-cache runs after the uncached ones, on both sides with the same
+// settings (DTorch's side first): "0.12" a First-Block Cache threshold, "steps=10" the threshold
+// (bisected on DTorch's side) that computes 10 of the steps, "taylorseer:5" TaylorSeer with that
+// cache interval (diffusers' other defaults); per entry the time (after a warm-up run), the
 // transformer calls computed, each call's statistic, and the fidelity against the uncached run at
 // the same seed (PSNR of the [0, 1] image, cosine of the final latents).
 //   DEVICE=cuda node bench/hf/pipelines.mjs
-//   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10 node bench/hf/pipelines.mjs
+//   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10,taylorseer:5 node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
 // Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, DIFFUSERS_SRC, PYTHON.
 import { readFileSync } from 'node:fs';
@@ -172,8 +173,10 @@ async function cachedRuns(pipe, options, referenceImage) {
   const referenceLatents = await latentOf();
   const results = [];
   for (const entry of caches) {
-    const threshold = entry.startsWith('steps=') ? await thresholdComputing(pipe, options, Number(entry.slice('steps='.length))) : Number(entry);
-    pipe.transformer.enableCache({ kind: 'first-block', threshold });
+    const config = entry.startsWith('taylorseer')
+      ? hf.parseCacheConfig(entry)
+      : { kind: 'first-block', threshold: entry.startsWith('steps=') ? await thresholdComputing(pipe, options, Number(entry.slice('steps='.length))) : Number(entry) };
+    pipe.transformer.enableCache(config);
     let timed;
     for (let i = 0; i < 2; i++) {
       const t0 = process.hrtime.bigint();
@@ -191,7 +194,7 @@ async function cachedRuns(pipe, options, referenceImage) {
     }).data();
     const report = timed.timings.cache;
     results.push({
-      cache: entry, threshold: +threshold.toPrecision(6), seconds: +timed.s.toFixed(3), denoise_s: +(timed.timings.denoiseMs / 1000).toFixed(3),
+      cache: entry, config: config.kind === 'first-block' ? { ...config, threshold: +config.threshold.toPrecision(6) } : config, seconds: +timed.s.toFixed(3), denoise_s: +(timed.timings.denoiseMs / 1000).toFixed(3),
       calls: report.calls, computed: report.computed, psnr_db: +(10 * Math.log10(1 / fidelity[0])).toFixed(2), latent_cosine: +fidelity[1].toFixed(5),
       statistics: report.decisions.map((d) => (d.statistic === undefined ? null : +d.statistic.toPrecision(4))),
     });
@@ -230,11 +233,11 @@ async function thresholdComputing(pipe, options, want) {
 const children = childRuns(budgetS, { bench, device, size });
 const { left, run: child } = children;
 
-function diffusers(name, thresholds = []) {
+function diffusers(name, settings = []) {
   const { python, env } = diffusersPython(root);
   const tokenizers = dirname(hf.tinyTokenizerFolder('clip'));
   hf.tinyTokenizerFolder('t5');
-  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs), ...(thresholds.length ? ['--caches', thresholds.join(',')] : [])], env, { side: 'diffusers_eager', pipeline: name });
+  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs), ...(settings.length ? ['--caches', settings.join(',')] : [])], env, { side: 'diffusers_eager', pipeline: name });
 }
 
 function summary(name, lines) {
@@ -259,7 +262,7 @@ function summary(name, lines) {
 // one cache entry of both sides: times, calls computed (equal when both decide alike), fidelity
 function cacheSummary(ours, theirs, uncachedS) {
   return {
-    cache: ours.cache, threshold: ours.threshold, dtorch_s: ours.seconds, diffusers_s: theirs?.seconds ?? null, ratio_vs_diffusers: theirs ? +(ours.seconds / theirs.seconds).toFixed(3) : null,
+    cache: ours.cache, config: ours.config, dtorch_s: ours.seconds, diffusers_s: theirs?.seconds ?? null, ratio_vs_diffusers: theirs ? +(ours.seconds / theirs.seconds).toFixed(3) : null,
     speedup_vs_uncached: +(uncachedS / ours.seconds).toFixed(3), computed: `${ours.computed}/${ours.calls}`, diffusers_computed: theirs ? `${theirs.computed}/${theirs.calls}` : null,
     psnr_db: ours.psnr_db, latent_cosine: ours.latent_cosine, diffusers_psnr_db: theirs?.psnr_db ?? null,
   };
@@ -272,8 +275,9 @@ async function main() {
     if (!specs[name]) throw new Error(`pipelines: no pipeline "${name}" in pipelines.json`);
     const ours = () => left() > 20 && emit(child(process.execPath, [self], { PIPELINE_WORKER: name }, { side: 'dtorch', pipeline: name }));
     if (caches.length) ours(); // the diffusers side runs the thresholds DTorch's side settled on
-    const thresholds = lines.find((l) => l.pipeline === name && l.side === 'dtorch')?.caches?.map((c) => c.threshold) ?? [];
-    if (left() > 30) emit(diffusers(name, thresholds));
+    // each entry as the diffusers side reads it: first-block:THRESHOLD or taylorseer:INTERVAL
+    const settings = lines.find((l) => l.pipeline === name && l.side === 'dtorch')?.caches?.map(({ config: c }) => (c.kind === 'first-block' ? `first-block:${c.threshold}` : `taylorseer:${c.cacheInterval}`)) ?? [];
+    if (left() > 30) emit(diffusers(name, settings));
     if (!caches.length) ours();
   }
   for (const name of names) emit([summary(name, lines)]);

@@ -6,10 +6,11 @@ random weights make the ids' meaning moot, the padded lengths are the real ones)
 
 Usage: python pipelines.py --pipelines flux-dev,sd3-medium --tokenizers DIR [--runs 2] [--device cuda] [--size full|tiny] [--caches 0.12,0.08]
   DIR holds clip/ and t5/ tokenizer folders (pipelines.mjs unpacks them).
---caches: after the uncached runs, one run (after a warm-up) per threshold with diffusers' First-Block
-Cache (apply_first_block_cache, what transformer.enable_cache applies), reporting its time, the
-transformer calls that ran every block, each call's statistic, and the PSNR of its image against the
-uncached one.
+--caches: after the uncached runs, one run (after a warm-up) per entry, first-block:THRESHOLD with
+diffusers' First-Block Cache (apply_first_block_cache, what transformer.enable_cache applies) or
+taylorseer:INTERVAL with its TaylorSeer (apply_taylorseer_cache, the config's other defaults),
+reporting its time, the transformer calls that ran the cached work, each call's statistic (First-Block
+Cache), and the PSNR of its image against the uncached one.
 Prints a JSON line per pipeline: seconds end to end (best of --runs after one warm-up run, each
 waited for), the time of each phase (encode_prompt, the denoising loop, the VAE decode and image
 postprocessing), the peak of torch.cuda.max_memory_allocated over the timed runs and what the
@@ -96,12 +97,24 @@ def timed_phases(pipe, sync):
     return phases
 
 
-def cached_runs(pipe, call, thresholds, reference, sync):
-    """diffusers' First-Block Cache at each threshold (see the module's docstring)."""
-    from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, apply_first_block_cache
+def cached_runs(pipe, call, entries, reference, sync):
+    """diffusers' First-Block Cache or TaylorSeer for each entry (see the module's docstring)."""
+    from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, TaylorSeerCacheConfig, apply_first_block_cache, apply_taylorseer_cache
     from diffusers.hooks.first_block_cache import _FBC_BLOCK_HOOK, _FBC_LEADER_BLOCK_HOOK, FBCHeadBlockHook
+    from diffusers.hooks.taylorseer_cache import _TAYLORSEER_CACHE_HOOK, TaylorSeerCacheHook
     decisions = []
     should_compute = FBCHeadBlockHook._should_compute_remaining_blocks
+    measure = TaylorSeerCacheHook._measure_should_compute
+    first_hook = []
+
+    def taylor_recording(self):
+        computed, state = measure(self)
+        if not first_hook:
+            first_hook.append(self)
+        if self is first_hook[0]:
+            decisions.append((None, bool(computed)))
+        return computed, state
+    TaylorSeerCacheHook._measure_should_compute = taylor_recording
 
     def recording(self, residual):
         state = self.state_manager.get_state()
@@ -113,8 +126,15 @@ def cached_runs(pipe, call, thresholds, reference, sync):
     FBCHeadBlockHook._should_compute_remaining_blocks = recording
     results = []
     try:
-        for threshold in thresholds:
-            apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=threshold))
+        for entry in entries:
+            kind, setting = entry.split(":")
+            first_hook.clear()
+            if kind == "taylorseer":
+                apply_taylorseer_cache(pipe.transformer, TaylorSeerCacheConfig(cache_interval=int(setting)))
+                hooks = (_TAYLORSEER_CACHE_HOOK,)
+            else:
+                apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=float(setting)))
+                hooks = (_FBC_LEADER_BLOCK_HOOK, _FBC_BLOCK_HOOK)
             # the transformer's registry keeps the child registries it found at its first
             # cache_context (the uncached runs': none), and would set no context on the blocks' new hooks
             HookRegistry.check_if_exists_or_initialize(pipe.transformer)._child_registries_cache = None
@@ -128,14 +148,15 @@ def cached_runs(pipe, call, thresholds, reference, sync):
                     seconds = time.perf_counter() - start
             finally:
                 registry = HookRegistry.check_if_exists_or_initialize(pipe.transformer)
-                registry.remove_hook(_FBC_LEADER_BLOCK_HOOK, recurse=True)
-                registry.remove_hook(_FBC_BLOCK_HOOK, recurse=True)
+                for hook in hooks:
+                    registry.remove_hook(hook, recurse=True)
             mse = (images.float() - reference.float()).square().mean().item()
-            results.append({"threshold": threshold, "seconds": round(seconds, 3), "calls": len(decisions), "computed": sum(c for _, c in decisions),
+            results.append({"cache": entry, "seconds": round(seconds, 3), "calls": len(decisions), "computed": sum(c for _, c in decisions),
                             "psnr_db": round(10 * math.log10(1 / mse), 2) if mse > 0 else None,
                             "statistics": [None if s is None else float(f"{s:.4g}") for s, _ in decisions]})
     finally:
         FBCHeadBlockHook._should_compute_remaining_blocks = should_compute
+        TaylorSeerCacheHook._measure_should_compute = measure
     return results
 
 
@@ -182,9 +203,9 @@ def main():
                     runs.append({"s": total, **phases, "denoise_s": total - phases.get("encode_s", 0) - phases.get("decode_s", 0) - phases.get("image_encode_s", 0)})
             best = min(runs[1:], key=lambda r: r["s"])
             peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
-            thresholds = [float(t) for t in args.caches.split(",") if t]
+            entries = [e for e in args.caches.split(",") if e]
             with torch.inference_mode():
-                caches = cached_runs(pipe, call, thresholds, images, sync) if thresholds else None
+                caches = cached_runs(pipe, call, entries, images, sync) if entries else None
             print(json.dumps({**base, "seconds": round(best["s"], 3), "runs_s": [round(r["s"], 3) for r in runs[1:]], "warmup_s": round(runs[0]["s"], 3),
                               "encode_s": round(best.get("encode_s", 0), 3), "image_encode_s": round(best.get("image_encode_s", 0), 3), "denoise_s": round(best["denoise_s"], 3), "decode_s": round(best.get("decode_s", 0), 3),
                               "peak_gib": None if peak is None else round(peak / GIB, 3), "held_gib": None if held is None else round(held / GIB, 3),

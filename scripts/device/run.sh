@@ -98,8 +98,8 @@ if bench lora && [ "$cuda" = true ]; then
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-lora-cuda.jsonl" | cut -c1-1200
 fi
 if bench cache && [ "$cuda" = true ]; then
-  # First-Block Cache on Flux-dev end to end (issue 46): thresholds and step targets (CACHES) beside diffusers' hooks
-  DEVICE=cuda PIPELINES=${PIPELINES:-flux-dev} CACHES=${CACHES:-0.12,0.08,steps=14,steps=10} node bench/hf/pipelines.mjs > "$OUT/hf-cache-cuda.jsonl" 2>&1
+  # First-Block Cache and TaylorSeer on Flux-dev end to end (issue 46): thresholds and step targets (CACHES) beside diffusers' hooks
+  DEVICE=cuda PIPELINES=${PIPELINES:-flux-dev} CACHES=${CACHES:-0.12,0.08,steps=14,steps=10,taylorseer:5} node bench/hf/pipelines.mjs > "$OUT/hf-cache-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-cuda.jsonl" | cut -c1-2500
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
