@@ -1,4 +1,4 @@
-"""diffusers references for step caching (First-Block Cache, TaylorSeer) in @dtorch/hf's Flux and SD3 pipelines.
+"""diffusers references for step caching (First-Block Cache, MagCache, TaylorSeer) in @dtorch/hf's Flux and SD3 pipelines.
 
 Run from the repository root with diffusers' sources on the path (diffusers is not a wheel here):
     PYTHONPATH=/work/diffusers-src/src .venv/bin/python tools/reference/make_cache_fixtures.py
@@ -20,7 +20,9 @@ the batch, the statistic over both branches.
 
 TaylorSeer (hooks/taylorseer_cache.py, `apply_taylorseer_cache(transformer, TaylorSeerCacheConfig(...))`)
 runs the TAYLOR_CASES with their configs; their decisions are the first attention's (every
-attention decides alike), their "statistic" null. Writes tests/fixtures/hf/pipelines/:
+attention decides alike), their "statistic" null. MagCache (hooks/mag_cache.py, `apply_mag_cache`)
+runs the MAG_CASES with FLUX_MAG_RATIOS (stretched to their steps) or calibrating, whose
+statistics are the ratios diffusers prints. Writes tests/fixtures/hf/pipelines/:
   first-block-cache-cases.json   per case: pipeline, arguments, seed, threshold (TaylorSeer: config), and per
                                  transformer call (in order) its context, statistic (null on a
                                  context's first call) and whether the remaining blocks ran
@@ -31,7 +33,8 @@ import pathlib
 import tempfile
 
 import torch
-from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, TaylorSeerCacheConfig, apply_first_block_cache, apply_taylorseer_cache
+from diffusers.hooks import FirstBlockCacheConfig, HookRegistry, MagCacheConfig, TaylorSeerCacheConfig, apply_first_block_cache, apply_mag_cache, apply_taylorseer_cache
+from diffusers.hooks.mag_cache import _MAG_CACHE_BLOCK_HOOK, _MAG_CACHE_LEADER_BLOCK_HOOK, FLUX_MAG_RATIOS, MagCacheBlockHook, MagCacheHeadHook
 from diffusers.hooks.first_block_cache import _FBC_BLOCK_HOOK, _FBC_LEADER_BLOCK_HOOK, FBCHeadBlockHook
 from diffusers.hooks.taylorseer_cache import _TAYLORSEER_CACHE_HOOK, TaylorSeerCacheHook
 from safetensors.torch import save_file
@@ -88,6 +91,40 @@ def _taylor_recording(self):
 
 TaylorSeerCacheHook._measure_should_compute = _taylor_recording
 
+# MagCache: the head hook's decision after each call; while calibrating, each call's ratio
+_mag_forward = MagCacheHeadHook.new_forward
+_mag_calibration = MagCacheBlockHook._perform_calibration_step
+
+
+def _mag_recording(self, module, *args, **kwargs):
+    out = _mag_forward(self, module, *args, **kwargs)
+    state = self.state_manager.get_state()
+    decisions.append({"context": self.state_manager._current_context, "statistic": None, "computed": bool(state.should_compute)})
+    return out
+
+
+def _mag_calibration_recording(self, state, residual):
+    _mag_calibration(self, state, residual)
+    decisions[-1]["statistic"] = state.calibration_ratios[-1]
+
+
+MagCacheHeadHook.new_forward = _mag_recording
+MagCacheBlockHook._perform_calibration_step = _mag_calibration_recording
+
+# MagCache cases: diffusers' MagCacheConfig arguments (mag_ratios: FLUX_MAG_RATIOS unless calibrating)
+MAG_CASES = [
+    {"name": "mag-flux", "pipeline": "tiny-flux", "prompt": "a photo of a cat", "height": 64, "width": 64,
+     "num_inference_steps": 12, "seed": 0, "max_sequence_length": 16, "config": {"threshold": 0.1, "max_skip_steps": 2, "num_inference_steps": 12}},
+    {"name": "mag-flux-cfg", "pipeline": "tiny-flux", "prompt": "a lighthouse at night", "negative_prompt": "blurry",
+     "true_cfg_scale": 4.0, "height": 48, "width": 48, "num_inference_steps": 10, "seed": 2, "max_sequence_length": 12,
+     "config": {"threshold": 0.2, "retention_ratio": 0.3, "num_inference_steps": 10}},
+    {"name": "mag-sd3", "pipeline": "tiny-sd3", "prompt": "a photo of a cat", "height": 32, "width": 32,
+     "num_inference_steps": 10, "seed": 0, "max_sequence_length": 16, "config": {"threshold": 0.15, "num_inference_steps": 10}},
+    # calibration: every block runs; the statistics are the ratios diffusers prints
+    {"name": "mag-calibrate", "pipeline": "tiny-flux", "prompt": "a photo of a cat", "height": 32, "width": 32,
+     "num_inference_steps": 5, "seed": 4, "max_sequence_length": 16, "config": {"calibrate": True, "num_inference_steps": 5}},
+]
+
 # TaylorSeer cases: diffusers' TaylorSeerCacheConfig arguments (taylor_factors_dtype by name)
 TAYLOR_CASES = [
     # diffusers' defaults (interval 5 after 3 full steps, first order, bfloat16 factors)
@@ -132,6 +169,15 @@ def run_taylor(pipe, case):
     apply_taylorseer_cache(pipe.transformer, TaylorSeerCacheConfig(**config))
     _taylor_first.clear()
     return generate(pipe, case, (_TAYLORSEER_CACHE_HOOK,))
+
+
+def run_mag(pipe, case):
+    """The case's final latents and decisions under MagCache with the case's config."""
+    config = dict(case["config"])
+    if not config.get("calibrate"):
+        config["mag_ratios"] = FLUX_MAG_RATIOS
+    apply_mag_cache(pipe.transformer, MagCacheConfig(**config))
+    return generate(pipe, case, (_MAG_CACHE_LEADER_BLOCK_HOOK, _MAG_CACHE_BLOCK_HOOK))
 
 
 def generate(pipe, case, hooks):
@@ -189,6 +235,11 @@ def main():
         tensors[f"{case['name']}.latent"] = latents
         cases.append({**case, "threshold": threshold, "calls": calls})
         print(case["name"], "threshold", threshold, "computed", sum(c["computed"] for c in calls), "of", len(calls))
+    for case in MAG_CASES:
+        latents, calls = run_mag(pipes[case["pipeline"]], case)
+        tensors[f"{case['name']}.latent"] = latents
+        cases.append({**case, "calls": calls})
+        print(case["name"], "computed", sum(c["computed"] for c in calls), "of", len(calls))
     for case in TAYLOR_CASES:
         latents, calls = run_taylor(pipes[case["pipeline"]], case)
         tensors[f"{case['name']}.latent"] = latents

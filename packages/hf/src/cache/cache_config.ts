@@ -29,19 +29,42 @@ export interface TaylorSeerCacheConfig {
   readonly taylorFactorsDtype?: 'bfloat16' | 'float16' | 'float32';
 }
 
-/** A step cache's config (enableCache). */
-export type CacheConfig = FirstBlockCacheConfig | TaylorSeerCacheConfig;
+/** MagCache (diffusers' MagCacheConfig): every block skipped while the residual's magnitude ratios say it barely changes. */
+export interface MagCacheConfig {
+  readonly kind: 'mag';
+  /** The accumulated error Σ |1 − Π ratio| up to which calls are skipped; default 0.06. */
+  readonly threshold?: number;
+  /** At most this many calls skipped in a row; default 3. */
+  readonly maxSkipSteps?: number;
+  /** The first fraction of the steps that never skip; default 0.2. */
+  readonly retentionRatio?: number;
+  /** The steps of a run (the ratios are stretched to it; a context starts over after it); default 28. */
+  readonly numInferenceSteps?: number;
+  /** The model's ratios per step (FLUX_MAG_RATIOS for FLUX.1), measured with `calibrate`; required unless calibrating. */
+  readonly magRatios?: readonly number[];
+  /** Runs every block and reports each step's ratio (timings.cache's statistics) to use as magRatios; default false. */
+  readonly calibrate?: boolean;
+}
 
-/** A config with its defaults filled in (disableCacheAfterStep may stay undefined). */
-export type CheckedCacheConfig = Required<FirstBlockCacheConfig> | (Required<Omit<TaylorSeerCacheConfig, 'disableCacheAfterStep'>> & Pick<TaylorSeerCacheConfig, 'disableCacheAfterStep'>);
+/** A step cache's config (enableCache). */
+export type CacheConfig = FirstBlockCacheConfig | TaylorSeerCacheConfig | MagCacheConfig;
+
+/** TaylorSeer's config with its defaults filled in (disableCacheAfterStep may stay undefined). */
+export type CheckedTaylorSeerCacheConfig = Required<Omit<TaylorSeerCacheConfig, 'disableCacheAfterStep'>> & Pick<TaylorSeerCacheConfig, 'disableCacheAfterStep'>;
+
+/** MagCache's config with its defaults filled in (magRatios undefined while calibrating). */
+export type CheckedMagCacheConfig = Required<Omit<MagCacheConfig, 'magRatios'>> & Pick<MagCacheConfig, 'magRatios'>;
+
+/** A config with its defaults filled in. */
+export type CheckedCacheConfig = Required<FirstBlockCacheConfig> | CheckedTaylorSeerCacheConfig | CheckedMagCacheConfig;
 
 /** The cache kinds DTorch runs. */
-export const CACHE_KINDS = ['first-block', 'taylorseer'] as const;
+export const CACHE_KINDS = ['first-block', 'taylorseer', 'mag'] as const;
 
 /** diffusers' FirstBlockCacheConfig default. */
 export const FIRST_BLOCK_DEFAULT_THRESHOLD = 0.05;
 
-const KEYS = { 'first-block': ['kind', 'threshold'], taylorseer: ['kind', 'cacheInterval', 'disableCacheBeforeStep', 'disableCacheAfterStep', 'maxOrder', 'taylorFactorsDtype'] };
+const KEYS = { 'first-block': ['kind', 'threshold'], mag: ['kind', 'threshold', 'maxSkipSteps', 'retentionRatio', 'numInferenceSteps', 'magRatios', 'calibrate'], taylorseer: ['kind', 'cacheInterval', 'disableCacheBeforeStep', 'disableCacheAfterStep', 'maxOrder', 'taylorFactorsDtype'] };
 
 /** `config` checked, its defaults filled in; a DTorchError naming what is wrong otherwise. */
 export function checkCacheConfig(what: string, config: unknown): CheckedCacheConfig {
@@ -52,19 +75,33 @@ export function checkCacheConfig(what: string, config: unknown): CheckedCacheCon
   const kind = o['kind'] as CacheConfig['kind'];
   const unknown = Object.keys(o).filter((k) => !KEYS[kind].includes(k));
   if (unknown.length > 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a '${kind}' cache takes ${KEYS[kind].join(', ')}; not ${unknown.join(', ')}`);
-  if (kind === 'first-block') {
-    const threshold = o['threshold'] ?? FIRST_BLOCK_DEFAULT_THRESHOLD;
-    if (typeof threshold !== 'number' || !Number.isFinite(threshold) || threshold < 0) {
-      throw invalidParameter(`${what} config.threshold`, 'a finite number ≥ 0 (e.g. 0.12; 0 runs every step)', o['threshold']);
-    }
-    return { kind, threshold };
-  }
+  const number = (name: string, fallback: number): number => {
+    const value = o[name] ?? fallback;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw invalidParameter(`${what} config.${name}`, 'a finite number ≥ 0', o[name]);
+    return value;
+  };
+  if (kind === 'first-block') return { kind, threshold: number('threshold', FIRST_BLOCK_DEFAULT_THRESHOLD) };
   const whole = (name: string, fallback: number | undefined, min: number): number | undefined => {
     const value = o[name] ?? fallback;
     if (value === undefined) return undefined;
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) throw invalidParameter(`${what} config.${name}`, `a whole number ≥ ${min}`, o[name]);
     return value;
   };
+  if (kind === 'mag') {
+    const calibrate = o['calibrate'] ?? false;
+    if (typeof calibrate !== 'boolean') throw invalidParameter(`${what} config.calibrate`, 'true or false', calibrate);
+    const ratios = o['magRatios'];
+    if (ratios === undefined && !calibrate) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: MagCache needs the model's magRatios (FLUX_MAG_RATIOS for FLUX.1); for another model or schedule, run once with { calibrate: true } and pass timings.cache's statistics as magRatios`);
+    }
+    if (ratios !== undefined && (!Array.isArray(ratios) || ratios.length === 0 || !ratios.every((r) => typeof r === 'number' && Number.isFinite(r)))) {
+      throw invalidParameter(`${what} config.magRatios`, 'an array of finite numbers, one per step', ratios);
+    }
+    return {
+      kind, threshold: number('threshold', 0.06), maxSkipSteps: whole('maxSkipSteps', 3, 0)!, retentionRatio: number('retentionRatio', 0.2),
+      numInferenceSteps: whole('numInferenceSteps', 28, 1)!, calibrate, ...(ratios !== undefined && { magRatios: [...(ratios as number[])] }),
+    };
+  }
   const dtype = o['taylorFactorsDtype'] ?? 'bfloat16';
   if (!['bfloat16', 'float16', 'float32'].includes(dtype as string)) throw invalidParameter(`${what} config.taylorFactorsDtype`, "'bfloat16', 'float16' or 'float32'", dtype);
   return {
@@ -79,7 +116,8 @@ export function checkCacheConfig(what: string, config: unknown): CheckedCacheCon
 
 /**
  * The CLI's spelling as a config: "first-block:0.12" (a threshold; "first-block" for the default)
- * or "taylorseer:5" (a cache interval; "taylorseer" for diffusers' defaults).
+ * or "taylorseer:5" (a cache interval; "taylorseer" for diffusers' defaults). MagCache needs its
+ * model's ratios: the library's enableCache takes it.
  */
 export function parseCacheConfig(text: string): CheckedCacheConfig {
   const [kind, setting, ...rest] = text.split(':');

@@ -20,15 +20,7 @@
 // part, the remaining blocks' part and the cached part each as their own segments.
 import * as dt from '@dtorch/api';
 import type { FirstBlockCacheConfig } from './cache_config.js';
-import { StepCache } from './step_cache.js';
-
-/** What the model's blocks give the cache (see FirstBlockCache.run). */
-export interface FirstBlockRun {
-  /** The first block's image output. */
-  readonly hidden: dt.Tensor;
-  /** Runs the remaining blocks on from the first block's outputs: the last block's image output. */
-  rest(): dt.Tensor;
-}
+import { StepCache, replicated, sameLayout, type BlockCache, type FirstBlockRun } from './step_cache.js';
 
 // a context's cache: the first block's residual and the tail residual of the last call that ran every block
 interface ContextState {
@@ -37,7 +29,7 @@ interface ContextState {
 }
 
 /** A transformer's First-Block Cache: its contexts' residuals and the decisions taken so far. */
-export class FirstBlockCache extends StepCache {
+export class FirstBlockCache extends StepCache implements BlockCache {
   readonly config: Required<FirstBlockCacheConfig>;
   readonly #states = new Map<string, ContextState>();
 
@@ -99,7 +91,7 @@ export class FirstBlockCache extends StepCache {
   // from every device, summed per group
   #statistics(residual: dt.Tensor, previous: dt.Tensor, groups: number): number[] {
     const dims = residual.shape.map((_, i) => i).slice(1);
-    const rows = dt.tidy(() => whole(dt.stack([residual.sub(previous).abs().mean(dims), previous.abs().mean(dims)])));
+    const rows = dt.tidy(() => replicated(dt.stack([residual.sub(previous).abs().mean(dims), previous.abs().mean(dims)])));
     let values: ArrayLike<number>;
     try {
       values = rows.dataSync() as ArrayLike<number>;
@@ -131,9 +123,3 @@ function rowsWhere(computed: readonly boolean[], like: dt.Tensor): dt.Tensor {
   const placements = like.placements.map((p) => (p.isShard(0) ? dt.Shard(0) : dt.Replicate()));
   return dt.tensor(rows, { dtype: 'bool', mesh: like.mesh, placements, shape: [batch, ...like.shape.slice(1).map(() => 1)] });
 }
-
-// a mean over a split dim is a partial sum of the devices' parts: summed on every device
-const whole = (t: dt.Tensor): dt.Tensor => (t.placements.every((p) => p.isReplicate()) ? t : t.redistribute(t.placements.map(() => dt.Replicate())));
-
-const sameLayout = (a: dt.Tensor, b: dt.Tensor): boolean =>
-  a.mesh.equals(b.mesh) && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((s, i) => s === b.shape[i]) && a.placements.every((p, i) => p.code() === b.placements[i]!.code());

@@ -1,15 +1,19 @@
 // What every step cache keeps and reports (first_block_cache.ts, taylorseer_cache.ts): the
 // context the transformer's calls run in (diffusers' cache_context: a pipeline names true CFG's
 // branches 'cond' and 'uncond'), and each call's decision, reset at each generate.
+import * as dt from '@dtorch/api';
 import type { CacheConfig } from './cache_config.js';
 
 /** One transformer call's decision. */
 export interface CacheDecision {
   /** The cache context the call ran in ('cond', 'uncond'). */
   readonly context: string;
-  /** First-Block Cache: absmean(r − r_prev) / absmean(r_prev); undefined on a context's first call, and for TaylorSeer. */
+  /**
+   * First-Block Cache: absmean(r − r_prev) / absmean(r_prev), undefined on a context's first call;
+   * MagCache calibrating: the step's ratio; else undefined.
+   */
   readonly statistic: number | undefined;
-  /** Whether the cached work ran (First-Block Cache: the remaining blocks; TaylorSeer: the attentions). */
+  /** Whether the cached work ran (First-Block Cache: the remaining blocks; MagCache: every block; TaylorSeer: the attentions). */
   readonly computed: boolean;
 }
 
@@ -27,7 +31,7 @@ export abstract class StepCache {
   #decisions: CacheDecision[] = [];
   #context = 'cond';
 
-  /** The kind ('first-block', 'taylorseer'). */
+  /** The kind ('first-block', 'mag', 'taylorseer'). */
   get kind(): CacheConfig['kind'] {
     return this.config.kind;
   }
@@ -78,3 +82,23 @@ export abstract class StepCache {
   /** Frees what the cache holds. */
   protected abstract forget(): void;
 }
+
+/** What a model's blocks give a block cache (First-Block Cache, MagCache). */
+export interface FirstBlockRun {
+  /** The first block's image output. */
+  readonly hidden: dt.Tensor;
+  /** Runs the remaining blocks on from the first block's outputs: the last block's image output. */
+  rest(): dt.Tensor;
+}
+
+/** A cache the model's forward runs its blocks through: the image tokens after the last block, for the first block's input. */
+export interface BlockCache {
+  run(input: dt.Tensor, first: () => FirstBlockRun): dt.Tensor;
+}
+
+/** Whether a cached tensor still fits a call's (the same shape, dtype, mesh and placements). */
+export const sameLayout = (a: dt.Tensor, b: dt.Tensor): boolean =>
+  a.mesh.equals(b.mesh) && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((s, i) => s === b.shape[i]) && a.placements.every((p, i) => p.code() === b.placements[i]!.code());
+
+/** `t` whole on every device: a mean over a split dim is a partial sum of the devices' parts. */
+export const replicated = (t: dt.Tensor): dt.Tensor => (t.placements.every((p) => p.isReplicate()) ? t : t.redistribute(t.placements.map(() => dt.Replicate())));

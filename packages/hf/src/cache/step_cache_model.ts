@@ -5,27 +5,30 @@ import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { checkCacheConfig, type CacheConfig } from './cache_config.js';
 import { FirstBlockCache } from './first_block_cache.js';
-import type { StepCache } from './step_cache.js';
+import { MagCache } from './mag_cache.js';
+import type { BlockCache, StepCache } from './step_cache.js';
 import { TAYLORSEER_ATTENTIONS, TaylorSeerCache } from './taylorseer_cache.js';
 
 /** A transformer whose steps can be cached: FluxTransformer2DModel, SD3Transformer2DModel. */
 export abstract class StepCacheModel extends PreTrainedModel {
-  #cache: FirstBlockCache | TaylorSeerCache | undefined;
+  #cache: FirstBlockCache | MagCache | TaylorSeerCache | undefined;
 
   /** The cache enableCache() set, or undefined. */
   get stepCache(): StepCache | undefined {
     return this.#cache;
   }
 
-  /** The First-Block Cache the model's forward runs its blocks through, if that is the cache. */
-  protected get firstBlockCache(): FirstBlockCache | undefined {
-    return this.#cache instanceof FirstBlockCache ? this.#cache : undefined;
+  /** The cache the model's forward runs its blocks through (First-Block Cache, MagCache), if that is the cache. */
+  protected get blockCache(): BlockCache | undefined {
+    return this.#cache instanceof TaylorSeerCache ? undefined : this.#cache;
   }
 
   /**
    * Caches the transformer's steps, as diffusers' `transformer.enable_cache(config)`:
    * `{ kind: 'first-block', threshold }` runs the blocks after the first only when the first
    * block's output changed enough since the last step that ran them (first_block_cache.ts);
+   * `{ kind: 'mag', magRatios, threshold, ... }` skips every block while the residual's magnitude
+   * ratios say it barely changes (mag_cache.ts);
    * `{ kind: 'taylorseer', cacheInterval, ... }` predicts the blocks' attentions between full
    * steps from a Taylor series of their outputs (taylorseer_cache.ts). A pipeline resets the
    * cache at each generate; a direct caller calls stepCache.reset().
@@ -34,9 +37,9 @@ export abstract class StepCacheModel extends PreTrainedModel {
     const what = `${this.constructor.name}.enableCache`;
     const checked = checkCacheConfig(what, config);
     if (this.#cache) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a '${this.#cache.kind}' cache is enabled already; disableCache() first`);
-    if (checked.kind === 'first-block') {
+    if (checked.kind === 'first-block' || checked.kind === 'mag') {
       this.checkCacheable(what);
-      this.#cache = new FirstBlockCache(checked);
+      this.#cache = checked.kind === 'mag' ? new MagCache(checked) : new FirstBlockCache(checked);
       return;
     }
     const attentions = [...this.namedModules()].filter(([name]) => TAYLORSEER_ATTENTIONS.some((p) => p.test(name))).map(([, m]) => m);

@@ -15,7 +15,7 @@
 // nothing more (the factors lie as the outputs do).
 import * as dt from '@dtorch/api';
 import type * as nn from '@dtorch/nn';
-import type { TaylorSeerCacheConfig } from './cache_config.js';
+import type { CheckedTaylorSeerCacheConfig } from './cache_config.js';
 import { StepCache } from './step_cache.js';
 
 /** diffusers' default modules: the blocks' attentions (re.fullmatch). */
@@ -44,11 +44,11 @@ interface Hooked {
 
 /** A transformer's TaylorSeer cache (see the file's comment). */
 export class TaylorSeerCache extends StepCache {
-  readonly config: Required<Omit<TaylorSeerCacheConfig, 'disableCacheAfterStep'>> & Pick<TaylorSeerCacheConfig, 'disableCacheAfterStep'>;
+  readonly config: CheckedTaylorSeerCacheConfig;
   readonly #hooked: Hooked[];
 
   /** Hooks `modules` (the attentions) of a model. */
-  constructor(config: TaylorSeerCache['config'], modules: readonly nn.Module[]) {
+  constructor(config: CheckedTaylorSeerCacheConfig, modules: readonly nn.Module[]) {
     super();
     this.config = config;
     this.#hooked = modules.map((module) => this.#hook(module));

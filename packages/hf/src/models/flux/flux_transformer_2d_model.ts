@@ -151,7 +151,7 @@ export class FluxTransformer2DModel extends StepCacheModel implements HasJointAt
     const context = this.context_embedder.forward(encoderHiddenStates);
     const rotary = this.#rotary.tables([options.txtIds, options.imgIds], () => this.pos_embed.forward(txtIds, imgIds));
 
-    const cache = this.firstBlockCache;
+    const cache = this.blockCache;
     const first = this.transformer_blocks.at(0);
     const image =
       cache && first
@@ -165,7 +165,7 @@ export class FluxTransformer2DModel extends StepCacheModel implements HasJointAt
 
   protected override checkCacheable(what: string): void {
     if (this.config.numLayers < 1 || this.config.numLayers + this.config.numSingleLayers < 2) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: First-Block Cache needs a double-stream block and one more block after it; this model has num_layers ${this.config.numLayers}, num_single_layers ${this.config.numSingleLayers}`);
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a block cache (First-Block Cache, MagCache) needs a double-stream block and one more block after it; this model has num_layers ${this.config.numLayers}, num_single_layers ${this.config.numSingleLayers}`);
     }
   }
 

@@ -135,9 +135,9 @@ export class SD3Transformer2DModel extends StepCacheModel {
     const temb = this.time_text_embed.forward(timestep, pooled);
     const projections = this.#adaLN.project(temb);
     const text = this.context_embedder.forward(context);
-    const cache = this.firstBlockCache;
+    const cache = this.blockCache;
     if (cache && (skip.size > 0 || controls.length > 0)) {
-      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: skipLayers and blockControlnetHiddenStates do not run with a step cache (their work changes from block to block); disableCache() first`);
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: skipLayers and blockControlnetHiddenStates do not run with a block cache (First-Block Cache, MagCache: their work changes from block to block); disableCache() first`);
     }
     const first = this.transformer_blocks.at(0)!;
     const last = cache
@@ -152,7 +152,7 @@ export class SD3Transformer2DModel extends StepCacheModel {
   }
 
   protected override checkCacheable(what: string): void {
-    if (this.config.numLayers < 2) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: First-Block Cache needs a first block and a last one; this model has num_layers ${this.config.numLayers}`);
+    if (this.config.numLayers < 2) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: a block cache (First-Block Cache, MagCache) needs a first block and a last one; this model has num_layers ${this.config.numLayers}`);
   }
 
   // The blocks from `from` on (skipLayers skipped, ControlNet residuals added): the image tokens
