@@ -26,7 +26,7 @@ import { expectClose } from './expect_close.js';
 import { settleGarbage } from '../settle_garbage.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
-const io = readSafetensorsHeader(join(fixtures, 'first-block-cache.safetensors'));
+const io = readSafetensorsHeader(join(fixtures, 'step-cache.safetensors'));
 
 interface Call {
   context: string;
@@ -48,7 +48,7 @@ interface Case {
   config?: Record<string, number | string>;
   calls: Call[];
 }
-const cases = JSON.parse(readFileSync(join(fixtures, 'first-block-cache-cases.json'), 'utf8')) as Case[];
+const cases = JSON.parse(readFileSync(join(fixtures, 'step-cache-cases.json'), 'utf8')) as Case[];
 const byName = (name: string) => cases.find((c) => c.name === name)!;
 
 type Pipe = hf.FluxPipeline | hf.StableDiffusion3Pipeline;

@@ -23,10 +23,10 @@ runs the TAYLOR_CASES with their configs; their decisions are the first attentio
 attention decides alike), their "statistic" null. MagCache (hooks/mag_cache.py, `apply_mag_cache`)
 runs the MAG_CASES with FLUX_MAG_RATIOS (stretched to their steps) or calibrating, whose
 statistics are the ratios diffusers prints. Writes tests/fixtures/hf/pipelines/:
-  first-block-cache-cases.json   per case: pipeline, arguments, seed, threshold (TaylorSeer: config), and per
-                                 transformer call (in order) its context, statistic (null on a
-                                 context's first call) and whether the remaining blocks ran
-  first-block-cache.safetensors  "<case>.latent": the final latents (output_type="latent"), float32
+  step-cache-cases.json    per case: pipeline, arguments, seed, threshold (First-Block Cache) or config
+                           (MagCache, TaylorSeer), and per transformer call (in order) its context,
+                           statistic (null where there is none) and whether the cached work ran
+  step-cache.safetensors   "<case>.latent": the final latents (output_type="latent"), float32
 """
 import json
 import pathlib
@@ -246,8 +246,8 @@ def main():
         cases.append({**case, "calls": calls})
         print(case["name"], "computed", sum(c["computed"] for c in calls), "of", len(calls))
     tmp.cleanup()
-    save_file(tensors, out / "first-block-cache.safetensors")
-    (out / "first-block-cache-cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    save_file(tensors, out / "step-cache.safetensors")
+    (out / "step-cache-cases.json").write_text(json.dumps(cases, indent=1) + "\n")
 
 
 if __name__ == "__main__":
