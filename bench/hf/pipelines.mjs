@@ -178,7 +178,9 @@ async function cachedRuns(pipe, options, referenceImage) {
       : { kind: 'first-block', threshold: entry.startsWith('steps=') ? await thresholdComputing(pipe, options, Number(entry.slice('steps='.length))) : Number(entry) };
     pipe.transformer.enableCache(config);
     let timed;
+    let graphsBefore;
     for (let i = 0; i < 2; i++) {
+      if (i === 1) graphsBefore = graphCounters(); // the timed run's captures and replays
       const t0 = process.hrtime.bigint();
       const out = await pipe.generate(options);
       await dt.sync();
@@ -197,6 +199,7 @@ async function cachedRuns(pipe, options, referenceImage) {
       cache: entry, config: config.kind === 'first-block' ? { ...config, threshold: +config.threshold.toPrecision(6) } : config, seconds: +timed.s.toFixed(3), denoise_s: +(timed.timings.denoiseMs / 1000).toFixed(3),
       calls: report.calls, computed: report.computed, psnr_db: +(10 * Math.log10(1 / fidelity[0])).toFixed(2), latent_cosine: +fidelity[1].toFixed(5),
       statistics: report.decisions.map((d) => (d.statistic === undefined ? null : +d.statistic.toPrecision(4))),
+      graphs: Object.fromEntries(Object.entries(graphCounters()).map(([k, v]) => [k, +(v - graphsBefore[k]).toFixed(3)])),
     });
     dt.dispose([timed.images, latents]);
   }
