@@ -1,6 +1,7 @@
 // The step-cache methods of a diffusion transformer (diffusers' CacheMixin: enable_cache,
-// disable_cache, cache_context): the model's forward asks `stepCache` whether its blocks may
-// reuse an earlier step's work (first_block_cache.ts).
+// disable_cache, cache_context): a block cache (first_block_cache.ts, mag_cache.ts) is what the
+// model's forward runs its blocks through (blockCache); TaylorSeer (taylorseer_cache.ts) hooks
+// the blocks' attentions and leaves the forward as it is.
 import { DTorchError, ErrorCode, log } from '@dtorch/common';
 import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { checkCacheConfig, type CacheConfig } from './cache_config.js';
