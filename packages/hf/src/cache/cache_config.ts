@@ -5,6 +5,7 @@ import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/
 
 /** First-Block Cache (ParaAttention's; diffusers' FirstBlockCacheConfig). */
 export interface FirstBlockCacheConfig {
+  /** First-Block Cache. */
   readonly kind: 'first-block';
   /**
    * The remaining blocks run when the first block's residual changed by more than this since the
@@ -16,6 +17,7 @@ export interface FirstBlockCacheConfig {
 
 /** TaylorSeer (diffusers' TaylorSeerCacheConfig): the blocks' attentions predicted between full calls. */
 export interface TaylorSeerCacheConfig {
+  /** TaylorSeer. */
   readonly kind: 'taylorseer';
   /** One call in this many runs the attentions in full after the warm-up; default 5. */
   readonly cacheInterval?: number;
@@ -31,6 +33,7 @@ export interface TaylorSeerCacheConfig {
 
 /** MagCache (diffusers' MagCacheConfig): every block skipped while the residual's magnitude ratios say it barely changes. */
 export interface MagCacheConfig {
+  /** MagCache. */
   readonly kind: 'mag';
   /** The accumulated error Σ |1 − Π ratio| up to which calls are skipped; default 0.06. */
   readonly threshold?: number;

@@ -93,6 +93,7 @@ export interface FirstBlockRun {
 
 /** A cache the model's forward runs its blocks through: the image tokens after the last block, for the first block's input. */
 export interface BlockCache {
+  /** The image tokens after the last block for the first block's input `input`; `first()` runs the first block, its `rest()` the others, as the cache decides. */
   run(input: dt.Tensor, first: () => FirstBlockRun): dt.Tensor;
 }
 
