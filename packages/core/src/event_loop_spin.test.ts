@@ -21,7 +21,7 @@ describe('EventLoopSpin', () => {
   });
 
   it('turns one loop for several waits, until the last is answered', async () => {
-    const spin = new EventLoopSpin(10_000);
+    const spin = new EventLoopSpin(10_000_000); // 10 s: only the answers stop it (10 ms ran out under CI's load)
     const answers: (() => void)[] = [];
     const waits = [0, 1, 2].map(() => spin.around(new Promise<void>((done) => answers.push(done))));
     answers[0]!();
