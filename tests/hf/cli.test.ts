@@ -222,7 +222,8 @@ describe('dtorch generate --cache', () => {
     expect(plain.status, plain.stderr).toBe(0);
     expect(plain.stdout).not.toContain('step cache');
     expect(readFileSync(join(work, 'uncached.png')).equals(readFileSync(join(work, 'cached.png'))), 'skipping steps changes the picture').toBe(false);
-    expectOneLineError(dtorch(['generate', ...args, '--cache', 'taylor:0.1', '--out', join(work, 'x.png')]), /--cache.*first-block/);
+    expectOneLineError(dtorch(['generate', ...args, '--cache', 'taylor:0.1', '--out', join(work, 'x.png')]), /one of 'first-block', 'taylorseer', 'mag' for --cache config\.kind/);
+    expectOneLineError(dtorch(['generate', ...args, '--cache', 'first-block:0.1:2', '--out', join(work, 'x.png')]), /Expected first-block\[:threshold\] or taylorseer\[:interval\] for --cache/);
     expectOneLineError(dtorch(['generate', ...args, '--cache', 'first-block:fast', '--out', join(work, 'x.png')]), /first-block\[:threshold\]/);
   });
 });

@@ -10,7 +10,7 @@
 // float32 on CPU devices.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
-import type { CacheConfig } from '../cache/cache_config.js';
+import { parseCacheConfig, type CheckedCacheConfig } from '../cache/cache_config.js';
 import { StepCacheModel } from '../cache/step_cache_model.js';
 import { DiffusionPipeline, type GenerateOptions, type PipelineOptions } from '../pipelines/diffusion_pipeline.js';
 import { registered, registry } from '../registry.js';
@@ -63,8 +63,8 @@ export interface GenerateFlags {
   lora?: LoraSpec[];
   /** --fuse-lora: the LoRAs fused into the weights before generating. */
   fuseLora?: boolean;
-  /** --cache: the transformer's step cache (transformer.enableCache). */
-  cache?: CacheConfig;
+  /** --cache: the transformer's step cache as the flag spells it (parseCacheConfig). */
+  cache?: string;
   /** --image: the picture to start from (the model's image-to-image variant runs). */
   image?: string;
   /** --strength: how much of the schedule runs from --image (default the pipeline's, 0.6). */
@@ -130,18 +130,19 @@ async function applyLoras(pipe: DiffusionPipeline, flags: GenerateFlags): Promis
 }
 
 // --cache on the pipeline's transformer; a line saying what runs
-function applyCache(pipe: DiffusionPipeline, flags: GenerateFlags): void {
-  if (!flags.cache) return;
+function applyCache(pipe: DiffusionPipeline, config: CheckedCacheConfig | undefined): void {
+  if (!config) return;
   const { transformer } = pipe as { transformer?: unknown };
   if (!(transformer instanceof StepCacheModel)) throw invalid(`--cache: ${pipe.constructor.name} has no transformer whose steps can be cached; leave out --cache`);
-  transformer.enableCache(flags.cache);
-  const { kind, ...settings } = transformer.stepCache!.config;
+  transformer.enableCache(config);
+  const { kind, ...settings } = config;
   console.log(`step cache: ${kind}, ${Object.entries(settings).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 }
 
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const size = flags.size === undefined ? undefined : parseSize(flags.size);
+  const cache = flags.cache === undefined ? undefined : parseCacheConfig(flags.cache);
   const mesh = buildMesh(flags.devices === undefined ? undefined : parseDevices(flags.devices), parseParallel(flags.parallel));
   const paths = checkOutputs(flags.out, flags.imagesPerPrompt ?? 1, flags.overwrite);
   const dtype = flags.dtype ?? (mesh.deviceType === 'cuda' ? 'bfloat16' : 'float32');
@@ -188,7 +189,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
       console.log(`${how} (${variant.constructor.name}) from ${flags.image}`);
     }
     await applyLoras(pipe, flags);
-    applyCache(pipe, flags);
+    applyCache(pipe, cache);
   } catch (err) {
     loaded.dispose();
     throw err;

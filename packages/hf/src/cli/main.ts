@@ -7,7 +7,6 @@
 // command's one-line error too. The subcommands are imported when they run, so that --help
 // works without the native addon.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseCacheConfig, type CacheConfig } from '../cache/cache_config.js';
 import type { GenerateFlags } from './generate.js';
 import { parseLora } from './lora_spec.js';
 import type { WorkerFlags } from './worker.js';
@@ -46,13 +45,11 @@ function strength(text: string): number {
   return value;
 }
 
-// --cache kind[:setting], read as enableCache reads a config
-function parseCacheFlag(text: string): CacheConfig {
-  try {
-    return parseCacheConfig(text);
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
-  }
+// --cache kind[:setting]: its spelling here; the kind and the setting are checked once the
+// command runs (parseCacheConfig: importing it here would load DTorch before fail() is set up)
+function cacheFlag(text: string): string {
+  if (!/^[a-z-]+(:[^:]+)?$/.test(text)) throw new InvalidArgumentError(`Expected first-block[:threshold] or taylorseer[:interval] for --cache, but received ${JSON.stringify(text)}.`);
+  return text;
 }
 
 /** Prints `error` as one line (and its stack under DTORCH_LOG=debug); exits 1. */
@@ -114,7 +111,7 @@ export function program(version: string): Command {
     .option('--local-files-only', 'use the HF cache only, no download')
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
-    .option('--cache <kind[:setting]>', "reuse the transformer's work between steps, as diffusers' caches: first-block[:threshold] (First-Block Cache; default 0.05, higher skips more) or taylorseer[:interval] (TaylorSeer; default 5)", parseCacheFlag)
+    .option('--cache <kind[:setting]>', "reuse the transformer's work between steps, as diffusers' caches: first-block[:threshold] (First-Block Cache; default 0.05, higher skips more) or taylorseer[:interval] (TaylorSeer; default 5)", cacheFlag)
     .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
     .option('--mask <picture>', 'with --image: white where the picture is redrawn, black where it is kept (the model\'s inpainting variant runs)')
     .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)
