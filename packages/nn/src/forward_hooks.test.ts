@@ -1,5 +1,5 @@
-// Forward hooks: a pre-hook's arguments and a hook's output replace forward's, in the order
-// registered, whether forward is called directly or through call(); remove() takes a hook off and
+// Forward hooks: a pre-hook's arguments and a hook's output replace forward's, an around hook
+// runs in forward's place (calling it or not), in the order registered, whether forward is called directly or through call(); remove() takes a hook off and
 // the last one removed leaves the module as it was; bad hooks are DTorchErrors.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -39,6 +39,36 @@ describe('forward hooks', () => {
     handles[1]!.remove(); // a second remove() does nothing
     expect(Object.hasOwn(m, 'forward'), 'the class forward back').toBe(false);
     expect(await values(m.forward(x, 2))).toEqual([3, 5]);
+    dt.dispose(x);
+  });
+
+  it('around hooks run in place of forward, after the pre-hooks and before the hooks, the later outside the earlier', async () => {
+    const m = new Affine();
+    const x = dt.tensor([1, 2], { dtype: 'float32' });
+    const seen: string[] = [];
+    let skip = false;
+    const handles = [
+      m.registerForwardPreHook((_, args) => [args[0], 2]),
+      // skips forward when told, with an output of its own
+      m.registerForwardAroundHook((module, forward, args) => {
+        seen.push(`inner on ${module.constructor.name} with scale ${String(args[1])}`);
+        return skip ? (args[0] as dt.Tensor).mul(0) : forward(...args);
+      }),
+      m.registerForwardAroundHook((_, forward, args) => {
+        seen.push('outer');
+        return (forward(...args) as dt.Tensor).mul(10);
+      }),
+      m.registerForwardHook((_, __, output) => (output as dt.Tensor).add(1)),
+    ];
+    expect(await values(m.forward(x))).toEqual([31, 51]);
+    expect(seen).toEqual(['outer', 'inner on Affine with scale 2']);
+    skip = true;
+    expect(await values(m.call(x)), 'forward skipped').toEqual([1, 1]);
+    handles[2]!.remove();
+    expect(await values(m.forward(x))).toEqual([1, 1]);
+    for (const h of handles) h.remove();
+    expect(Object.hasOwn(m, 'forward'), 'the class forward back').toBe(false);
+    expect(() => m.registerForwardAroundHook(42 as never)).toThrow(/registerForwardAroundHook hook/);
     dt.dispose(x);
   });
 

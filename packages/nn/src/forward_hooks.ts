@@ -1,6 +1,8 @@
 // Forward hooks, as torch.nn.Module's register_forward_pre_hook and register_forward_hook: code
 // that runs around a module's forward without being part of it (a parallel plan places a
 // model's inputs and gathers its outputs with them, so the model stays single-device code).
+// An around hook (diffusers' ModelHook.new_forward) gets forward itself and decides whether
+// to call it (a step cache predicts an output instead).
 // They run whenever forward runs, called directly or through call(): models call their
 // submodules' forward directly. While a module has hooks its forward is an own property that
 // wraps the one it had, as diffusers' HookRegistry and accelerate wrap a module's forward; the
@@ -20,6 +22,12 @@ export type ForwardPreHook = (module: Module, args: unknown[]) => unknown[] | vo
  */
 export type ForwardHook = (module: Module, args: unknown[], output: unknown) => unknown;
 
+/**
+ * Runs in place of `module`'s forward with its arguments and that forward (`forward(...args)`
+ * runs it, or the hooks registered before this one around it); returns the output.
+ */
+export type ForwardAroundHook = (module: Module, forward: (...args: unknown[]) => unknown, args: unknown[]) => unknown;
+
 /** What registering a hook returns: remove() takes the hook off again (a second call does nothing). */
 export interface RemovableHandle {
   /** Takes the hook off; the module's forward runs without it from the next call on. */
@@ -33,6 +41,7 @@ export class ForwardHooks {
   readonly #module: Module;
   readonly #pre = new Map<number, ForwardPreHook>();
   readonly #post = new Map<number, ForwardHook>();
+  readonly #around = new Map<number, ForwardAroundHook>();
   #next = 0;
   // the module's forward before the hooks: an own property it had, or undefined for its class's
   #inner: Forward | undefined;
@@ -42,20 +51,24 @@ export class ForwardHooks {
     this.#module = module;
   }
 
-  /** Adds `hook` to run before forward (`pre`) or after it. */
-  add(kind: 'pre' | 'post', hook: ForwardPreHook | ForwardHook): RemovableHandle {
-    const what = kind === 'pre' ? 'registerForwardPreHook hook' : 'registerForwardHook hook';
-    if (typeof hook !== 'function') throw invalidParameter(what, 'a function', hook);
+  /** Adds `hook` to run before forward (`pre`), after it (`post`), or in its place (`around`). */
+  add(kind: 'pre' | 'post' | 'around', hook: ForwardPreHook | ForwardHook | ForwardAroundHook): RemovableHandle {
+    const what = { pre: 'registerForwardPreHook', post: 'registerForwardHook', around: 'registerForwardAroundHook' }[kind];
+    if (typeof hook !== 'function') throw invalidParameter(`${what} hook`, 'a function', hook);
     const id = this.#next++;
-    if (kind === 'pre') this.#pre.set(id, hook as ForwardPreHook);
-    else this.#post.set(id, hook as ForwardHook);
+    const hooks = this.#hooks(kind);
+    hooks.set(id, hook);
     this.#install();
     return {
       remove: () => {
-        (kind === 'pre' ? this.#pre : this.#post).delete(id);
-        if (this.#pre.size === 0 && this.#post.size === 0) this.#uninstall();
+        hooks.delete(id);
+        if (this.#pre.size === 0 && this.#post.size === 0 && this.#around.size === 0) this.#uninstall();
       },
     };
+  }
+
+  #hooks(kind: 'pre' | 'post' | 'around'): Map<number, unknown> {
+    return kind === 'pre' ? this.#pre : kind === 'post' ? this.#post : this.#around;
   }
 
   #install(): void {
@@ -75,7 +88,13 @@ export class ForwardHooks {
         }
         args = replaced;
       }
-      let output = forward(...args);
+      // each around hook wraps the forward and the around hooks registered before it
+      let run: Forward = forward;
+      for (const hook of this.#around.values()) {
+        const inner = run;
+        run = (...a: unknown[]) => hook(this.#module, inner, a);
+      }
+      let output = run(...args);
       for (const hook of this.#post.values()) {
         const replaced = hook(this.#module, args, output);
         if (replaced !== undefined) output = replaced;

@@ -4,7 +4,7 @@
 // @dtorch/nn: Module and layers, tensor-parallel layers, and state dicts that load from
 // safetensors files with each rank reading only its own slice (`import * as nn from '@dtorch/nn'`).
 export { Module } from './module.js';
-export { type ForwardHook, type ForwardPreHook, type RemovableHandle } from './forward_hooks.js';
+export { type ForwardAroundHook, type ForwardHook, type ForwardPreHook, type RemovableHandle } from './forward_hooks.js';
 export { Parameter } from './parameter.js';
 export { skipInit, initSkipped, type SkipInitOptions } from './init.js';
 export { ModuleList } from './module_list.js';

@@ -6,7 +6,7 @@
 // Forward hooks (forward_hooks.ts) run code around forward from outside the module.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkOptions, invalidParameter } from '@dtorch/common';
-import { ForwardHooks, type ForwardHook, type ForwardPreHook, type RemovableHandle } from './forward_hooks.js';
+import { ForwardHooks, type ForwardAroundHook, type ForwardHook, type ForwardPreHook, type RemovableHandle } from './forward_hooks.js';
 import { Parameter } from './parameter.js';
 import { loadStateDict, stateDict, type LoadStateDictOptions, type LoadStateDictResult, type StateDictSource } from './state_dict.js';
 
@@ -86,6 +86,16 @@ export abstract class Module {
    */
   registerForwardHook(hook: ForwardHook): RemovableHandle {
     return (this.#hooks ??= new ForwardHooks(this)).add('post', hook);
+  }
+
+  /**
+   * Runs `hook` in place of this module's forward, as diffusers' ModelHook.new_forward: it gets
+   * the arguments and the forward (with the around hooks registered before it), calls it or not,
+   * and returns the output. It runs after the pre-hooks and before the hooks. Returns a handle
+   * whose remove() takes it off.
+   */
+  registerForwardAroundHook(hook: ForwardAroundHook): RemovableHandle {
+    return (this.#hooks ??= new ForwardHooks(this)).add('around', hook);
   }
 
   /** Registers `tensor` as buffer `name` (state, not a parameter, e.g. running statistics). */

@@ -1,8 +1,8 @@
-// What every step cache keeps and reports (first_block_cache.ts, taylorseer_cache.ts): the
+// What every step cache keeps and reports (first_block_cache.ts, mag_cache.ts, taylorseer_cache.ts): the
 // context the transformer's calls run in (diffusers' cache_context: a pipeline names true CFG's
 // branches 'cond' and 'uncond'), and each call's decision, reset at each generate.
 import * as dt from '@dtorch/api';
-import type { CacheConfig } from './cache_config.js';
+import type { CacheConfig, CheckedCacheConfig } from './cache_config.js';
 
 /** One transformer call's decision. */
 export interface CacheDecision {
@@ -27,7 +27,7 @@ export const BOTH_BRANCHES = 'uncond+cond';
 /** A transformer's step cache: its config, the context of its calls, and their decisions. */
 export abstract class StepCache {
   /** The config it runs (checked, defaults filled in). */
-  abstract readonly config: Required<CacheConfig> | CacheConfig;
+  abstract readonly config: CheckedCacheConfig;
   #decisions: CacheDecision[] = [];
   #context = 'cond';
 

@@ -21,8 +21,6 @@ import { StepCache } from './step_cache.js';
 /** diffusers' default modules: the blocks' attentions (re.fullmatch). */
 export const TAYLORSEER_ATTENTIONS = [/^blocks.*attn$/, /^transformer_blocks.*attn$/, /^single_transformer_blocks.*attn$/, /^temporal_transformer_blocks.*attn$/];
 
-type Forward = (...args: unknown[]) => unknown;
-
 // one context's series of one module: its calls, the last full one, the factors per output
 // (undefined where the output is), and whether the module answers with an array
 interface Series {
@@ -33,12 +31,10 @@ interface Series {
   array: boolean;
 }
 
-// one hooked module: its forward before, and its series per context
+// one hooked module: its around hook, and its series per context
 interface Hooked {
   module: nn.Module;
-  inner: Forward;
-  ownForward: boolean;
-  wrapper: Forward;
+  handle: nn.RemovableHandle;
   series: Map<string, Series>;
 }
 
@@ -69,28 +65,19 @@ export class TaylorSeerCache extends StepCache {
   /** Takes the hooks off: each module's forward as it was. */
   override detach(): void {
     super.detach();
-    for (const h of this.#hooked) {
-      const module = h.module as unknown as Record<string, unknown>;
-      // a wrapper put on later (forward hooks) keeps ours inside it: ours passes calls through then
-      if (module['forward'] !== h.wrapper) continue;
-      if (h.ownForward) module['forward'] = h.inner;
-      else delete module['forward'];
-    }
+    for (const h of this.#hooked) h.handle.remove();
     this.#hooked.length = 0;
   }
 
+  // an around hook on `module` (nn's forward hooks)
   #hook(module: nn.Module): Hooked {
-    const own = module as unknown as Record<string, unknown>;
-    const ownForward = Object.hasOwn(own, 'forward');
-    const inner = own['forward'] as Forward; // forward hooks' wrapper, or the class's
-    const hooked: Hooked = { module, inner, ownForward, wrapper: () => undefined, series: new Map() };
-    hooked.wrapper = (...args: unknown[]) => (this.#hooked.includes(hooked) ? this.#forward(hooked, args) : inner.apply(module, args));
-    own['forward'] = hooked.wrapper;
+    const series = new Map<string, Series>();
+    const hooked: Hooked = { module, series, handle: module.registerForwardAroundHook((_m, forward, args) => this.#forward(hooked, forward, args)) };
     return hooked;
   }
 
   // one call of a hooked module: in full (the factors updated) or predicted
-  #forward(h: Hooked, args: unknown[]): unknown {
+  #forward(h: Hooked, forward: (...args: unknown[]) => unknown, args: unknown[]): unknown {
     let s = h.series.get(this.context);
     if (!s) h.series.set(this.context, (s = { step: -1, lastUpdate: undefined, factors: [], dtypes: [], array: false }));
     s.step += 1;
@@ -98,7 +85,7 @@ export class TaylorSeerCache extends StepCache {
     // every module decides alike: the first one's call is the transformer call's decision
     if (h === this.#hooked[0]) this.decided(this.branches.map(() => undefined), this.branches.map(() => computed));
     if (!computed && s.lastUpdate !== undefined) return this.#predict(s);
-    const out = h.inner.apply(h.module, args);
+    const out = forward(...args);
     this.#update(s, out);
     return out;
   }
