@@ -10,7 +10,8 @@
 // Per rank a summary line: overhead_unfused = unfused / base - 1 for each side (issue 42: at most
 // 0.05 at rank 16), fuse_s (at most 1 s), load_s and load_mib_per_s (200 MB in at most 1 s), and
 // whether the memory came back (dt.memory() and the allocator's bytes before the load and after
-// the unload). Also how many graphs the switch of adapters captured again (graphs_*).
+// the unload). Also how many graphs the switch of adapters captured again (graphs_*), and on GPUs
+// where the unfused adapters' time goes: the kernels that grew most over a traced base step (kernels_added).
 //   DEVICE=cuda node bench/hf/lora.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/lora.mjs
 // Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs).
@@ -72,10 +73,37 @@ async function seconds(call) {
 
 const allocated = () => (device === 'cuda' ? dt.cuda.memoryStats(0).allocatedBytes : null);
 
+// One traced step on a GPU (dt.cuda.traceKernels): the device's busy and idle time, events, and
+// milliseconds by kernel name; null on CPUs.
+async function kernels(once) {
+  if (device !== 'cuda') return null;
+  const trace = await dt.cuda.traceKernels(once, { top: 100000 });
+  const d = trace.devices[0];
+  const byName = new Map(trace.top.map((k) => [k.name, { ms: k.totalMs, calls: k.calls }]));
+  return { events: d.events, busy_ms: d.busyMs, span_ms: d.spanMs, idle_short_ms: d.idleByGap.shortMs, byName };
+}
+
+// Where the adapters' time goes: the kernels whose time grew most from `base` to `lora` (name,
+// milliseconds and calls added), and the device's busy time and events added.
+function kernelGrowth(base, lora) {
+  if (!base || !lora) return null;
+  const names = new Set([...base.byName.keys(), ...lora.byName.keys()]);
+  const grown = [...names].map((name) => {
+    const [b, l] = [base.byName.get(name), lora.byName.get(name)];
+    return { name: name.slice(0, 120), ms: +((l?.ms ?? 0) - (b?.ms ?? 0)).toFixed(3), calls: (l?.calls ?? 0) - (b?.calls ?? 0) };
+  });
+  grown.sort((x, y) => y.ms - x.ms);
+  return {
+    busy_ms_added: +(lora.busy_ms - base.busy_ms).toFixed(3), span_ms_added: +(lora.span_ms - base.span_ms).toFixed(3),
+    events_added: lora.events - base.events, idle_short_ms_added: +(lora.idle_short_ms - base.idle_short_ms).toFixed(3), top: grown.slice(0, 16),
+  };
+}
+
 // DTorch's side (a worker process): every rank's file, as diffusers' side wrote it
 async function measure() {
   const { model, once } = build();
   const base = await time(once);
+  const baseKernels = await kernels(once);
   const common = { bench, side: 'dtorch_compiled', model: modelName, device, dtype, size };
   console.log(JSON.stringify({ ...common, phase: 'base', latency_ms: base.ms, median_ms: base.median_ms, graphs: graphCounters() }));
   for (const rank of ranks) {
@@ -86,6 +114,7 @@ async function measure() {
     const graphsBefore = graphCounters();
     const unfused = await time(once);
     const graphsUnfused = graphCounters();
+    const growth = kernelGrowth(baseKernels, await kernels(once));
     const fuseS = await seconds(() => model.fuseLora());
     const fused = await time(once);
     const unfuseS = await seconds(() => model.unfuseLora());
@@ -102,7 +131,7 @@ async function measure() {
       tensors_before_load: before.numTensors, tensors_after_unload: after.numTensors, bytes_before_load: before.numBytes, bytes_after_unload: after.numBytes,
       held_gib_before_load: before.allocated === null ? null : +(before.allocated / GIB).toFixed(3),
       held_gib_after_unload: after.allocated === null ? null : +(after.allocated / GIB).toFixed(3),
-      graphs_before_unfused: graphsBefore, graphs_after_unfused: graphsUnfused, graphs: graphCounters(),
+      graphs_before_unfused: graphsBefore, graphs_after_unfused: graphsUnfused, graphs: graphCounters(), kernels_added: growth,
     }));
   }
   model.dispose();

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
+import * as nn from '@dtorch/nn';
 import { DTorchError } from '@dtorch/common';
 import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
@@ -258,6 +259,10 @@ describe('LoRA adapters on tiny-flux', () => {
       await fresh.loadLoraWeights(style);
       await fresh.loadLoraWeights(detail);
       expect(dt.memory().numBytes).toBeGreaterThan(before.numBytes);
+      // the linears that widen run beside their adapters (one matmul of [x | A x]), the others add a delta
+      const wide = (path: string) => nn.linearLora(fresh.transformer.getSubmodule(path) as nn.Linear)?.wide() !== undefined;
+      expect(['single_transformer_blocks.0.proj_mlp', 'transformer_blocks.0.ff.net.0.proj', 'transformer_blocks.0.norm1.linear'].map(wide)).toEqual([true, true, true]);
+      expect(['single_transformer_blocks.0.proj_out', 'transformer_blocks.0.ff.net.2', 'transformer_blocks.0.attn.to_q'].map(wide)).toEqual([false, false, false]);
       const seen: string[] = [];
       await fresh.generate({
         prompt: 'a cat', height: 32, width: 32, numInferenceSteps: 12, maxSequenceLength: 8, outputType: 'latent', seed: 0, loraScale: 0.7,

@@ -6,7 +6,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkKnownOptions, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, openRepo, type RepoFiles } from '@dtorch/external';
-import { hasPackedProjections } from '../models/attention/packed_projections.js';
+import { hasPackedProjections, inPackedGroup } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, checkQuantization, inSubfolder, repoOptions, type FromPretrainedOptions, type Quantization } from './options.js';
 import { fetchWeights } from './weight_files.js';
@@ -130,7 +130,9 @@ export abstract class PreTrainedModel extends nn.Module {
    * fromPretrained does it; call it again after replacing weights otherwise (loadStateDict,
    * setTensor), else those groups run one linear at a time. Groups split over devices (tensor
    * parallel) stay as they are. A group needs its own size once more while it is moved (SD3's
-   * adaLN linears, the largest: 1.3 GB). Returns how many groups are packed.
+   * adaLN linears, the largest: 1.3 GB). Linears with running LoRA adapters that widen their
+   * input (in < out) are laid beside their adapters' B (nn.LinearLora.layout). Returns how many
+   * groups are packed.
    */
   packProjections(): number {
     let packed = 0;
@@ -139,6 +141,9 @@ export abstract class PreTrainedModel extends nn.Module {
       if (m instanceof PreTrainedModel) packed += m.packOwnProjections();
       else if (hasPackedProjections(m)) packed += m.packProjections();
     }
+    // then the linears with LoRA adapters that run on their own: laid beside their adapters where
+    // that pays (nn.LinearLora.layout), a group's members on their own
+    for (const [, m] of this.namedModules()) if (m instanceof nn.Linear) nn.linearLora(m)?.layout(!inPackedGroup(m));
     return packed;
   }
 

@@ -14,6 +14,16 @@
 // read is released: every change (an adapter added, removed, weighted, enabled, fused) gives the
 // base weight a new handle on the same storage, so whatever read this linear before the change
 // is traced again, and nothing else is.
+//
+// Each active adapter keeps B times its scale (weight · alpha / rank), made when the weights are
+// set: the product needs no multiply per call (one kernel fewer per linear and step).
+//
+// Run time: the delta (A x, then B h with the bias in its epilogue) is written first and the base
+// matmul accumulates into it, 2 × out numbers a token beyond the base. A linear that widens its
+// output (in < out: an MLP's first linear, the adaLN modulations) costs less laid wide (layout()):
+// the weight becomes the first `in` columns of a buffer [W | B₁ … Bₖ], and one matmul of [x | A x]
+// with it gives W x + B A x + b in one pass over the output (2 × in more a token, for the join),
+// with the matmul's epilogue (a GELU after it) as without adapters.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { RemovableHandle } from '../forward_hooks.js';
@@ -41,16 +51,24 @@ interface Adapter {
 export interface RunningAdapter {
   /** lora_A [rank, in]. */
   readonly a: dt.Tensor;
-  /** lora_B [out, rank]. */
+  /** lora_B [out, rank] times weight · alpha / rank: the adapter adds `b` (A x). */
   readonly b: dt.Tensor;
-  /** weight · alpha / rank, a 0-d tensor of the linear's dtype. */
-  readonly scale: dt.Tensor;
 }
 
-/** An active adapter: its weight, and weight · alpha / rank as a 0-d tensor (a value traces read). */
+/** An active adapter: its weight, and its B times weight · alpha / rank (the adapter's own B when that is 1). */
 interface Active {
   readonly weight: number;
-  readonly scale: dt.Tensor;
+  readonly scaledB: dt.Tensor;
+}
+
+/** A linear laid wide (LinearLora.layout): its weight the first `in` columns of `buffer`. */
+interface Wide {
+  /** [out, in + Σ rank]: W, then each running adapter's scaled B. */
+  readonly buffer: dt.Tensor;
+  /** [Σ rank, in]: the running adapters' A, stacked. */
+  readonly a: dt.Tensor;
+  /** The weight's id when laid: a later change (or replacement) of the weight makes the layout stale. */
+  readonly weightId: number;
 }
 
 /** Where the linear's weight (and an FP8 weight's scales) were before fusing, and which adapters went into it. */
@@ -58,6 +76,8 @@ interface Fused {
   readonly original: dt.Tensor;
   readonly originalScale: dt.Tensor | undefined;
   readonly names: readonly string[];
+  /** Whether `original` lies in a buffer layout() made (unfuse puts it back there). */
+  readonly originalLaid: boolean;
 }
 
 const registry = new WeakMap<Linear, LinearLora>();
@@ -85,13 +105,19 @@ export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: d
 export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined {
   const lora = registry.get(linear);
   if (!lora) return undefined;
-  if (!linear.weight.placements.every((p) => p.isReplicate())) {
-    const out = linearProduct(linear, x, linear.bias);
-    const delta = lora.delta([x], out);
-    return delta ? out.add(delta) : out;
-  }
-  const delta = lora.delta([x], undefined, linear.bias);
-  return delta && linearProduct(linear, x).add(delta);
+  // in a tidy of its own: the controller fuses a product into the add or GELU that reads it only
+  // when it sees the product released in the same segment (the caller's tidy ends blocks later)
+  return dt.tidy(() => {
+    const wide = lora.wide();
+    if (wide) return dt.F.linear(dt.cat([x, dt.F.linear(x, wide.a)], -1), wide.buffer, linear.bias);
+    if (!linear.weight.placements.every((p) => p.isReplicate())) {
+      const out = linearProduct(linear, x, linear.bias);
+      const delta = lora.delta([x], out);
+      return delta ? out.add(delta) : out;
+    }
+    const delta = lora.delta([x], undefined, linear.bias);
+    return delta && linearProduct(linear, x).add(delta);
+  });
 }
 
 /**
@@ -118,6 +144,8 @@ export class LinearLora {
   #fused: Fused | undefined;
   #hook: RemovableHandle | undefined;
   #version = ++versions;
+  #wide: Wide | undefined;
+  #laidWeightId: number | undefined; // the weight's id while it lies in a buffer layout() made
 
   private constructor(linear: Linear) {
     this.linear = linear;
@@ -186,13 +214,12 @@ export class LinearLora {
 
   /** Makes `weights` (name -> weight) the active adapters; the others stay loaded, inactive. */
   setActive(weights: ReadonlyMap<string, number>): void {
-    for (const a of this.#active.values()) a.scale.dispose();
-    const dtype = linearDtype(this.linear);
-    const mesh = this.linear.weight.mesh;
+    for (const name of this.#active.keys()) this.#dropActive(name);
     this.#active = new Map(
       [...weights].filter(([name]) => this.#adapters.has(name)).map(([name, weight]) => {
-        const { alpha, rank } = this.#adapters.get(name)!;
-        return [name, { weight, scale: dt.keep(dt.full([], (weight * alpha) / rank, { mesh, dtype })) }];
+        const { alpha, rank, b } = this.#adapters.get(name)!;
+        const scale = (weight * alpha) / rank;
+        return [name, { weight, scaledB: scale === 1 ? b : dt.keep(b.mul(scale)) }];
       }),
     );
     this.#retrace();
@@ -210,11 +237,11 @@ export class LinearLora {
     const adapter = this.#adapters.get(name);
     if (!adapter) return false;
     if (this.#fused?.names.includes(name)) throw new DTorchError(ErrorCode.InvalidArgument, `LoRA adapter "${name}" is fused into the weights; unfuseLora() before deleting it`);
+    this.#dropActive(name);
+    this.#active.delete(name);
     adapter.a.dispose();
     adapter.b.dispose();
     this.#adapters.delete(name);
-    this.#active.get(name)?.scale.dispose();
-    this.#active.delete(name);
     if (this.#adapters.size === 0) {
       this.#hook?.remove();
       this.#hook = undefined;
@@ -248,9 +275,10 @@ export class LinearLora {
     // a second handle on the weight's storage keeps it (no copy) for unfuse
     const original = dt.keep(w.view(w.shape));
     const originalScale = fp8 && dt.keep(fp8.view(fp8.shape));
+    const originalLaid = this.#laid();
     this.linear.setTensor('weight', fused.weight);
     if (fused.scale) this.linear.setTensor('weight_scale', fused.scale);
-    this.#fused = { original, originalScale, names: active.map(([name]) => name) };
+    this.#fused = { original, originalScale, names: active.map(([name]) => name), originalLaid };
     this.#version = ++versions;
   }
 
@@ -262,6 +290,7 @@ export class LinearLora {
     this.#version = ++versions;
     this.linear.setTensor('weight', fused.original);
     if (fused.originalScale) this.linear.setTensor('weight_scale', fused.originalScale);
+    if (fused.originalLaid) this.#laidWeightId = this.linear.weight.id;
     if (this.#adapters.size === 0) registry.delete(this.linear);
     return true;
   }
@@ -276,18 +305,59 @@ export class LinearLora {
     this.#fused = undefined;
   }
 
-  /** Removes every adapter (fused ones stay in the weight: see keepFused()). */
+  /** Removes every adapter (fused ones stay in the weight: see keepFused()), and lays the weight on its own again. */
   clear(): void {
     this.keepFused();
     for (const name of this.names) this.remove(name);
+    this.layout(false);
     registry.delete(this.linear);
   }
 
-  /** The adapters that add to the output now (active, enabled, not fused): A, B and the scale (a 0-d tensor). */
+  /** The adapters that add to the output now (active, enabled, not fused): A and the scaled B. */
   running(): RunningAdapter[] {
     if (!this.#enabled) return [];
     const fused = this.#fused?.names ?? [];
-    return [...this.#active].filter(([name]) => !fused.includes(name)).map(([name, { scale }]) => ({ ...this.#adapters.get(name)!, scale }));
+    return [...this.#active].filter(([name]) => !fused.includes(name)).map(([name, { scaledB }]) => ({ a: this.#adapters.get(name)!.a, b: scaledB }));
+  }
+
+  /**
+   * Lays the weight for the calls after a change (see the file's comment): with `wide` (the owner
+   * runs this linear's own forward: not a member of a packed group), beside its running adapters'
+   * B where that pays (in < out, a float weight whole on every mesh dim, Linear's own forward);
+   * otherwise on its own, a buffer an earlier layout made copied back to the weight's size (the
+   * adapters' columns released). Returns whether the linear runs wide now.
+   */
+  layout(wide: boolean): boolean {
+    const l = this.linear;
+    if (wide && this.#wide?.weightId === l.weight.id) return true; // laid already, nothing changed since
+    this.#wide?.buffer.dispose();
+    this.#wide?.a.dispose();
+    this.#wide = undefined;
+    const running = this.running();
+    const pays =
+      wide &&
+      running.length > 0 &&
+      Object.getPrototypeOf(l).forward === Linear.prototype.forward &&
+      l.weight_scale === undefined &&
+      l.inFeatures < l.outFeatures &&
+      l.weight.placements.every((p) => p.isReplicate());
+    if (!pays) {
+      if (this.#laid()) l.setTensor('weight', l.weight.clone());
+      this.#laidWeightId = undefined;
+      return false;
+    }
+    const { buffer, a } = dt.tidy(() => ({ buffer: dt.cat([l.weight, ...running.map((r) => r.b)], 1), a: dt.cat(running.map((r) => r.a), 0) }));
+    const view = buffer.narrow(1, 0, l.inFeatures);
+    l.setTensor('weight', view); // the Parameter takes the view's value: the old weight is released
+    this.#wide = { buffer: dt.keep(buffer), a: dt.keep(a), weightId: l.weight.id };
+    this.#laidWeightId = l.weight.id;
+    return true;
+  }
+
+  /** The buffer [W | B…] and stacked A the forward multiplies while the weight lies as layout() left it; else undefined. */
+  wide(): { readonly buffer: dt.Tensor; readonly a: dt.Tensor } | undefined {
+    const wide = this.#wide;
+    return wide && wide.weightId === this.linear.weight.id ? wide : undefined;
   }
 
   /**
@@ -299,7 +369,7 @@ export class LinearLora {
     if (running.length === 0) return undefined;
     const tp = tpDim(this.linear.weight.mesh);
     let sum: dt.Tensor | undefined;
-    for (const { a, b, scale } of running) {
+    for (const { a, b } of running) {
       // the rank-r projection A x: for split inputs, each part meets its own columns of A
       let h: dt.Tensor | undefined;
       let offset = 0;
@@ -314,7 +384,7 @@ export class LinearLora {
       // the r numbers of each token, whole on 'tp' (summed or gathered: small), scaled, then B
       if (tp >= 0 && !h!.placements[tp]!.isReplicate()) h = toTp(h!, dt.Replicate());
       // a later adapter's matmul accumulates into the sum (fused as the base's is)
-      sum = sum ? dt.F.linear(h!.mul(scale), b).add(sum) : dt.F.linear(h!.mul(scale), b, bias);
+      sum = sum ? dt.F.linear(h!, b).add(sum) : dt.F.linear(h!, b, bias);
     }
     if (!like) return sum;
     const placed = sum!.placements.every((p, d) => p.equals(like.placements[d]!)) ? sum! : sum!.redistribute(like.placements);
@@ -325,7 +395,20 @@ export class LinearLora {
   #retrace(): void {
     this.#version = ++versions;
     const w = this.linear.weight;
+    const laid = this.#laid();
     this.linear.setTensor('weight', w.view(w.shape));
+    if (laid) this.#laidWeightId = this.linear.weight.id;
+  }
+
+  // Whether the weight lies in a buffer layout() made (not replaced since).
+  #laid(): boolean {
+    return this.#laidWeightId !== undefined && this.#laidWeightId === this.linear.weight.id;
+  }
+
+  // Releases the scaled B of active adapter `name` (a copy, unless its scale is 1).
+  #dropActive(name: string): void {
+    const active = this.#active.get(name);
+    if (active && active.scaledB !== this.#adapters.get(name)?.b) active.scaledB.dispose();
   }
 }
 

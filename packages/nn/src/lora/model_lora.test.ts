@@ -4,7 +4,7 @@
 // (A and B split as their base weight) and on 'dp' x 'tp'; two adapters with weights, disabled,
 // deleted; fused equals unfused and unfuse gives back the same bits; a compiled call sees every
 // change (it is traced again, never replayed stale); bad adapters are errors that change nothing;
-// unloading gives the memory back.
+// unloading gives the memory back; linears laid wide beside their adapters run the same.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { DTorchError } from '@dtorch/common';
@@ -188,6 +188,92 @@ describe('LoRA and compiled calls', () => {
     nn.unfuseLora(model);
     nn.unloadLora(model);
     await check([]);
+    model.dispose();
+  });
+});
+
+// Linears that widen (in < out) are laid beside their adapters (LinearLora.layout, which the
+// hf models call after each change): [x | A x] times [W | B] gives the same outputs, a change is
+// seen, fused and unfused agree, and unloading gives back every byte.
+class Widening extends nn.Module {
+  up: nn.Linear;
+  down: nn.Linear;
+  constructor(mesh: dt.DeviceMesh) {
+    super();
+    this.up = new nn.Linear(6, 10, { mesh });
+    this.down = new nn.Linear(10, 6, { mesh, bias: false });
+  }
+  forward(x: dt.Tensor): dt.Tensor {
+    return this.down.forward(this.up.forward(x).relu());
+  }
+}
+
+describe.each(meshes)('LoRA laid wide, %s', (_name, makeMesh) => {
+  const wideSizes: Record<string, [number, number]> = { up: [6, 10], down: [10, 6] };
+  const wideAdapter = (name: string, rank: number, alpha: number, seed: number): Adapter => ({
+    name,
+    rank,
+    alpha,
+    weights: Object.fromEntries(Object.entries(wideSizes).map(([p, [i, o]], k) => [p, { a: matrix(rank, i, seed + k), b: matrix(o, rank, seed + 10 + k) }])),
+  });
+  const one = wideAdapter('one', 2, 4, 3);
+  const two = wideAdapter('two', 3, 3, 4);
+  const x = matrix(5, 6, 8);
+  const expected = async (model: Widening, active: [Adapter, number][]) => {
+    const linear = async (l: nn.Linear, path: string, input: Matrix) => {
+      let y = times(input, await full(l.weight));
+      if (l.bias) y = y.map((r) => r.map((v, j) => v + ((l.bias as unknown as dt.Tensor).arraySync() as number[])[j]!));
+      for (const [a, weight] of active) y = plus(y, times(times(input, a.weights[path]!.a), a.weights[path]!.b), (weight * a.alpha) / a.rank);
+      return y;
+    };
+    return linear(model.down, 'down', (await linear(model.up, 'up', x)).map((r) => r.map((v) => Math.max(v, 0))));
+  };
+  const relayout = (model: Widening) => [model.up, model.down].map((l) => nn.linearLora(l)?.layout(true) ?? false);
+
+  it('runs [x | A x] times [W | B] where in < out, equal to the adapters added one by one, through every change', async () => {
+    const mesh = makeMesh();
+    const model = new Widening(mesh);
+    const input = dt.tensor(x, { mesh });
+    const before = dt.memory();
+    const check = async (active: [Adapter, number][]) => {
+      const got = (await run(model, input)).flat();
+      const want = (await expected(model, active)).flat();
+      got.forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 5));
+    };
+    for (const a of [one, two]) {
+      const modules = new Map(Object.entries(a.weights).map(([p, w]) => [p, { a: dt.tensor(w.a, { mesh }), b: dt.tensor(w.b, { mesh }), alpha: a.alpha }]));
+      nn.addLoraAdapter(model, a.name, modules, 'test');
+    }
+    await check([[one, 1], [two, 1]]); // not laid yet: the delta path
+    expect(relayout(model)).toEqual([true, false]); // 6 -> 10 widens; 10 -> 6 does not pay
+    expect(nn.linearLora(model.up)!.wide()!.buffer.shape).toEqual([10, 6 + 2 + 3]);
+    expect(model.up.weight.shape).toEqual([10, 6]);
+    await check([[one, 1], [two, 1]]);
+    nn.setLoraAdapters(model, new Map([['one', 0.8], ['two', 0.5]]));
+    expect(nn.linearLora(model.up)!.wide()).toBeUndefined(); // a change makes the layout stale: never read stale
+    await check([[one, 0.8], [two, 0.5]]);
+    relayout(model);
+    await check([[one, 0.8], [two, 0.5]]);
+    const unfused = (await run(model, input)).flat();
+    nn.fuseLora(model);
+    expect(relayout(model)).toEqual([false, false]); // fused: nothing runs beside the weight
+    (await run(model, input)).flat().forEach((v, i) => expect(v).toBeCloseTo(unfused[i]!, 5));
+    nn.unfuseLora(model);
+    relayout(model);
+    await check([[one, 0.8], [two, 0.5]]);
+    nn.enableLora(model, false);
+    expect(relayout(model)).toEqual([false, false]);
+    await check([]);
+    nn.enableLora(model, true);
+    nn.deleteLoraAdapter(model, 'one');
+    relayout(model);
+    await check([[two, 0.5]]);
+    nn.unloadLora(model);
+    await check([]);
+    // the laid buffer was copied back to the weight's own size: every byte given back
+    expect(dt.memory().numTensors).toBe(before.numTensors);
+    expect(dt.memory().numBytes).toBe(before.numBytes);
+    input.dispose();
     model.dispose();
   });
 });

@@ -1,5 +1,5 @@
 // The LoRA adapters of linears that run as one matmul (weights packed side by side, one input):
-// every running adapter's A stacked into one [Σ rank, in] and every B, times its scale, placed
+// every running adapter's A stacked into one [Σ rank, in] and every B (times its scale) placed
 // on its linear's rows of one block-diagonal [Σ out, Σ rank]. The packed product then reads its
 // input once for all the adapters (where one linear at a time reads it once per adapter) and
 // writes one delta, which the base matmul accumulates into (linear_lora.ts). The zero blocks cost
@@ -39,7 +39,7 @@ export function packLoraFactors(linears: readonly Linear[]): PackedLoraFactors |
     const rows = linears.map((l, i) => {
       const blocks: dt.Tensor[] = [];
       if (column > 0) blocks.push(dt.zeros([l.outFeatures, column], { mesh, dtype }));
-      for (const r of running[i]!) blocks.push(r.b.mul(r.scale));
+      for (const r of running[i]!) blocks.push(r.b);
       column += ranks[i]!.reduce((s, r) => s + r, 0);
       if (column < total) blocks.push(dt.zeros([l.outFeatures, total - column], { mesh, dtype }));
       return blocks.length === 1 ? blocks[0]! : dt.cat(blocks, 1);

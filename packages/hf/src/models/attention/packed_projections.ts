@@ -70,6 +70,7 @@ export class PackedProjections {
     }
     factors?.b.dispose();
     this.#packedIds = ids(linears);
+    for (const l of linears) groups.set(l, this);
     if (!this.#wide) this.#loraFactors(linears); // made now, outside any traced call (a LoRA change packs again)
     return true;
   }
@@ -132,6 +133,12 @@ export class PackedProjections {
     return packedIds !== undefined && ids(linears).every((id, i) => id === packedIds[i]);
   }
 }
+
+// The group each linear was last packed in (inPackedGroup).
+const groups = new WeakMap<nn.Linear, PackedProjections>();
+
+/** Whether `linear` runs in a packed group now (its own forward is not called then). */
+export const inPackedGroup = (linear: nn.Linear): boolean => groups.get(linear)?.packed === true;
 
 // The linears' parameter ids, in order (a replaced value has a new id).
 const ids = (linears: readonly nn.Linear[]): number[] => linears.flatMap((l) => (l.bias ? [l.weight.id, l.bias.id] : [l.weight.id]));
