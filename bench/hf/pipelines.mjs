@@ -21,11 +21,13 @@
 // (bisected on DTorch's side) that computes 10 of the steps, "taylorseer:5" TaylorSeer with that
 // cache interval (diffusers' other defaults); per entry the time (after a warm-up run), the
 // transformer calls computed, each call's statistic, and the fidelity against the uncached run at
-// the same seed (PSNR of the [0, 1] image, cosine of the final latents).
+// the same seed (PSNR of the [0, 1] image, cosine of the final latents). QUANTIZE=fp8 runs DTorch's
+// transformer with FP8 linears (PreTrainedModel.quantize); DIFFUSERS=0 leaves the diffusers side out
+// (e.g. FP8 with caches, against DTorch's own uncached FP8 run).
 //   DEVICE=cuda node bench/hf/pipelines.mjs
 //   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10,taylorseer:5 node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
-// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, DIFFUSERS_SRC, PYTHON.
+// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,6 +48,8 @@ const names = (process.env.PIPELINES ?? 'flux-dev,sd3-medium').split(',').filter
 const runs = Number(process.env.RUNS ?? 2);
 const caches = (process.env.CACHES ?? '').split(',').filter(Boolean);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
+const quantize = process.env.QUANTIZE || undefined;
+const withDiffusers = process.env.DIFFUSERS !== '0';
 const specs = withBases(JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8')));
 const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 const GIB = 1024 ** 3;
@@ -84,6 +88,7 @@ async function build(name) {
   const mesh = new dt.DeviceMesh(device, [0]);
   const c = spec.components;
   const parts = { scheduler: hf.FlowMatchEulerDiscreteScheduler.fromConfig(spec.scheduler), transformer: component(c.transformer, mesh), vae: component(c.vae, mesh) };
+  if (quantize) parts.transformer.quantize(quantize);
   const keys = { text_encoder: ['textEncoder', 'tokenizer'], text_encoder_2: ['textEncoder2', 'tokenizer2'], text_encoder_3: ['textEncoder3', 'tokenizer3'] };
   for (const [key, [model, tokenizer]] of Object.entries(keys)) {
     if (!c[key]) continue;
@@ -158,7 +163,7 @@ async function measure(name) {
   const best = timed.slice(1).sort((a, b) => a.s - b.s)[0];
   const r3 = (v) => +v.toFixed(3);
   return {
-    bench, pipeline: name, side: 'dtorch', device, dtype, size, seconds: r3(best.s), runs_s: timed.slice(1).map((t) => r3(t.s)), warmup_s: r3(timed[0].s),
+    bench, pipeline: name, side: 'dtorch', device, dtype, size, ...(quantize && { quantize }), seconds: r3(best.s), runs_s: timed.slice(1).map((t) => r3(t.s)), warmup_s: r3(timed[0].s),
     encode_s: r3(best.encodeMs / 1000), image_encode_s: r3(best.prepareMs / 1000), denoise_s: r3(best.denoiseMs / 1000), decode_s: r3(best.decodeMs / 1000),
     peak_gib: peak === null ? null : r3(peak / GIB), held_gib: held === null ? null : r3(held / GIB), peak_above_held_gib_by_phase: phasePeaks,
     shape, finite: Number.isFinite(checksum), checksum, build_s: +buildS.toFixed(1), steps: options.numInferenceSteps,
@@ -251,7 +256,7 @@ function summary(name, lines) {
   const target = full ? specs[name].target : {};
   const r = ratio(ours?.seconds, theirs?.seconds);
   return {
-    bench, summary: true, pipeline: name, device, dtype, size, dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
+    bench, summary: true, pipeline: name, device, dtype, size, ...(quantize && { quantize }), dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
     phases_dtorch_s: ours ? { encode: ours.encode_s, image_encode: ours.image_encode_s, denoise: ours.denoise_s, decode: ours.decode_s } : null,
     phases_diffusers_s: theirs ? { encode: theirs.encode_s, image_encode: theirs.image_encode_s, denoise: theirs.denoise_s, decode: theirs.decode_s } : null,
     dtorch_peak_gib: ours?.peak_gib ?? null, diffusers_peak_gib: theirs?.peak_gib ?? null, peak_ratio: ratio(ours?.peak_gib, theirs?.peak_gib),
@@ -280,7 +285,7 @@ async function main() {
     if (caches.length) ours(); // the diffusers side runs the thresholds DTorch's side settled on
     // each entry as the diffusers side reads it: first-block:THRESHOLD or taylorseer:INTERVAL
     const settings = lines.find((l) => l.pipeline === name && l.side === 'dtorch')?.caches?.map(({ config: c }) => (c.kind === 'first-block' ? `first-block:${c.threshold}` : `taylorseer:${c.cacheInterval}`)) ?? [];
-    if (left() > 30) emit(diffusers(name, settings));
+    if (withDiffusers && left() > 30) emit(diffusers(name, settings));
     if (!caches.length) ours();
   }
   for (const name of names) emit([summary(name, lines)]);
