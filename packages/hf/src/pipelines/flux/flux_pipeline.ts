@@ -184,7 +184,11 @@ export class FluxPipeline extends DiffusionPipeline {
     return this.generateWith('FluxPipeline.generate', fluxHooks, options);
   }
 
-  /** Packed latents [B, tokens, C·4] of a latentHeight x latentWidth grid to the VAE's images [B, 3, H, W] in [-1, 1]. */
+  /**
+   * Packed latents [B, tokens, C·4] of a latentHeight x latentWidth grid to the VAE's images
+   * [B, 3, H, W] in [-1, 1]; the VAE splits the image's rows over every mesh dim the batch does
+   * not split (vae.disablePatchParallel() or enablePatchParallel(dims) choose otherwise).
+   */
   decode(packed: dt.Tensor, latentHeight: number, latentWidth: number): dt.Tensor {
     const vae = this.vae;
     const latents = dt.tidy(() => {
@@ -195,7 +199,8 @@ export class FluxPipeline extends DiffusionPipeline {
       return vae.shiftFactor === null ? z : z.add(vae.shiftFactor);
     });
     try {
-      return dt.tidy(() => vae.decode(latents));
+      // rows split over the mesh dims that idle while the VAE runs, unless the user chose otherwise
+      return dt.tidy(() => vae.decode(latents, { patchParallel: vae.patchParallel ?? true }));
     } finally {
       latents.dispose();
     }

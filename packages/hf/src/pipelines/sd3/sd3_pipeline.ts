@@ -236,14 +236,17 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
   /**
    * The VAE's output [B, 3, H, W] in [-1, 1] for the final latents, as diffusers'
    * vae.decode((latents / scaling_factor) + shift_factor).sample; `shift: false` leaves the
-   * shift out, as diffusers' StableDiffusion3InpaintPipeline decodes.
+   * shift out, as diffusers' StableDiffusion3InpaintPipeline decodes. The VAE splits the image's
+   * rows over every mesh dim the batch does not split (vae.disablePatchParallel() or
+   * enablePatchParallel(dims) choose otherwise).
    */
   decode(latents: dt.Tensor, options: { shift?: boolean } = {}): dt.Tensor {
     const { scalingFactor, shiftFactor } = this.vae.config;
     return dt.tidy(() => {
       const z = latents.div(scalingFactor).add(options.shift === false ? 0 : (shiftFactor ?? 0));
       const onVae = z.mesh.equals(this.vae.mesh) ? z : z.redistribute(this.vae.mesh, this.vae.mesh.shape.map(() => dt.Replicate()));
-      return this.vae.decode(onVae.to(this.vae.dtype));
+      // rows split over the mesh dims that idle while the VAE runs, unless the user chose otherwise
+      return this.vae.decode(onVae.to(this.vae.dtype), { patchParallel: this.vae.patchParallel ?? true });
     });
   }
 }
