@@ -33,6 +33,8 @@ export * from "./pipelines/index.js";
 // images in, for image-to-image and inpainting (the output side is in pipelines/image_output.ts)
 export * from "./images/index.js";
 export * from "./lora/index.js";
+// offloading: models and blocks in host memory while they do not run (diffusers' enable_model_cpu_offload, apply_group_offloading)
+export * from "./offload/index.js";
 // step caching (diffusers' cache hooks: First-Block Cache)
 export * from "./cache/index.js";
 export { registry, type RegisteredModel, type TinyPipeline, type TinyPipelineOptions, type TrainedPipeline, type TrainedPipelineDefaults } from "./registry.js";

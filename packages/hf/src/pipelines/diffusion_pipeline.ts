@@ -6,6 +6,7 @@
 // _class_name (the registry's pipelines).
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode, checkKnownOptions } from '@dtorch/common';
+import type * as nn from '@dtorch/nn';
 import type { CacheConfig } from '../cache/cache_config.js';
 import type { CacheDecision } from '../cache/step_cache.js';
 import { checkPretrainedOptions, repoOptions, type FromPretrainedOptions, type Quantization } from '../loading/options.js';
@@ -26,6 +27,8 @@ import {
   type LoadLoraWeightsOptions,
   type LoraComponents,
 } from '../lora/pipeline_lora.js';
+import { applyGroupOffloading, type GroupOffloading, type GroupOffloadingOptions } from '../offload/group_offloading.js';
+import { ModelCpuOffload } from '../offload/model_cpu_offload.js';
 import { registered, registry } from '../registry.js';
 import type { OutputType } from './image_output.js';
 import { fetchModelIndex } from './model_index.js';
@@ -196,6 +199,11 @@ export abstract class DiffusionPipeline {
   #turn: Promise<unknown> = Promise.resolve();
   // generate() calls waiting or running: LoRA changes wait for none (they would change a call midway)
   #calls = 0;
+  // enableModelCpuOffload's, or enableGroupOffload's per model (one or the other)
+  #modelOffload: ModelCpuOffload | undefined;
+  #groupOffload: GroupOffloading[] | undefined;
+  // enabling or disabling offloading is under way (it reads the weights)
+  #offloadChanging = false;
 
   /** Images for the prompts, as diffusers' __call__ (each pipeline documents its options and defaults). */
   abstract generate(options: GenerateOptions): Promise<GenerateOutput>;
@@ -206,6 +214,8 @@ export abstract class DiffusionPipeline {
    */
   dispose(): void {
     this.#disposed = true;
+    this.#modelOffload = undefined; // the host copies
+    this.#groupOffload = undefined;
   }
 
   /** Whether dispose() has run. */
@@ -245,6 +255,7 @@ export abstract class DiffusionPipeline {
     options: unknown,
   ): Promise<GenerateOutput> {
     this.checkLive(what);
+    if (this.#offloadChanging) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: offloading is being enabled (its weights are being read); await that first`);
     const checked = checkCall(this, hooks, what, options);
     // the call's images read and on the devices, freed when it ends
     const inputs: dt.Tensor[] = [];
@@ -259,7 +270,16 @@ export abstract class DiffusionPipeline {
       throw err;
     }
     const lora = this.loraComponents();
-    const run = this.#turn.then(() => this.whileLive(what, () => withLoraScale(what, lora, call.loraScale, () => runCall(this, hooks, what, call))));
+    const run = this.#turn.then(() =>
+      this.whileLive(what, async () => {
+        try {
+          return await withLoraScale(what, lora, call.loraScale, () => runCall(this, hooks, what, call));
+        } finally {
+          // the last model that ran leaves its devices too (diffusers' maybe_free_model_hooks)
+          if (!this.isDisposed) this.#modelOffload?.offloadAll();
+        }
+      }),
+    );
     this.#turn = run.catch(() => undefined);
     void run.finally(() => {
       this.#calls--;
@@ -367,10 +387,105 @@ export abstract class DiffusionPipeline {
     unloadAdapters(this.loraComponents());
   }
 
-  // LoRA changes need a live pipeline and no generate() waiting or running
+  // LoRA changes need a live pipeline, no generate() waiting or running, and the weights on their devices
   #checkLoraChange(what: string): void {
     this.checkLive(what);
     if (this.#calls > 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${this.#calls} generate() call(s) are waiting or running; await them before changing LoRA adapters`);
+    const offload = this.offloadMode;
+    if (offload) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${offload} offloading is on (the weights are in host memory); change LoRA adapters before enabling it, or disable${offload === 'model' ? 'ModelCpuOffload' : 'GroupOffload'}() first`);
+  }
+
+  // ---- offloading (diffusers' enable_model_cpu_offload, enable_group_offload) ----
+
+  /**
+   * The models that offloading moves, by diffusers' component name, in the order they run (text
+   * encoders, transformer, VAE); null for one the pipeline has not now. None by default: a
+   * pipeline family names its own.
+   * @internal
+   */
+  protected offloadComponents(): ReadonlyMap<string, nn.Module | null> {
+    return new Map();
+  }
+
+  /** 'model' or 'group' while enableModelCpuOffload() or enableGroupOffload() is on; else undefined. */
+  get offloadMode(): 'model' | 'group' | undefined {
+    return this.#modelOffload ? 'model' : this.#groupOffload ? 'group' : undefined;
+  }
+
+  /**
+   * Keeps every model (text encoders, transformer, VAE) in host memory and each on its mesh
+   * only while it runs, as diffusers' enable_model_cpu_offload: a model comes onto its devices when
+   * it is called, the one before it leaves, and the last leaves when the call ends. Each rank's
+   * pieces move as they lie (any mesh, tensor parallel too). The peak is the largest model plus
+   * the activations instead of all models; each call copies every model onto its devices once
+   * (twice for the VAE of image-to-image). The images are the same bits. Resolves once the
+   * weights are in host memory and off the devices. LoRA adapters are loaded before; the
+   * pipeline's models must not be used outside generate() meanwhile except through it.
+   */
+  async enableModelCpuOffload(): Promise<void> {
+    const what = `${this.constructor.name}.enableModelCpuOffload`;
+    this.#checkOffloadChange(what, 'model');
+    if (this.#modelOffload) return;
+    this.#offloadChanging = true;
+    try {
+      this.#modelOffload = await ModelCpuOffload.enable(this.#offloadModels());
+    } finally {
+      this.#offloadChanging = false;
+    }
+  }
+
+  /** Puts every model back on its devices for good (the host copies are dropped), as diffusers' remove_all_hooks. */
+  disableModelCpuOffload(): void {
+    this.#checkOffloadChange(`${this.constructor.name}.disableModelCpuOffload`, 'model');
+    this.#modelOffload?.disable();
+    this.#modelOffload = undefined;
+  }
+
+  /**
+   * Keeps the repeated blocks of the transformer and of the text encoders in host memory,
+   * `numBlocksPerGroup` blocks to a group, each group on its devices only while its blocks run,
+   * the next one's copies recorded ahead (useStream), as diffusers' enable_group_offload with
+   * offload_type "block_level" (applyGroupOffloading on each model). The rest of each model
+   * (embedders, final norms) and the VAE stay on the devices. The images are the same bits.
+   */
+  async enableGroupOffload(options?: GroupOffloadingOptions): Promise<void> {
+    const what = `${this.constructor.name}.enableGroupOffload`;
+    this.#checkOffloadChange(what, 'group');
+    if (this.#groupOffload) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: group offloading is on already; disableGroupOffload() first to change it`);
+    const models = [...this.#offloadModels()].filter(([name]) => name !== 'vae').map(([, m]) => m);
+    this.#offloadChanging = true;
+    const done: GroupOffloading[] = [];
+    try {
+      // the options are checked on the first model, before anything moves
+      for (const model of models) done.push(await applyGroupOffloading(model, options));
+      this.#groupOffload = done;
+    } catch (err) {
+      for (const g of done) g.remove(); // a call that throws changes nothing
+      throw err;
+    } finally {
+      this.#offloadChanging = false;
+    }
+  }
+
+  /** Puts every block back on its devices for good (the host copies are dropped). */
+  disableGroupOffload(): void {
+    this.#checkOffloadChange(`${this.constructor.name}.disableGroupOffload`, 'group');
+    for (const g of this.#groupOffload ?? []) g.remove();
+    this.#groupOffload = undefined;
+  }
+
+  // the models that offloading moves, those the pipeline has now
+  #offloadModels(): Map<string, nn.Module> {
+    return new Map([...this.offloadComponents()].filter((e): e is [string, nn.Module] => e[1] !== null));
+  }
+
+  // offloading changes need a live pipeline, no generate() waiting or running, no change under way, and not the other kind on
+  #checkOffloadChange(what: string, kind: 'model' | 'group'): void {
+    this.checkLive(what);
+    if (this.#calls > 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${this.#calls} generate() call(s) are waiting or running; await them before changing offloading`);
+    if (this.#offloadChanging) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: offloading is being enabled; await that first`);
+    const other = this.offloadMode;
+    if (other && other !== kind) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${other} offloading is on; disable${other === 'model' ? 'ModelCpuOffload' : 'GroupOffload'}() first (one kind at a time)`);
   }
 
   /** The pipeline at `source` (a folder or hub id), of the class its model_index.json names. */

@@ -211,6 +211,11 @@ export class FluxPipeline extends DiffusionPipeline {
     return new Map<string, nn.Module | null>([['transformer', this.transformer], ['text_encoder', this.textEncoder], ['text_encoder_2', this.textEncoder2]]);
   }
 
+  /** @internal The models offloading moves, in the order they run: CLIP, T5, the transformer, the VAE. */
+  protected override offloadComponents(): ReadonlyMap<string, nn.Module | null> {
+    return new Map<string, nn.Module | null>([['text_encoder', this.textEncoder], ['text_encoder_2', this.textEncoder2], ['transformer', this.transformer], ['vae', this.vae]]);
+  }
+
   /** @internal Flux LoRAs in diffusers', kohya's, ComfyUI's, BFL's or XLabs' layout. */
   protected override convertLora(file: LoraFile): DiffusersLora {
     return fluxLoraToDiffusers(file.tensors);

@@ -188,6 +188,13 @@ export class StableDiffusion3Pipeline extends DiffusionPipeline {
     ]);
   }
 
+  /** @internal The models offloading moves, in the order they run: CLIP-L, CLIP-G, T5, the transformer, the VAE. */
+  protected override offloadComponents(): ReadonlyMap<string, nn.Module | null> {
+    return new Map<string, nn.Module | null>([
+      ['text_encoder', this.textEncoder ?? null], ['text_encoder_2', this.textEncoder2 ?? null], ['text_encoder_3', this.textEncoder3 ?? null], ['transformer', this.transformer], ['vae', this.vae],
+    ]);
+  }
+
   /** @internal SD3 LoRAs in diffusers' or kohya's (sd-scripts') layout. */
   protected override convertLora(file: LoraFile): DiffusersLora {
     return sd3LoraToDiffusers(file.tensors);
