@@ -228,6 +228,31 @@ describe('dtorch generate --cache', () => {
   });
 });
 
+describe('dtorch generate --offload', () => {
+  const args = ['--model', 'tiny-flux', '--prompt', 'a cat', '--size', '32', '--steps', '2', '--seed', '3'];
+
+  it('model, group and group:N give the PNG of the run without it and say what runs; on 2 devices too; a bad flag is one line', async () => {
+    const plain = dtorch(['generate', ...args, '--out', join(work, 'resident.png')]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stdout).not.toContain('offload');
+    const resident = readFileSync(join(work, 'resident.png'));
+    const runs = [
+      [['--offload', 'model'], 'offload: each model in host memory, on the devices only while it runs'],
+      [['--offload', 'group'], "offload: the transformer's and text encoders' blocks in host memory, 1 to a group"],
+      [['--offload', 'group:2', '--devices', 'cpu:0,1', '--parallel', 'tp=2'], "blocks in host memory, 2 to a group"],
+    ] as const;
+    for (const [flags, line] of runs) {
+      const out = join(work, `offload-${flags[1]}.png`);
+      const r = dtorch(['generate', ...args, ...flags, '--out', out]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toContain(line);
+      expect(readFileSync(out).equals(resident), flags.join(' ')).toBe(true);
+    }
+    expectOneLineError(dtorch(['generate', ...args, '--offload', 'sequential', '--out', join(work, 'x.png')]), /Expected model, group or group:N \(N blocks to a group, a positive integer\) for --offload, but received "sequential"/);
+    expectOneLineError(dtorch(['generate', ...args, '--offload', 'group:0', '--out', join(work, 'x.png')]), /for --offload, but received "group:0"/);
+  });
+});
+
 describe('dtorch generate --image', () => {
   const pictures = fileURLToPath(new URL('../fixtures/hf/pipelines/', import.meta.url));
   const wide = join(pictures, 'img2img-wide.png'); // 64x32 (width x height)

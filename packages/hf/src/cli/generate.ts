@@ -3,7 +3,7 @@
 // here with no download; shapes-flux: a built-in trained one, its shipped folder at the size and
 // steps it was trained for unless told; anything else a folder or hub id, all three of the last
 // through DiffusionPipeline.fromPretrained), its --lora adapters (lora_spec.ts) loaded and
-// weighted (fused under --fuse-lora), its --cache on the transformer, with --image its image-to-image variant (with --mask its inpainting one; image_variant.ts), the run a
+// weighted (fused under --fuse-lora), its --cache on the transformer, its --offload (offload_spec.ts), with --image its image-to-image variant (with --mask its inpainting one; image_variant.ts), the run a
 // progress bar (progress.ts), and the end a summary: time per phase and peak memory per device.
 // The output files are checked before anything loads (output_files.ts). The parameters are
 // bfloat16 on CUDA devices unless --dtype says otherwise (as diffusers users run FLUX.1 and SD3),
@@ -17,6 +17,7 @@ import { registered, registry } from '../registry.js';
 import { gib } from './info.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 import type { LoraSpec } from './lora_spec.js';
+import type { OffloadSpec } from './offload_spec.js';
 import { imageSize, imageVariant, sizeMultiple } from './image_variant.js';
 import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js';
 import type { InpaintOptions } from '../pipelines/variants/inpaint.js';
@@ -65,6 +66,8 @@ export interface GenerateFlags {
   fuseLora?: boolean;
   /** --cache: the transformer's step cache as the flag spells it (parseCacheConfig). */
   cache?: string;
+  /** --offload, parsed (parseOffload). */
+  offload?: OffloadSpec;
   /** --image: the picture to start from (the model's image-to-image variant runs). */
   image?: string;
   /** --strength: how much of the schedule runs from --image (default the pipeline's, 0.6). */
@@ -139,6 +142,18 @@ function applyCache(pipe: DiffusionPipeline, config: CheckedCacheConfig | undefi
   console.log(`step cache: ${kind}, ${Object.entries(settings).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 }
 
+// --offload on the pipeline's models; a line saying what runs
+async function applyOffload(pipe: DiffusionPipeline, offload: OffloadSpec | undefined): Promise<void> {
+  if (!offload) return;
+  if (offload.kind === 'model') {
+    await pipe.enableModelCpuOffload();
+    console.log('offload: each model in host memory, on the devices only while it runs');
+  } else {
+    await pipe.enableGroupOffload({ numBlocksPerGroup: offload.numBlocksPerGroup });
+    console.log(`offload: the transformer's and text encoders' blocks in host memory, ${offload.numBlocksPerGroup} to a group, each group on the devices only while it runs`);
+  }
+}
+
 /** Runs `dtorch generate`: builds the mesh, loads the pipeline, generates, writes the PNGs and prints a summary. */
 export async function runGenerate(flags: GenerateFlags): Promise<void> {
   const size = flags.size === undefined ? undefined : parseSize(flags.size);
@@ -190,6 +205,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<void> {
     }
     await applyLoras(pipe, flags);
     applyCache(pipe, cache);
+    await applyOffload(pipe, flags.offload); // after the LoRAs: they change the weights it keeps
   } catch (err) {
     loaded.dispose();
     throw err;

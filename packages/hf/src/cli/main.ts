@@ -9,6 +9,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GenerateFlags } from './generate.js';
 import { parseLora } from './lora_spec.js';
+import { parseOffload } from './offload_spec.js';
 import type { WorkerFlags } from './worker.js';
 
 // DTorch's generator takes seeds below 2^48 (they travel to the engine as doubles; torch's
@@ -78,6 +79,7 @@ Examples:
   dtorch generate --model tiny-flux --prompt "a cat" --out cat.png --devices cpu:0,1 --parallel ulysses=2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --lora ./style.safetensors:0.8 --lora org/detail-lora --fuse-lora
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --cache first-block:0.12
+  dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --offload group:2
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "the same cat at night" --image cat.png --strength 0.7 --out night.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a red hat" --image cat.png --mask hat-mask.png --strength 0.9 --out hat.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
@@ -112,6 +114,7 @@ export function program(version: string): Command {
     .option('--lora <path-or-id[:scale]>', 'a LoRA to run with, at a weight (default 1): a .safetensors file, a folder or hub id holding one, or org/name/file.safetensors; repeat for several', parseLora)
     .option('--fuse-lora', 'fuse the LoRAs into the weights before generating (no per-step cost)')
     .option('--cache <kind[:setting]>', "reuse the transformer's work between steps, as diffusers' caches: first-block[:threshold] (First-Block Cache; default 0.05, higher skips more) or taylorseer[:interval] (TaylorSeer; default 5)", cacheFlag)
+    .option('--offload <model|group[:N]>', "fit a memory budget, as diffusers' CPU offloading: model keeps each model in host memory and on the devices only while it runs (enable_model_cpu_offload); group:N keeps the transformer's and text encoders' blocks there, N to a group (default 1), each group on the devices only while it runs (apply_group_offloading)", parseOffload)
     .option('--image <picture>', 'start from this picture (PNG, JPEG, WebP): the model\'s image-to-image variant runs, at the picture\'s size unless --size')
     .option('--mask <picture>', 'with --image: white where the picture is redrawn, black where it is kept (the model\'s inpainting variant runs)')
     .option('--strength <s>', 'with --image: how much of the schedule runs, 0 to 1 (default 0.6): 1 redraws everything, small values keep the picture', strength)
