@@ -9,8 +9,7 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 import type * as nn from '@dtorch/nn';
 import type { DownEncoderBlock2D, UNetMidBlock2D, UpDecoderBlock2D } from './blocks.js';
 import type { ResnetBlock2D } from './resnet_block_2d.js';
-import type { RowSplit } from './row_split.js';
-import { RowSplit as Pieces } from './row_split.js';
+import { RowSplit } from './row_split.js';
 import type { Downsample2D, Upsample2D } from './sampling.js';
 import type { Decoder, Encoder } from './vae.js';
 import type { VAEAttention } from './vae_attention.js';
@@ -99,7 +98,7 @@ export function rowGroupNorm(x: RowSplit, norm: nn.GroupNorm, w: LocalWeights): 
       }),
     );
   });
-  return new Pieces(pieces);
+  return new RowSplit(pieces);
 }
 
 function linear(x: dt.Tensor, layer: nn.Linear, w: LocalWeights, piece: number): dt.Tensor {
@@ -125,7 +124,7 @@ export function rowAttention(x: RowSplit, attn: VAEAttention, w: LocalWeights): 
     );
   });
   normed.dispose();
-  return new Pieces(pieces);
+  return new RowSplit(pieces);
 }
 
 /** ResnetBlock2D over the pieces: norm, act, conv, norm, act, conv, plus the (1x1-projected) input. */

@@ -60,7 +60,7 @@ export class RowSplit {
     const meshes = this.meshes;
     // summed on the first piece's device in piece order, so every piece gets the same bits
     const total = parts.slice(1).reduce((sum, part) => sum.add(onMesh(part, meshes[0]!)), parts[0]!);
-    return meshes.map((mesh) => onMesh(total, mesh).clone());
+    return meshes.map((mesh) => (mesh.equals(total.mesh) ? total.clone() : onMesh(total, mesh)));
   }
 
   /** Per piece, the pieces' `parts` joined along `dim` in piece order, on that piece's device (an all-gather). */
