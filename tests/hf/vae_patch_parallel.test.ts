@@ -3,8 +3,9 @@
 // largest value), for latent heights that do not divide evenly (7 over 3: 3, 3, 1 rows), fewer
 // latent rows than devices, image heights that are not multiples of the VAE's scale factor, the
 // VAE with quant convs (3 levels) and without (16 latent channels); rows over 'ulysses' with the
-// batch over 'dp' at once; tiny-flux on ulysses=2 decodes row-split and gives one device's
-// images; bad dim choices are DTorchErrors that name the mesh's dims.
+// batch over 'dp' at once; a 'cfg' dim that splits nothing runs nothing; bfloat16 within 1e-2
+// (equal on CPU); tiny-flux on ulysses=2 decodes row-split and gives one device's images; bad
+// dim choices are DTorchErrors that name the mesh's dims.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import * as dt from '@dtorch/api';
@@ -85,6 +86,44 @@ describe('AutoencoderKL split by rows and by batch at once', () => {
       expect(await relativeError(got, want), `batch ${batch}`).toBeLessThanOrEqual(TOLERANCE);
       dt.dispose([z1, zn, want, got]);
     }
+    single.dispose();
+    split.dispose();
+  });
+});
+
+describe('AutoencoderKL split by rows, more cases', () => {
+  it("cfg=2 x ulysses=2 with rows over 'ulysses' only: the cfg dim does not repeat the work, every device gets the images", async () => {
+    const single = await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl-16ch'), { mesh: one() });
+    const mesh = dt.initDeviceMesh('cpu', [2, 2], ['cfg', 'ulysses']);
+    const split = (await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl-16ch'), { mesh })).enablePatchParallel(['ulysses']);
+    const [z1, zn] = [draw([1, 16, 3, 5], single.mesh, 8), draw([1, 16, 3, 5], mesh, 8)];
+    const toLocal = vi.spyOn(dt.Tensor.prototype, 'toLocal');
+    const [want, got] = [single.decode(z1), split.decode(zn)];
+    // only ranks 0 and 1 (cfg 0) take their rows: the input once each, then the weights
+    expect(new Set(toLocal.mock.calls.map(([rank]) => rank))).toEqual(new Set([0, 1]));
+    toLocal.mockRestore();
+    expect(got.placements.map(String)).toEqual(['R', 'R']);
+    expect(await relativeError(got, want)).toBeLessThanOrEqual(TOLERANCE);
+    dt.dispose([z1, zn, want, got]);
+    single.dispose();
+    split.dispose();
+  });
+
+  it('bfloat16: decode and encode on tp=3 within bfloat16 rounding of one device (the statistics in float32)', async () => {
+    const single = await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl-16ch'), { mesh: one(), dtype: 'bfloat16' });
+    const mesh = new dt.DeviceMesh('cpu', [0, 1, 2], ['tp']);
+    const split = (await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl-16ch'), { mesh, dtype: 'bfloat16' })).enablePatchParallel('tp');
+    const [z1, zn] = [dt.tidy(() => draw([1, 16, 7, 4], single.mesh, 2).to('bfloat16')), dt.tidy(() => draw([1, 16, 7, 4], mesh, 2).to('bfloat16'))];
+    const [want, got] = [single.decode(z1), split.decode(zn)];
+    expect(got.dtype).toBe('bfloat16');
+    const [x1, xn] = [dt.tidy(() => draw([1, 3, 26, 8], single.mesh, 4).to('bfloat16')), dt.tidy(() => draw([1, 3, 26, 8], mesh, 4).to('bfloat16'))];
+    const [wantMean, gotMean] = [single.encode(x1), split.encode(xn)];
+    const widened = dt.tidy(() => [want, got, wantMean.mean, gotMean.mean].map((t) => t.to('float32')));
+    const [decodeError, encodeError] = [await relativeError(widened[1]!, widened[0]!), await relativeError(widened[3]!, widened[2]!)];
+    if (process.env.DTORCH_PRINT_ERRORS) console.log(`bf16 decode ${decodeError.toExponential(2)}, encode ${encodeError.toExponential(2)}`);
+    expect(decodeError).toBeLessThanOrEqual(1e-2);
+    expect(encodeError).toBeLessThanOrEqual(1e-2);
+    dt.dispose([z1, zn, want, got, x1, xn, wantMean, gotMean, widened]);
     single.dispose();
     split.dispose();
   });
