@@ -65,8 +65,8 @@ function rowGroups(x: dt.Tensor, rowDims: readonly number[]): { groups: number[]
 
 /**
  * `run` over x [batch, channels, rows, width] split by rows over the mesh dims `dims` (indices;
- * those the batch is split over left out), its output joined on x's mesh, the batch placed as x's. With
- * no dim left, `run` is not called and undefined comes back: the caller runs unsplit.
+ * those the batch is split over left out), its output joined on x's mesh, the batch placed as
+ * x's. With no dim left, `run` is not called and undefined comes back: the caller runs unsplit.
  */
 export function rowSplitForward(x: dt.Tensor, dims: readonly number[], module: nn.Module, split: RowSplitKind, run: (pieces: RowSplit, weights: LocalWeights) => RowSplit): dt.Tensor | undefined {
   const mesh = x.mesh;
@@ -80,10 +80,11 @@ export function rowSplitForward(x: dt.Tensor, dims: readonly number[], module: n
       if (whole.localShape(ranks[0]!)[0] === 0) continue; // a batch piece with no images
       outputs.push(runGroup(whole, ranks, module, split, run));
     }
-    return dt.tidy(() => {
-      const joined = outputs.length === 1 ? outputs[0]! : dt.cat(outputs, 0);
-      return placements.every((p) => p.isReplicate()) ? joined.clone() : joined.redistribute(placements);
-    });
+    const joined = outputs.length === 1 ? outputs.pop()! : dt.cat(outputs, 0);
+    if (placements.every((p) => p.isReplicate())) return joined;
+    const placed = joined.redistribute(placements);
+    joined.dispose();
+    return placed;
   } finally {
     dt.dispose(outputs);
     if (whole !== x) whole.dispose();
