@@ -27,7 +27,11 @@
 //   DEVICE=cuda node bench/hf/pipelines.mjs
 //   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10,taylorseer:5 node bench/hf/pipelines.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/pipelines.mjs      (a check of the harness)
-// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
+// OFFLOAD=model or OFFLOAD=group:N runs both sides with their weights in host memory: DTorch's
+// enableModelCpuOffload / enableGroupOffload({ numBlocksPerGroup: N }), diffusers'
+// enable_model_cpu_offload / apply_group_offloading(block_level, N, use_stream=True) on the
+// transformer and text encoders (docs/offloading.md); the time and peak memory say what it costs.
+// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, OFFLOAD, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +53,8 @@ const runs = Number(process.env.RUNS ?? 2);
 const caches = (process.env.CACHES ?? '').split(',').filter(Boolean);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
 const quantize = process.env.QUANTIZE || undefined;
+const offload = process.env.OFFLOAD || undefined;
+if (offload !== undefined && !/^(model|group(:[1-9]\d*)?)$/.test(offload)) throw new Error(`pipelines: OFFLOAD must be model, group or group:N, not ${JSON.stringify(offload)}`);
 const withDiffusers = process.env.DIFFUSERS !== '0';
 const specs = withBases(JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8')));
 const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
@@ -115,6 +121,8 @@ async function measure(name) {
   const ms = (since) => Number(process.hrtime.bigint() - since) / 1e6;
   const start = process.hrtime.bigint();
   const { pipe, options } = await build(name);
+  if (offload === 'model') await pipe.enableModelCpuOffload();
+  else if (offload) await pipe.enableGroupOffload({ numBlocksPerGroup: Number(offload.split(':')[1] ?? 1) });
   await dt.sync();
   const buildS = ms(start) / 1000;
   const cuda = device === 'cuda';
@@ -245,7 +253,7 @@ function diffusers(name, settings = []) {
   const { python, env } = diffusersPython(root);
   const tokenizers = dirname(hf.tinyTokenizerFolder('clip'));
   hf.tinyTokenizerFolder('t5');
-  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs), ...(settings.length ? ['--caches', settings.join(',')] : [])], env, { side: 'diffusers_eager', pipeline: name });
+  return child(python, ['-W', 'ignore', join(here, 'pipelines.py'), '--pipelines', name, '--tokenizers', tokenizers, '--device', device, '--size', size, '--runs', String(runs), ...(settings.length ? ['--caches', settings.join(',')] : []), ...(offload ? ['--offload', offload] : [])], env, { side: 'diffusers_eager', pipeline: name });
 }
 
 function summary(name, lines) {
@@ -256,7 +264,7 @@ function summary(name, lines) {
   const target = full ? specs[name].target : {};
   const r = ratio(ours?.seconds, theirs?.seconds);
   return {
-    bench, summary: true, pipeline: name, device, dtype, size, ...(quantize && { quantize }), dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
+    bench, summary: true, pipeline: name, device, dtype, size, ...(quantize && { quantize }), ...(offload && { offload }), dtorch_s: ours?.seconds ?? null, diffusers_eager_s: theirs?.seconds ?? null, ratio_vs_eager: r,
     phases_dtorch_s: ours ? { encode: ours.encode_s, image_encode: ours.image_encode_s, denoise: ours.denoise_s, decode: ours.decode_s } : null,
     phases_diffusers_s: theirs ? { encode: theirs.encode_s, image_encode: theirs.image_encode_s, denoise: theirs.denoise_s, decode: theirs.decode_s } : null,
     dtorch_peak_gib: ours?.peak_gib ?? null, diffusers_peak_gib: theirs?.peak_gib ?? null, peak_ratio: ratio(ours?.peak_gib, theirs?.peak_gib),

@@ -160,6 +160,21 @@ def cached_runs(pipe, call, entries, reference, sync):
     return results
 
 
+def offload(pipe, kind, device):
+    """The weights in host memory: each model on the device while it runs, or the blocks of the
+    transformer and text encoders in groups of N (block_level, use_stream), as DTorch's side."""
+    if kind == "model":
+        pipe.enable_model_cpu_offload(device=device)
+        return
+    from diffusers.hooks import apply_group_offloading
+    blocks = int(kind.split(":")[1]) if ":" in kind else 1
+    for name in ["text_encoder", "text_encoder_2", "text_encoder_3", "transformer"]:
+        module = getattr(pipe, name, None)
+        if module is not None:
+            apply_group_offloading(module, onload_device=torch.device(device), offload_device=torch.device("cpu"),
+                                   offload_type="block_level", num_blocks_per_group=blocks, use_stream=device == "cuda")
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--pipelines", default="flux-dev,sd3-medium")
@@ -168,6 +183,7 @@ def main():
     a.add_argument("--device", default="cuda")
     a.add_argument("--size", default="full", choices=["full", "tiny"])
     a.add_argument("--caches", default="")
+    a.add_argument("--offload", default="", help="model, or group:N (N blocks to a group), as DTorch's side runs")
     args = a.parse_args()
     import diffusers
     specs = json.loads((HERE / "pipelines.json").read_text())
@@ -176,10 +192,12 @@ def main():
     device, dtype = args.device, torch.bfloat16 if args.device == "cuda" else torch.float32
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for name in args.pipelines.split(","):
-        base = {"bench": "hf_pipeline", "pipeline": name, "side": "diffusers_eager", "device": device, "dtype": str(dtype).removeprefix("torch.")}
+        base = {"bench": "hf_pipeline", "pipeline": name, "side": "diffusers_eager", "device": device, "dtype": str(dtype).removeprefix("torch."), **({"offload": args.offload} if args.offload else {})}
         try:
             start = time.perf_counter()
             pipe = build(specs[name], models, device, dtype, pathlib.Path(args.tokenizers), args.size)
+            if args.offload:
+                offload(pipe, args.offload, device)
             sync()
             build_s = time.perf_counter() - start
             phases = timed_phases(pipe, sync)

@@ -355,7 +355,14 @@ export class LinearLora {
   }
 
   /** The buffer [W | B…] and stacked A the forward multiplies while the weight lies as layout() left it; else undefined. */
-  wide(): { readonly buffer: dt.Tensor; readonly a: dt.Tensor } | undefined {
+  wide():
+    | {
+        /** W, then each running adapter's scaled B: `[out, in + Σ rank]`. */
+        readonly buffer: dt.Tensor;
+        /** The running adapters' A, stacked: `[Σ rank, in]`. */
+        readonly a: dt.Tensor;
+      }
+    | undefined {
     const wide = this.#wide;
     return wide && wide.weightId === this.linear.weight.id ? wide : undefined;
   }
