@@ -4,6 +4,7 @@
 // bit, on one device and on two (tp, ulysses), with the weights off their devices outside their
 // phase or group (their tensors disposed, the devices' bytes back where they were), memory flat
 // over many calls, and bad options refused with a code, changing nothing.
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
@@ -219,6 +220,69 @@ describe('applyGroupOffloading', () => {
       pipe.disableGroupOffload();
     }
     expect(pipe.offloadMode).toBeUndefined();
+  });
+});
+
+describe('StableDiffusion3Pipeline.enableGroupOffload', () => {
+  it('gives the same images, bit for bit, with its transformer and text encoders in groups', async () => {
+    const pipe = await hf.StableDiffusion3Pipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1, 2], ['ulysses']) });
+    try {
+      const expected = await imagesOf(pipe);
+      await pipe.enableGroupOffload({ numBlocksPerGroup: 1 });
+      expect(await imagesOf(pipe)).toEqual(expected);
+      expect([...pipe.transformer.transformer_blocks].every(isOff)).toBe(true);
+      expect(isOn(pipe.vae)).toBe(true);
+      pipe.disableGroupOffload();
+      expect([...pipe.transformer.transformer_blocks].every(isOn)).toBe(true);
+      expect(await imagesOf(pipe)).toEqual(expected);
+    } finally {
+      pipe.dispose();
+    }
+  });
+});
+
+describe('offloading a pipeline with LoRA adapters', () => {
+  const style = fileURLToPath(new URL('../fixtures/hf/lora/flux-style.safetensors', import.meta.url));
+  const detail = fileURLToPath(new URL('../fixtures/hf/lora/flux-detail.safetensors', import.meta.url));
+
+  it.each([
+    ['model', false],
+    ['model', true],
+    ['group', false],
+  ] as const)('%s offloading, fused %s: the same images as the resident pipeline with the same adapters', async (kind, fuse) => {
+    const pipe = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1]) });
+    try {
+      await pipe.loadLoraWeights(style, { adapterName: 'style' });
+      await pipe.loadLoraWeights(detail, { adapterName: 'detail' });
+      pipe.setAdapters(['style', 'detail'], [0.8, 0.5]);
+      if (fuse) pipe.fuseLora();
+      const expected = await imagesOf(pipe);
+      await dt.sync();
+      const resident = deviceBytes(['cpu:1'])[0]!;
+      await (kind === 'model' ? pipe.enableModelCpuOffload() : pipe.enableGroupOffload());
+      const offloaded = deviceBytes(['cpu:1'])[0]!;
+      expect(await imagesOf(pipe)).toEqual(expected);
+      expect(deviceBytes(['cpu:1'])[0]).toBe(offloaded); // the call over, what it moved on has gone again
+      // fused (no layout beside the adapters), model offload frees every weight: the adapters stay
+      if (kind === 'model' && fuse) {
+        const weights = [pipe.textEncoder!, pipe.textEncoder2!, pipe.transformer, pipe.vae].reduce((n, m) => n + tensorsOf(m).reduce((k, t) => k + t.nbytes, 0), 0);
+        expect(resident - offloaded).toBe(weights);
+      }
+      await expect(imagesOf(pipe, { loraScale: 0.5 })).rejects.toThrow(
+        `FluxPipeline.generate: loraScale does not run with ${kind} offloading on; set the adapters' weights with setAdapters() before enabling it`,
+      );
+      expect(await imagesOf(pipe)).toEqual(expected); // the refused call changed nothing
+      const ones = await (async () => {
+        pipe.setAdapters(['style', 'detail'], [0.8, 0.5]);
+        return null;
+      })().catch((e: unknown) => e);
+      expect((ones as dt.DTorchError).code).toBe(dt.ErrorCode.InvalidArgument); // LoRA changes wait until it is off
+      if (kind === 'model') pipe.disableModelCpuOffload();
+      else pipe.disableGroupOffload();
+      expect(await imagesOf(pipe)).toEqual(expected);
+    } finally {
+      pipe.dispose();
+    }
   });
 });
 

@@ -11,7 +11,7 @@
 // its own pieces.
 import { DTorchError, ErrorCode, checkInteger, checkKnownOptions, invalidParameter } from '@dtorch/common';
 import * as nn from '@dtorch/nn';
-import { hasPackedProjections } from '../models/attention/packed_projections.js';
+import { hasPackedProjections, inPackedGroup } from '../models/attention/packed_projections.js';
 import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { HostCopy } from './host_copy.js';
 
@@ -130,6 +130,8 @@ export async function applyGroupOffloading(module: nn.Module, options?: GroupOff
         onloadGroup(g);
         g.copy.clear();
       }
+      // projections packed across blocks (SD3's adaLN linears) ran one by one while the groups moved
+      if (hasPackedProjections(module)) module.packProjections();
       applied.delete(module);
     },
   };
@@ -137,16 +139,15 @@ export async function applyGroupOffloading(module: nn.Module, options?: GroupOff
   return handle;
 }
 
-// The group's blocks on their devices, their projections packed as loading packed them (the same matmuls).
+// The group's blocks on their devices, their projections packed and their LoRA linears laid as loading left them (the same matmuls).
 function onloadGroup(group: Group): void {
   if (group.copy.onload() === 0) return;
-  let packed = false;
   for (const block of group.blocks) {
-    for (const [, m] of block.namedModules()) {
-      if (!(m instanceof PreTrainedModel) && hasPackedProjections(m)) packed = m.packProjections() > 0 || packed;
-    }
+    for (const [, m] of block.namedModules()) if (!(m instanceof PreTrainedModel) && hasPackedProjections(m)) m.packProjections();
+    // then linears with running LoRA adapters laid beside them, as PreTrainedModel.packProjections lays them
+    for (const [, m] of block.namedModules()) if (m instanceof nn.Linear) nn.linearLora(m)?.layout(!inPackedGroup(m));
   }
-  if (packed) group.copy.sameValues();
+  group.copy.sameValues(); // packing and laying moved the values onload made, they changed none
 }
 
 // The outermost ModuleLists of modules, by path (lists inside a listed block are the block's).

@@ -54,11 +54,6 @@ export class HostCopy {
     return [...this.#slots().values()].every((slot) => !tensorOf(slot).isDisposed);
   }
 
-  /** Whether no tensor of the modules is on its devices now. */
-  get offDevice(): boolean {
-    return [...this.#slots().values()].every((slot) => tensorOf(slot).isDisposed);
-  }
-
   /** Bytes of the tensors kept in host memory (each shared piece once). */
   get hostBytes(): number {
     const seen = new Set<Uint8Array>();

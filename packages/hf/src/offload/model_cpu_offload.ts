@@ -11,7 +11,6 @@ import { HostCopy } from './host_copy.js';
 
 // One model and what moves it.
 interface Offloaded {
-  readonly name: string;
   readonly model: nn.Module;
   readonly copy: HostCopy;
   readonly hooks: nn.RemovableHandle[];
@@ -23,7 +22,7 @@ export class ModelCpuOffload {
   #current: Offloaded | undefined;
 
   private constructor(models: ReadonlyMap<string, nn.Module>) {
-    this.#models = [...models].map(([name, model]) => ({ name, model, copy: new HostCopy([model]), hooks: [] }));
+    this.#models = [...models.values()].map((model) => ({ model, copy: new HostCopy([model]), hooks: [] }));
   }
 
   /**
@@ -46,19 +45,20 @@ export class ModelCpuOffload {
     return offload;
   }
 
-  /** The models and whether each is on its devices now, by component name. */
-  get onDevice(): Record<string, boolean> {
-    return Object.fromEntries(this.#models.map((m) => [m.name, m.copy.onDevice]));
-  }
-
-  /** Bytes kept in host memory. */
-  get hostBytes(): number {
-    return this.#models.reduce((n, m) => n + m.copy.hostBytes, 0);
-  }
-
-  /** Puts every model off its devices (the end of a call). */
-  offloadAll(): void {
-    for (const m of this.#models) m.copy.offload();
+  /**
+   * Puts every model off its devices (the end of a call). A model no longer in `models` (the
+   * pipeline's now: releaseTextEncoders dropped it) loses its hooks and its host copy.
+   */
+  offloadAll(models: ReadonlySet<nn.Module>): void {
+    for (const m of this.#models.splice(0)) {
+      if (models.has(m.model)) {
+        m.copy.offload();
+        this.#models.push(m);
+      } else {
+        for (const h of m.hooks.splice(0)) h.remove();
+        m.copy.clear();
+      }
+    }
     this.#current = undefined;
   }
 

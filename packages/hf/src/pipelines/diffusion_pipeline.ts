@@ -257,6 +257,11 @@ export abstract class DiffusionPipeline {
     this.checkLive(what);
     if (this.#offloadChanging) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: offloading is being enabled (its weights are being read); await that first`);
     const checked = checkCall(this, hooks, what, options);
+    // a per-call scale re-lays the adapters beside weights that offloading keeps off the devices
+    const offload = this.offloadMode;
+    if (checked.loraScale !== undefined && offload) {
+      throw new DTorchError(ErrorCode.InvalidArgument, `${what}: loraScale does not run with ${offload} offloading on; set the adapters' weights with setAdapters() before enabling it`);
+    }
     // the call's images read and on the devices, freed when it ends
     const inputs: dt.Tensor[] = [];
     let call: C;
@@ -276,7 +281,7 @@ export abstract class DiffusionPipeline {
           return await withLoraScale(what, lora, call.loraScale, () => runCall(this, hooks, what, call));
         } finally {
           // the last model that ran leaves its devices too (diffusers' maybe_free_model_hooks)
-          if (!this.isDisposed) this.#modelOffload?.offloadAll();
+          if (!this.isDisposed) this.#modelOffload?.offloadAll(new Set(this.#offloadModels().values()));
         }
       }),
     );

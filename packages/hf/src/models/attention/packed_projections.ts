@@ -140,8 +140,9 @@ const groups = new WeakMap<nn.Linear, PackedProjections>();
 /** Whether `linear` runs in a packed group now (its own forward is not called then). */
 export const inPackedGroup = (linear: nn.Linear): boolean => groups.get(linear)?.packed === true;
 
-// The linears' parameter ids, in order (a replaced value has a new id).
-const ids = (linears: readonly nn.Linear[]): number[] => linears.flatMap((l) => (l.bias ? [l.weight.id, l.bias.id] : [l.weight.id]));
+// The linears' parameter ids, in order (a replaced value has a new id; an offloaded one, disposed, has none: -1).
+const idOf = (t: dt.Tensor): number => (t.isDisposed ? -1 : t.id);
+const ids = (linears: readonly nn.Linear[]): number[] => linears.flatMap((l) => (l.bias ? [idOf(l.weight), idOf(l.bias)] : [idOf(l.weight)]));
 
 // Whether the linears can share one buffer (see pack()).
 function packable(linears: readonly nn.Linear[]): boolean {
