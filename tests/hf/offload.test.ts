@@ -123,6 +123,21 @@ describe('StableDiffusion3Pipeline.enableModelCpuOffload', () => {
   });
 });
 
+describe('enableModelCpuOffload with an FP8 transformer', () => {
+  it('brings the float8 weights and their scales back exactly: the same images', async () => {
+    const pipe = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1]), quantize: 'fp8' });
+    try {
+      expect(tensorsOf(pipe.transformer).some((t) => t.dtype === 'float8_e4m3fn')).toBe(true);
+      const expected = await imagesOf(pipe);
+      await pipe.enableModelCpuOffload();
+      expect(await imagesOf(pipe)).toEqual(expected);
+      expect(isOff(pipe.transformer)).toBe(true);
+    } finally {
+      pipe.dispose();
+    }
+  });
+});
+
 describe('applyGroupOffloading', () => {
   let pipe: hf.FluxPipeline;
   let expected: Float32Array;
@@ -181,6 +196,21 @@ describe('applyGroupOffloading', () => {
     }
     expect([...transformer.transformer_blocks].every(isOn)).toBe(true);
     expect(await imagesOf(pipe)).toEqual(expected);
+  });
+
+  it('keeps bfloat16 blocks as bfloat16 in host memory, on a pipeline in bfloat16: the same images', async () => {
+    const bf16 = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1]), dtype: 'bfloat16' });
+    try {
+      const want = await imagesOf(bf16);
+      const handle = await hf.applyGroupOffloading(bf16.transformer, { numBlocksPerGroup: 3 });
+      const blocks = [...bf16.transformer.transformer_blocks, ...bf16.transformer.single_transformer_blocks];
+      expect(handle.hostBytes).toBe(blocks.flatMap(tensorsOf).reduce((n, t) => n + t.nbytes, 0));
+      expect(blocks.flatMap(tensorsOf).every((t) => t.dtype === 'bfloat16')).toBe(true);
+      expect(await imagesOf(bf16)).toEqual(want);
+      handle.remove();
+    } finally {
+      bf16.dispose();
+    }
   });
 
   it("offloads T5's blocks too, with the same prompt embeddings", async () => {
@@ -344,5 +374,27 @@ describe('bad offloading options', () => {
     await expect(pipe.generate(call)).rejects.toThrow(/offloading is being enabled/);
     await enabling;
     pipe.disableModelCpuOffload();
+  });
+});
+
+// On a GPU the weights come through pinned host memory (the engine's toDevice): the same images,
+// and the GPU's allocated bytes back where they were once a call ends. Skipped without CUDA.
+describe.skipIf(!dt.cuda.isAvailable())('offloading on cuda:0', () => {
+  it.each(['model', 'group:2'] as const)('%s: the same images, bit for bit, and the weights off the GPU after the call', async (kind) => {
+    const pipe = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cuda', [0]), dtype: 'bfloat16' });
+    try {
+      const expected = await imagesOf(pipe);
+      await dt.sync();
+      const resident = dt.cuda.memoryStats(0).allocatedBytes;
+      await (kind === 'model' ? pipe.enableModelCpuOffload() : pipe.enableGroupOffload({ numBlocksPerGroup: 2 }));
+      await dt.sync();
+      const offloaded = dt.cuda.memoryStats(0).allocatedBytes;
+      expect(offloaded).toBeLessThan(resident);
+      expect(await imagesOf(pipe)).toEqual(expected);
+      await dt.sync();
+      expect(dt.cuda.memoryStats(0).allocatedBytes).toBeLessThanOrEqual(offloaded);
+    } finally {
+      pipe.dispose();
+    }
   });
 });
