@@ -15,7 +15,7 @@
 //   DEVICE=cuda node bench/hf/lora.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/lora.mjs
 // Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs).
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,19 +83,33 @@ async function kernels(once) {
   return { events: d.events, busy_ms: d.busyMs, span_ms: d.spanMs, idle_short_ms: d.idleByGap.shortMs, byName };
 }
 
-// Where the adapters' time goes: the kernels whose time grew most from `base` to `lora` (name,
-// milliseconds and calls added), and the device's busy time and events added.
+// kernel name -> class (matmul, copy, elementwise, ...), as the other bench/hf traces split them
+const categories = JSON.parse(readFileSync(join(here, 'kernel_categories.json'), 'utf8')).categories.map(([c, p]) => [c, new RegExp(p, 'i')]);
+const classOf = (name) => categories.find(([, p]) => p.test(name))?.[0] ?? 'other';
+
+// Where the adapters' time goes: milliseconds and calls added per kernel class from `base` to
+// `lora` (a kernel renamed by other shapes moves within its class), the kernels that grew and
+// shrank most, and the device's busy time and events added.
 function kernelGrowth(base, lora) {
   if (!base || !lora) return null;
   const names = new Set([...base.byName.keys(), ...lora.byName.keys()]);
-  const grown = [...names].map((name) => {
+  const changes = [...names].map((name) => {
     const [b, l] = [base.byName.get(name), lora.byName.get(name)];
-    return { name: name.slice(0, 120), ms: +((l?.ms ?? 0) - (b?.ms ?? 0)).toFixed(3), calls: (l?.calls ?? 0) - (b?.calls ?? 0) };
+    return { name, ms: (l?.ms ?? 0) - (b?.ms ?? 0), calls: (l?.calls ?? 0) - (b?.calls ?? 0) };
   });
-  grown.sort((x, y) => y.ms - x.ms);
+  const byClass = {};
+  for (const c of changes) {
+    const k = (byClass[classOf(c.name)] ??= { ms: 0, calls: 0 });
+    k.ms += c.ms;
+    k.calls += c.calls;
+  }
+  const round = (c) => ({ name: c.name.slice(0, 110), ms: +c.ms.toFixed(3), calls: c.calls });
+  changes.sort((x, y) => y.ms - x.ms);
   return {
     busy_ms_added: +(lora.busy_ms - base.busy_ms).toFixed(3), span_ms_added: +(lora.span_ms - base.span_ms).toFixed(3),
-    events_added: lora.events - base.events, idle_short_ms_added: +(lora.idle_short_ms - base.idle_short_ms).toFixed(3), top: grown.slice(0, 16),
+    events_added: lora.events - base.events, idle_short_ms_added: +(lora.idle_short_ms - base.idle_short_ms).toFixed(3),
+    by_class: Object.fromEntries(Object.entries(byClass).map(([k, v]) => [k, { ms: +v.ms.toFixed(3), calls: v.calls }])),
+    grown: changes.slice(0, 12).map(round), shrunk: changes.slice(-8).reverse().map(round),
   };
 }
 

@@ -187,6 +187,30 @@ describe('step caches', () => {
     model.dispose();
   });
 
+  it("compares a bfloat16 model's statistic in bfloat16, as diffusers computes it", async () => {
+    const spec = hf.tinyPipelineSpec('tiny-flux');
+    const model = new hf.FluxTransformer2DModel(hf.FluxTransformer2DConfig.fromDict(spec.transformer!), { dtype: 'bfloat16' });
+    hf.fillRandomWeights(model, 5);
+    model.enableCache({ kind: 'first-block', threshold: 0 });
+    const c = model.config;
+    const o = {
+      encoderHiddenStates: dt.randn([1, 4, c.jointAttentionDim], { seed: 1, dtype: 'bfloat16' }),
+      pooledProjections: dt.randn([1, c.pooledProjectionDim], { seed: 2, dtype: 'bfloat16' }),
+      timestep: 0.5,
+      ...(c.guidanceEmbeds ? { guidance: 3.5 } : {}),
+      imgIds: dt.zeros([16, c.axesDimsRope.length]),
+      txtIds: dt.zeros([4, c.axesDimsRope.length]),
+    };
+    const outs = [1, 1.01, 1.5].map((s, i) => model.call(dt.randn([1, 16, c.inChannels], { seed: 3, dtype: 'bfloat16' }).mul(s + i * 0.001), o));
+    const statistics = model.stepCache!.decisions.slice(1).map((d) => d.statistic!);
+    expect(statistics).toHaveLength(2);
+    // each a bfloat16: the low 16 bits of its float32 are zero
+    for (const s of statistics) expect(new Uint32Array(new Float32Array([s]).buffer)[0]! & 0xffff, `${s} is a bfloat16`).toBe(0);
+    expect(statistics[1]).toBeGreaterThan(statistics[0]!);
+    dt.dispose([...outs, ...Object.values(o)].filter((t): t is dt.Tensor => t instanceof dt.Tensor));
+    model.dispose();
+  });
+
   it('refuses bad configs, a second cache and models it cannot cache, with DTorchErrors', () => {
     const spec = hf.tinyPipelineSpec('tiny-sd3');
     const model = new hf.SD3Transformer2DModel(hf.SD3Transformer2DConfig.fromDict(spec.transformer!));

@@ -13,7 +13,9 @@
 // its own call would. The statistic is a mean over every element of the call (or half), so on
 // a mesh (tokens over 'ulysses', the batch over 'cfg' / 'dp') the devices' parts are gathered
 // before the host reads it: every device takes the decision one device would (the one program
-// takes it once for all).
+// takes it once for all). As diffusers computes it in the residual's dtype (each mean and their
+// quotient a bfloat16 under bf16), the host rounds the means and the quotient to that dtype: the
+// statistics a bf16 run compares with the threshold are the values diffusers' would be.
 //
 // The host reads the statistic between the first block and the rest: the step's recorded work is
 // cut there, and the engine recognises (and on a GPU replays as CUDA graphs) the first block's
@@ -100,10 +102,11 @@ export class FirstBlockCache extends StepCache implements BlockCache {
     }
     const batch = residual.shape[0]!;
     const per = batch / groups;
+    const round = (x: number) => roundToDtype(x, residual.dtype);
     return Array.from({ length: groups }, (_, g) => {
       let [change, size] = [0, 0];
       for (let i = g * per; i < (g + 1) * per; i++) [change, size] = [change + values[i]!, size + values[batch + i]!];
-      return change / size;
+      return round(round(change / per) / round(size / per));
     });
   }
 
@@ -122,4 +125,20 @@ function rowsWhere(computed: readonly boolean[], like: dt.Tensor): dt.Tensor {
   const rows = Array.from({ length: batch }, (_, i) => computed[Math.floor(i / per)]!);
   const placements = like.placements.map((p) => (p.isShard(0) ? dt.Shard(0) : dt.Replicate()));
   return dt.tensor(rows, { dtype: 'bool', mesh: like.mesh, placements, shape: [batch, ...like.shape.slice(1).map(() => 1)] });
+}
+
+/**
+ * `x` rounded to the nearest value of `dtype` (to nearest even, as a cast on the device rounds):
+ * bfloat16 keeps 8 bits of mantissa, float16 11 (normal numbers), float32 24; float64 as it is.
+ */
+export function roundToDtype(x: number, dtype: dt.DType): number {
+  if (dtype === 'float64' || !Number.isFinite(x)) return x;
+  const f = new Float32Array([x]);
+  if (dtype === 'float32') return f[0]!;
+  const bits = new Uint32Array(f.buffer);
+  const drop = dtype === 'bfloat16' ? 16 : dtype === 'float16' ? 13 : 0;
+  if (drop === 0) return f[0]!;
+  const half = 2 ** (drop - 1) - 1;
+  bits[0] = ((bits[0]! + half + ((bits[0]! >>> drop) & 1)) >>> drop) << drop;
+  return f[0]!;
 }
