@@ -358,9 +358,18 @@ describe('bad offloading options', () => {
     } finally {
       pipe.disableModelCpuOffload();
     }
+    await pipe.enableModelCpuOffload();
+    try {
+      await expect(hf.applyGroupOffloading(pipe.transformer)).rejects.toThrow('applyGroupOffloading: FluxTransformer2DModel is under model offloading; disable it first (one kind at a time)');
+    } finally {
+      pipe.disableModelCpuOffload();
+    }
     const handle = await hf.applyGroupOffloading(pipe.transformer);
     try {
       await expect(hf.applyGroupOffloading(pipe.transformer)).rejects.toThrow('applyGroupOffloading: FluxTransformer2DModel has group offloading already; remove() it first');
+      await expect(pipe.enableModelCpuOffload()).rejects.toThrow('FluxPipeline.enableModelCpuOffload: the transformer is under group offloading already; remove it first (one kind at a time)');
+      expect(pipe.offloadMode).toBeUndefined();
+      expect(isOn(pipe.textEncoder2!) && isOn(pipe.vae)).toBe(true); // the refused call moved nothing
     } finally {
       handle.remove();
     }

@@ -14,6 +14,7 @@ import * as nn from '@dtorch/nn';
 import { hasPackedProjections, inPackedGroup } from '../models/attention/packed_projections.js';
 import { PreTrainedModel } from '../loading/pretrained_model.js';
 import { HostCopy } from './host_copy.js';
+import { offloadKindOf, setOffloadKind } from './offload_kind.js';
 
 /** Options of {@link applyGroupOffloading}, as diffusers' apply_group_offloading's. */
 export interface GroupOffloadingOptions {
@@ -68,7 +69,9 @@ export async function applyGroupOffloading(module: nn.Module, options?: GroupOff
   const o = checkKnownOptions<GroupOffloadingOptions>(`${what} options`, options, ['numBlocksPerGroup', 'useStream']);
   const perGroup = o.numBlocksPerGroup === undefined ? 1 : checkInteger(`${what} numBlocksPerGroup`, o.numBlocksPerGroup, 1);
   if (o.useStream !== undefined && typeof o.useStream !== 'boolean') throw invalidParameter(`${what} useStream`, 'true or false', o.useStream);
-  if (applied.has(module)) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${module.constructor.name} has group offloading already; remove() it first`);
+  const kind = offloadKindOf(module);
+  if (kind === 'group') throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${module.constructor.name} has group offloading already; remove() it first`);
+  if (kind) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${module.constructor.name} is under ${kind} offloading; disable it first (one kind at a time)`);
   const lists = blockLists(module);
   if (lists.length === 0) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: ${module.constructor.name} has no repeated blocks (no ModuleList of modules) to offload`);
 
@@ -83,10 +86,12 @@ export async function applyGroupOffloading(module: nn.Module, options?: GroupOff
       groups.push((previous = group));
     }
   }
+  setOffloadKind(module, 'group'); // from now: a second call while the blocks are read is refused
   try {
     await Promise.all(groups.map((g) => g.copy.offloadAll()));
   } catch (err) {
     for (const g of groups) onloadGroup(g); // a group that went off comes back: a call that throws changes nothing
+    setOffloadKind(module, undefined);
     throw err;
   }
 
@@ -133,6 +138,7 @@ export async function applyGroupOffloading(module: nn.Module, options?: GroupOff
       // projections packed across blocks (SD3's adaLN linears) ran one by one while the groups moved
       if (hasPackedProjections(module)) module.packProjections();
       applied.delete(module);
+      setOffloadKind(module, undefined);
     },
   };
   applied.set(module, handle);

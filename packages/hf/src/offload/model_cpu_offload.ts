@@ -5,9 +5,11 @@
 // (diffusers' chain of hooks); the pipeline puts the last one off when a call ends (diffusers'
 // maybe_free_model_hooks). Everything is recorded in order, so a weight leaves only
 // after the queued work that reads it, and the next model's copies queue behind the last one's work.
+import { DTorchError, ErrorCode } from '@dtorch/common';
 import * as nn from '@dtorch/nn';
 import { hasPackedProjections } from '../models/attention/packed_projections.js';
 import { HostCopy } from './host_copy.js';
+import { offloadKindOf, setOffloadKind } from './offload_kind.js';
 
 // One model and what moves it.
 interface Offloaded {
@@ -26,11 +28,14 @@ export class ModelCpuOffload {
   }
 
   /**
-   * Reads `models` (by diffusers' component name) into host memory, drops them from their
+   * Reads `models` (by diffusers' component name) into host memory (`what` names the call in errors), drops them from their
    * devices, and hooks them so that each comes back when it runs. Resolves once they are off.
    */
-  static async enable(models: ReadonlyMap<string, nn.Module>): Promise<ModelCpuOffload> {
+  static async enable(what: string, models: ReadonlyMap<string, nn.Module>): Promise<ModelCpuOffload> {
+    const taken = [...models].find(([, m]) => offloadKindOf(m));
+    if (taken) throw new DTorchError(ErrorCode.InvalidArgument, `${what}: the ${taken[0]} is under ${offloadKindOf(taken[1])} offloading already; remove it first (one kind at a time)`);
     const offload = new ModelCpuOffload(models);
+    for (const m of offload.#models) setOffloadKind(m.model, 'model'); // from now: group offloading of one is refused
     try {
       await Promise.all(offload.#models.map((m) => m.copy.offloadAll()));
     } catch (err) {
@@ -57,6 +62,7 @@ export class ModelCpuOffload {
       } else {
         for (const h of m.hooks.splice(0)) h.remove();
         m.copy.clear();
+        setOffloadKind(m.model, undefined);
       }
     }
     this.#current = undefined;
@@ -68,6 +74,7 @@ export class ModelCpuOffload {
       for (const h of m.hooks.splice(0)) h.remove();
       onloadPacked(m.model, m.copy);
       m.copy.clear();
+      setOffloadKind(m.model, undefined);
     }
     this.#current = undefined;
   }

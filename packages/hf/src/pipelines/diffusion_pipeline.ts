@@ -433,7 +433,7 @@ export abstract class DiffusionPipeline {
     if (this.#modelOffload) return;
     this.#offloadChanging = true;
     try {
-      this.#modelOffload = await ModelCpuOffload.enable(this.#offloadModels());
+      this.#modelOffload = await ModelCpuOffload.enable(what, this.#offloadModels());
     } finally {
       this.#offloadChanging = false;
     }
