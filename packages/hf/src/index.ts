@@ -39,3 +39,5 @@ export * from "./offload/index.js";
 export * from "./cache/index.js";
 export { registry, type RegisteredModel, type TinyPipeline, type TinyPipelineOptions, type TrainedPipeline, type TrainedPipelineDefaults } from "./registry.js";
 export * as nn from "@dtorch/nn";
+// the image service (`dtorch serve`)
+export * from "./serve/index.js";

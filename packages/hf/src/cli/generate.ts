@@ -91,7 +91,8 @@ export function parseSize(text: string): { width: number; height: number } {
   return { width, height };
 }
 
-async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
+/** The pipeline of --model: a built-in one made here, else a folder or hub id through fromPretrained. */
+export async function loadPipeline(model: string, options: PipelineOptions): Promise<DiffusionPipeline> {
   // fromPretrained picks the class by model_index.json's _class_name (the registry's pipelines)
   const tiny = registered(registry.tinyPipelines, model);
   if (tiny) return tiny.make(options);

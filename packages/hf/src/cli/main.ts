@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `dtorch` command (the bin of @dtorch/hf): `dtorch generate`, `dtorch info` and `dtorch worker`, parsed by
+// The `dtorch` command (the bin of @dtorch/hf): `dtorch generate`, `dtorch serve`, `dtorch info` and `dtorch worker`, parsed by
 // commander. A failure is one line on stderr (the DTorchError's message as it is; the stack
 // too under DTORCH_LOG=debug) and exit code 1; commander's own errors (an unknown flag, a bad
 // number) are one line and exit code 1 as well. Nothing of DTorch is imported before fail() is
@@ -10,6 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GenerateFlags } from './generate.js';
 import { parseLora } from './lora_spec.js';
 import { parseOffload } from './offload_spec.js';
+import type { ServeFlags } from './serve.js';
 import type { WorkerFlags } from './worker.js';
 
 // DTorch's generator takes seeds below 2^48 (they travel to the engine as doubles; torch's
@@ -84,7 +85,7 @@ Examples:
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a red hat" --image cat.png --mask hat-mask.png --strength 0.9 --out hat.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
-/** The `dtorch` command and its subcommands, generate, info and worker; `version`: @dtorch/hf's. */
+/** The `dtorch` command and its subcommands, generate, serve, info and worker; `version`: @dtorch/hf's. */
 export function program(version: string): Command {
   const cli = new Command('dtorch')
     .description('DTorch: diffusion pipelines on any mesh of devices, from the command line')
@@ -122,6 +123,33 @@ export function program(version: string): Command {
     .action(async (flags: GenerateFlags) => {
       const { runGenerate } = await import('./generate.js');
       await runGenerate(flags);
+    });
+
+  cli
+    .command('serve')
+    .description('serve a pipeline over HTTP: OpenAI\'s images API, jobs with progress events, a web page, /metrics')
+    .requiredOption('--model <model>', 'a hub id, a diffusers pipeline folder, shapes-flux, or tiny-flux / tiny-sd3 (as dtorch generate)')
+    .option('--devices <devices>', 'cuda:0,1 | cpu:0,1 | cpu (as dtorch generate)')
+    .option('--parallel <dims>', 'mesh dims and degrees, e.g. dp=2 (as dtorch generate)')
+    .addOption(new Option('--dtype <dtype>', 'the parameters\' dtype (default bfloat16 on CUDA devices, float32 on CPU devices)').choices(['float32', 'bfloat16', 'float16']))
+    .option('--host <address>', 'the address to listen on; one that is not loopback needs --token-file', '127.0.0.1')
+    .option('--port <n>', 'the port (0: any free one)', integer('--port', 0, 65535), 8080)
+    .option('--token-file <file>', 'a file whose first line is the bearer token every /v1 request must carry')
+    .option('--output-dir <folder>', 'where results and the job journal are written', 'dtorch-serve')
+    .option('--max-queue <n>', 'jobs waiting at most; one more is a 429 with Retry-After', integer('--max-queue', 1, 100_000), 32)
+    .option('--max-batch <n>', 'queued requests of the same size and steps run as one batch of at most n images', integer('--max-batch', 1, 64), 1)
+    .option('--max-size <pixels>', 'the largest width or height a request may ask', integer('--max-size', 16, 16384), 1024)
+    .option('--max-steps <n>', 'the most denoising steps a request may ask', integer('--max-steps', 1, 1000), 50)
+    .option('--max-images <n>', 'the most images per request (n)', integer('--max-images', 1, 64), 4)
+    .option('--max-prompt-length <n>', 'the longest prompt in characters', integer('--max-prompt-length', 1, 1_000_000), 2000)
+    .option('--cancel-on-shutdown', 'on SIGTERM, cancel the running job between steps instead of finishing it')
+    .option('--shutdown-timeout <seconds>', 'on SIGTERM, wait this long for the running job before cancelling it', integer('--shutdown-timeout', 0, 86_400), 120)
+    .addOption(new Option('--log-level <level>', 'the JSON log\'s level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'))
+    .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
+    .option('--local-files-only', 'use the HF cache only, no download')
+    .action(async (flags: ServeFlags) => {
+      const { runServe } = await import('./serve.js');
+      await runServe(flags);
     });
 
   cli

@@ -1,0 +1,99 @@
+// A generation request as the wire carries it (OpenAI's images API, snake_case, plus DTorch's
+// seed, steps, guidance and negative_prompt), its JSON schema for Fastify's validator, and the
+// checks a schema cannot say (the size's sides against the operator's limits and the model's
+// multiple). What comes out is an ImageRequest, the job's own settings, its seed always set so
+// that the job can be run again to the same images.
+import { randomInt } from 'node:crypto';
+import type { ServeLimits } from './serve_options.js';
+import { RequestError } from './request_error.js';
+
+/** A job's settings, checked. */
+export interface ImageRequest {
+  prompt: string;
+  negativePrompt?: string;
+  /** Images (OpenAI's n). */
+  n: number;
+  width: number;
+  height: number;
+  /** Denoising steps (default the pipeline's). */
+  steps?: number;
+  /** The guidance scale (default the pipeline's). */
+  guidance?: number;
+  /** The seed of the first image's latents: the images are as pipe.generate's at this seed. */
+  seed: number;
+  /** How /v1/images/generations answers: the PNGs inline or their URLs. */
+  responseFormat: 'b64_json' | 'url';
+}
+
+/** The body of POST /v1/images/generations and POST /v1/jobs. */
+export interface GenerationBody {
+  prompt: string;
+  n?: number;
+  size?: string;
+  response_format?: 'b64_json' | 'url';
+  seed?: number;
+  steps?: number;
+  guidance?: number;
+  negative_prompt?: string;
+  model?: string;
+  user?: string;
+}
+
+// DTorch's generator takes seeds below 2^48
+const MAX_SEED = 2 ** 48 - 1;
+// a side must be a multiple of this: Flux's and SD3's latents are 8x smaller, in 2x2 patches
+export const SIDE_MULTIPLE = 16;
+
+/** The JSON schema of GenerationBody under `limits` (Fastify checks it before the handler runs). */
+export function generationSchema(limits: ServeLimits): object {
+  return {
+    type: 'object',
+    required: ['prompt'],
+    additionalProperties: false,
+    properties: {
+      prompt: { type: 'string', minLength: 1, maxLength: limits.maxPromptLength },
+      n: { type: 'integer', minimum: 1, maximum: limits.maxImages },
+      size: { type: 'string', maxLength: 11 },
+      response_format: { type: 'string', enum: ['b64_json', 'url'] },
+      seed: { type: 'integer', minimum: 0, maximum: MAX_SEED },
+      steps: { type: 'integer', minimum: 1, maximum: limits.maxSteps },
+      guidance: { type: 'number', minimum: -1000, maximum: 1000 },
+      negative_prompt: { type: 'string', maxLength: limits.maxPromptLength },
+      // accepted for OpenAI's clients, not used: the server runs the one model it loaded
+      model: { type: 'string', maxLength: 256 },
+      user: { type: 'string', maxLength: 256 },
+    },
+  };
+}
+
+/** `WxH` checked against the limits and the side multiple; a 400 naming `size` otherwise. */
+export function parseRequestSize(size: string, limits: ServeLimits): { width: number; height: number } {
+  const match = /^(\d{1,5})x(\d{1,5})$/.exec(size);
+  if (!match) throw new RequestError(400, 'size', `size must be WIDTHxHEIGHT in pixels, such as 512x512, but received ${JSON.stringify(size)}`);
+  const [width, height] = [Number(match[1]), Number(match[2])];
+  for (const side of [width, height]) {
+    if (side < SIDE_MULTIPLE || side > limits.maxSide || side % SIDE_MULTIPLE !== 0) {
+      throw new RequestError(400, 'size', `size ${size}: each side must be a multiple of ${SIDE_MULTIPLE} from ${SIDE_MULTIPLE} to ${limits.maxSide} (this server's limit)`);
+    }
+  }
+  return { width, height };
+}
+
+/** The job's settings from a body Fastify's schema already checked; `defaultSize` when it names none. */
+export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultSize: { width: number; height: number }): ImageRequest {
+  const size = body.size === undefined || body.size === 'auto' ? defaultSize : parseRequestSize(body.size, limits);
+  if (body.size === undefined && (defaultSize.width > limits.maxSide || defaultSize.height > limits.maxSide)) {
+    throw new RequestError(400, 'size', `this model's default size ${defaultSize.width}x${defaultSize.height} is over this server's limit of ${limits.maxSide}; give a size such as ${limits.maxSide}x${limits.maxSide}`);
+  }
+  if (body.prompt.trim() === '') throw new RequestError(400, 'prompt', 'prompt must not be blank');
+  return {
+    prompt: body.prompt,
+    ...(body.negative_prompt !== undefined && { negativePrompt: body.negative_prompt }),
+    n: body.n ?? 1,
+    ...size,
+    ...(body.steps !== undefined && { steps: body.steps }),
+    ...(body.guidance !== undefined && { guidance: body.guidance }),
+    seed: body.seed ?? randomInt(0, 2 ** 47),
+    responseFormat: body.response_format ?? 'url',
+  };
+}

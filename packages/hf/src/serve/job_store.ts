@@ -1,0 +1,181 @@
+// The jobs of `dtorch serve`, in memory and in a small journal on disk (jobs.jsonl in the output
+// folder: one JSON line per state change). A restart reads the journal back: a job that was
+// queued or running when the server stopped (a SIGKILL, a crash, a power cut) is listed as failed,
+// so that nothing accepted is silently lost. Ids are 128 random bits: a job or a result file
+// cannot be guessed, and no request's text is ever joined into a path (results are found by id
+// in this store).
+import { EventEmitter } from 'node:events';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import type { ImageRequest } from './image_request.js';
+import { RequestError } from './request_error.js';
+
+/** Where a job is: waiting, running, or one of the final states. */
+export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/** The final states: a job in one of them never changes again. */
+export const finalStates: readonly JobState[] = ['succeeded', 'failed', 'cancelled'];
+
+/** A job's progress through its denoising loop. */
+export interface JobProgress {
+  /** Steps done. */
+  step: number;
+  /** Steps in all. */
+  steps: number;
+  /** Steps per second after the first step (undefined before two). */
+  stepsPerSecond?: number;
+  /** Seconds left at that rate. */
+  etaSeconds?: number;
+}
+
+/** One job: its request, where it is, and its results. */
+export interface Job {
+  /** 32 hex digits, random. */
+  id: string;
+  state: JobState;
+  /** The checked request (its seed filled in). */
+  request: ImageRequest;
+  /** Unix times in milliseconds. */
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  progress?: JobProgress;
+  /** Images generated with it in one batch (1 alone). */
+  batchImages?: number;
+  /** The result files' names, served at /v1/files/<name>. */
+  files: string[];
+  /** Milliseconds per phase of the generate call that made it. */
+  timings?: { encodeMs: number; prepareMs: number; denoiseMs: number; decodeMs: number; queueMs: number; totalMs: number };
+  /** Why it failed or was cancelled. */
+  error?: { code: string; message: string };
+}
+
+/** A new random id: 128 bits as 32 hex digits. */
+export function randomId(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/** The jobs, their journal, and their result files; emits 'change' (a Job) on every update. */
+export class JobStore extends EventEmitter<{ change: [Job] }> {
+  readonly #jobs = new Map<string, Job>();
+  readonly #files = new Map<string, string>(); // file name -> path on disk
+  readonly #journal: string;
+  /** The folder of the result files. */
+  readonly imageDir: string;
+  /** Jobs the journal held unfinished at start: now failed. */
+  readonly interrupted: string[] = [];
+
+  /** Opens (or creates) `outputDir`, reading its journal back. */
+  constructor(readonly outputDir: string) {
+    super();
+    this.setMaxListeners(0); // one listener per open event stream
+    this.imageDir = join(outputDir, 'images');
+    try {
+      mkdirSync(this.imageDir, { recursive: true });
+    } catch (err) {
+      throw new DTorchError(ErrorCode.BadFile, `serve: the output folder ${outputDir} cannot be made (${(err as Error).message}); give --output-dir a folder this user can write`);
+    }
+    this.#journal = join(outputDir, 'jobs.jsonl');
+    this.#restore();
+  }
+
+  // the journal's last line per job wins; a line cut short by a kill is skipped
+  #restore(): void {
+    if (!existsSync(this.#journal)) return;
+    for (const line of readFileSync(this.#journal, 'utf8').split('\n')) {
+      if (line.trim() === '') continue;
+      try {
+        const job = JSON.parse(line) as Job;
+        if (typeof job.id === 'string' && /^[0-9a-f]{32}$/.test(job.id)) this.#jobs.set(job.id, job);
+      } catch {
+        // a partial last line: the job's earlier line stands
+      }
+    }
+    const now = Date.now();
+    for (const job of this.#jobs.values()) {
+      if (!finalStates.includes(job.state)) {
+        job.state = 'failed';
+        job.finishedAt = now;
+        job.error = { code: 'INTERRUPTED', message: `the server stopped while this job was ${job.startedAt === undefined ? 'queued' : 'running'}; submit it again` };
+        delete job.progress;
+        this.interrupted.push(job.id);
+      }
+      for (const name of job.files) this.#files.set(name, join(this.imageDir, name));
+    }
+    // compacted: one line per job
+    const temp = `${this.#journal}.tmp`;
+    writeFileSync(temp, [...this.#jobs.values()].map((j) => `${JSON.stringify(j)}\n`).join(''));
+    renameSync(temp, this.#journal);
+  }
+
+  /** A new queued job for `request`, journaled. */
+  create(request: ImageRequest): Job {
+    const job: Job = { id: randomId(), state: 'queued', request, createdAt: Date.now(), files: [] };
+    this.#jobs.set(job.id, job);
+    this.update(job, {});
+    return job;
+  }
+
+  /** The job of `id`, if any (ids of another form are simply not found). */
+  get(id: string): Job | undefined {
+    return this.#jobs.get(id);
+  }
+
+  /** Every job, newest first. */
+  list(): Job[] {
+    return [...this.#jobs.values()].sort((a, b) => b.createdAt - a.createdAt);
+  }
+
+  /** Jobs per state. */
+  counts(): Record<JobState, number> {
+    const counts: Record<JobState, number> = { queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    for (const job of this.#jobs.values()) counts[job.state]++;
+    return counts;
+  }
+
+  /**
+   * Changes `job` (a final job never changes again), journals a state change (not each step's
+   * progress) and tells the listeners.
+   */
+  update(job: Job, change: Partial<Job>): void {
+    if (job.finishedAt !== undefined && finalStates.includes(job.state)) return;
+    const journaled = change.state !== undefined || change.files !== undefined || Object.keys(change).length === 0;
+    Object.assign(job, change);
+    if (finalStates.includes(job.state)) delete job.progress;
+    if (journaled) appendFileSync(this.#journal, `${JSON.stringify(job)}\n`);
+    this.emit('change', job);
+  }
+
+  /** A path for a new result file of `job`, its name registered for /v1/files. */
+  newFile(): { name: string; path: string } {
+    const name = `${randomId()}.png`;
+    const path = join(this.imageDir, name);
+    this.#files.set(name, path);
+    return { name, path };
+  }
+
+  /** The path of result file `name`, if this store made it. */
+  filePath(name: string): string | undefined {
+    return this.#files.get(name);
+  }
+}
+
+/** Resolves with `job` once it is final; rejects with a 504 after `timeoutMs`. */
+export function whenFinal(store: JobStore, job: Job, timeoutMs: number): Promise<Job> {
+  if (finalStates.includes(job.state)) return Promise.resolve(job);
+  return new Promise((resolve, reject) => {
+    const onChange = (changed: Job) => {
+      if (changed !== job || !finalStates.includes(job.state)) return;
+      clearTimeout(timer);
+      store.off('change', onChange);
+      resolve(job);
+    };
+    const timer = setTimeout(() => {
+      store.off('change', onChange);
+      reject(new RequestError(504, null, `the job ${job.id} did not finish within ${Math.round(timeoutMs / 1000)} s; it goes on: follow it at /v1/jobs/${job.id}`, ErrorCode.Timeout));
+    }, timeoutMs);
+    store.on('change', onChange);
+  });
+}

@@ -1,0 +1,100 @@
+// Runs the service's jobs on its one loaded pipeline. One job alone is exactly `dtorch generate`'s
+// call (its prompt, n images, its seed). Several jobs of one batch are one generate() call over
+// the batch dimension (split over the mesh's dp dim when it has one): their prompts as a list and
+// each job's start latents drawn from its own seed as its own call would draw them, so that a
+// job's images are the same batched or alone.
+import * as dt from '@dtorch/api';
+import { DTorchError, ErrorCode } from '@dtorch/common';
+import { DiffusionPipeline, type GenerateOptions, type GenerateOutput, type StepInfo } from '../pipelines/diffusion_pipeline.js';
+import { FluxPipeline } from '../pipelines/flux/flux_pipeline.js';
+import { packLatents } from '../pipelines/flux/flux_latents.js';
+import { initialLatents } from '../pipelines/pipeline_inputs.js';
+import { StableDiffusion3Pipeline } from '../pipelines/sd3/sd3_pipeline.js';
+import type { ImageRequest } from './image_request.js';
+
+/** What a batch gave: each job's PNGs, in order, and the call's timings. */
+export interface BatchOutput {
+  images: Buffer[][];
+  timings: GenerateOutput['timings'];
+}
+
+/** The jobs that may share one call: same size, steps, guidance and negative prompt. */
+export function batchKey(r: ImageRequest): string {
+  return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null]);
+}
+
+/** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
+export class PipelineRunner {
+  constructor(
+    readonly pipe: DiffusionPipeline,
+    readonly defaults: Partial<GenerateOptions> & { width?: number; height?: number } = {},
+  ) {}
+
+  /** Whether jobs can share a call: the pipeline's start latents can be drawn here per job. */
+  get canBatch(): boolean {
+    return this.pipe instanceof FluxPipeline || this.pipe instanceof StableDiffusion3Pipeline;
+  }
+
+  /** The size a request that names none gets: the defaults', else the pipeline's. */
+  defaultSize(): { width: number; height: number } {
+    if (this.defaults.width !== undefined && this.defaults.height !== undefined) return { width: this.defaults.width, height: this.defaults.height };
+    const { defaultSampleSize, vaeScaleFactor } = this.pipe as unknown as { defaultSampleSize?: number; vaeScaleFactor?: number };
+    const side = (defaultSampleSize ?? 128) * (vaeScaleFactor ?? 8);
+    return { width: side, height: side };
+  }
+
+  // the start latents of one job, as its own generate() call draws them from its seed
+  #startLatents(r: ImageRequest): dt.Tensor {
+    const pipe = this.pipe;
+    if (pipe instanceof FluxPipeline) {
+      const side = (pixels: number) => 2 * Math.floor(pixels / (pipe.vaeScaleFactor * 2));
+      const noise = initialLatents('serve', [r.n, pipe.transformer.config.outChannels / 4, side(r.height), side(r.width)], r.seed, pipe.mesh, pipe.dtype);
+      try {
+        return packLatents(noise);
+      } finally {
+        noise.dispose();
+      }
+    }
+    if (pipe instanceof StableDiffusion3Pipeline) return pipe.prepareLatents(r.n, r.height, r.width, pipe.transformer.proj_out.weight.dtype, r.seed);
+    throw new DTorchError(ErrorCode.Internal, `serve: ${pipe.constructor.name}'s start latents cannot be drawn per job; run it with --max-batch 1`);
+  }
+
+  /** Runs `jobs` (of one batchKey) as one call; each step reported to `onStep`; `signal` cancels between steps. */
+  async run(jobs: readonly ImageRequest[], onStep: (info: StepInfo) => void, signal: AbortSignal): Promise<BatchOutput> {
+    const first = jobs[0];
+    if (!first) throw new DTorchError(ErrorCode.Internal, 'serve: an empty batch');
+    const options: GenerateOptions & { width: number; height: number } = {
+      ...this.defaults,
+      width: first.width,
+      height: first.height,
+      outputType: 'png',
+      onStep,
+      signal,
+      ...(first.steps !== undefined && { numInferenceSteps: first.steps }),
+      ...(first.guidance !== undefined && { guidanceScale: first.guidance }),
+      ...(first.negativePrompt !== undefined && { negativePrompt: first.negativePrompt }),
+    };
+    let latents: dt.Tensor | undefined;
+    if (jobs.length === 1) {
+      Object.assign(options, { prompt: first.prompt, numImagesPerPrompt: first.n, seed: first.seed });
+    } else {
+      // one row per image: each job's prompt n times, its latents from its own seed
+      const parts = jobs.map((r) => this.#startLatents(r));
+      latents = dt.cat(parts, 0);
+      dt.dispose(parts);
+      const prompts = jobs.flatMap((r) => new Array<string>(r.n).fill(r.prompt));
+      Object.assign(options, { prompt: prompts, numImagesPerPrompt: 1, latents });
+      if (first.negativePrompt !== undefined || typeof this.defaults.negativePrompt === 'string') {
+        options.negativePrompt = new Array<string>(prompts.length).fill(first.negativePrompt ?? (this.defaults.negativePrompt as string));
+      }
+    }
+    try {
+      const { images, timings } = await this.pipe.generate(options);
+      if (!Array.isArray(images)) throw new DTorchError(ErrorCode.Internal, 'serve: asked for PNGs but the pipeline returned a tensor');
+      let at = 0;
+      return { images: jobs.map((r) => images.slice(at, (at += r.n))), timings };
+    } finally {
+      latents?.dispose();
+    }
+  }
+}
