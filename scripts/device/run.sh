@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache,cachefp8 also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache,cachefp8,cachecheck,offload also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -101,6 +101,18 @@ if bench cache && [ "$cuda" = true ]; then
   # First-Block Cache and TaylorSeer on Flux-dev end to end (issue 46): thresholds and step targets (CACHES) beside diffusers' hooks
   DEVICE=cuda PIPELINES=${PIPELINES:-flux-dev} CACHES=${CACHES:-0.12,0.08,steps=14,steps=10,taylorseer:5} node bench/hf/pipelines.mjs > "$OUT/hf-cache-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-cuda.jsonl" | cut -c1-2500
+fi
+if bench cachecheck && [ "$cuda" = true ]; then
+  # First-Block Cache at fixed thresholds on both sides (CACHES_CHECK): do both compute the same calls?
+  DEVICE=cuda PIPELINES=flux-dev CACHES=${CACHES_CHECK:-0.484504,0.517918} BUDGET_S=${BUDGET_CHECK_S:-200} node bench/hf/pipelines.mjs > "$OUT/hf-cache-check-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-check-cuda.jsonl" | cut -c1-2500
+fi
+if bench offload && [ "$cuda" = true ]; then
+  # model CPU offload and group offloading on Flux-dev beside diffusers' (issue 44): time and peak memory (OFFLOADS)
+  for o in ${OFFLOADS:-model group:4}; do
+    DEVICE=cuda PIPELINES=flux-dev OFFLOAD=$o RUNS=1 BUDGET_S=${BUDGET_OFFLOAD_S:-180} node bench/hf/pipelines.mjs > "$OUT/hf-offload-${o/:/-}-cuda.jsonl" 2>&1
+    grep -h -e '"summary":true' -e '"error"' "$OUT/hf-offload-${o/:/-}-cuda.jsonl" | cut -c1-1500
+  done
 fi
 if bench cachefp8 && [ "$cuda" = true ]; then
   # the same with FP8 linears (issue 46's FP8 target), DTorch alone: cached against its own uncached FP8 run
