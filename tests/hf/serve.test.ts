@@ -1,0 +1,364 @@
+// `dtorch serve` (packages/hf/src/serve) with tiny-flux on the CPU, through real HTTP: OpenAI's
+// images API (b64_json and url, the same PNG bytes as pipe.generate at the seed), the jobs API
+// and its event stream, cancelling, the bounded queue's 429, 400s naming the field, the token
+// (required off loopback; compared whole), result URLs that cannot be guessed or turned into
+// paths, batching (the same images as one by one), and, with the command as a child process,
+// SIGTERM's graceful shutdown and a SIGKILL's interrupted jobs listed failed after a restart.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PNG } from 'pngjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import * as hf from '@dtorch/hf';
+import { checkBuilt, dtorch as runDtorch, expectOneLineError } from './dtorch_command.js';
+import { readEvents, request, startServe, type ServeChild } from './serve_client.js';
+
+const work = mkdtempSync(join(tmpdir(), 'dtorch-serve-'));
+const small = { size: '64x64', steps: 3 };
+let pipe: hf.DiffusionPipeline;
+
+beforeAll(async () => {
+  pipe = await hf.FluxPipeline.tiny();
+}, 120_000);
+
+afterAll(() => {
+  pipe?.dispose();
+  rmSync(work, { recursive: true, force: true });
+});
+
+let dirs = 0;
+async function serve(options: hf.ServeOptions = {}): Promise<hf.ImageServer> {
+  return hf.createImageServer(new hf.PipelineRunner(pipe), { port: 0, logLevel: 'silent', outputDir: join(work, `out-${dirs++}`), ...options }, 'tiny-flux');
+}
+
+// what pipe.generate makes for the same settings: `dtorch generate`'s call
+async function direct(prompt: string, seed: number, n = 1, size = 64, steps = 3): Promise<Buffer[]> {
+  const { images } = await pipe.generate({ prompt, seed, width: size, height: size, numInferenceSteps: steps, numImagesPerPrompt: n, outputType: 'png' });
+  return images as Buffer[];
+}
+
+describe('dtorch serve: the images API', () => {
+  let server: hf.ImageServer;
+  beforeAll(async () => {
+    server = await serve();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('answers b64_json with the PNGs pipe.generate makes at the same seed', async () => {
+    const r = await request('POST', `${server.url}/v1/images/generations`, { prompt: 'a red circle', n: 2, seed: 7, response_format: 'b64_json', ...small });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.data).toHaveLength(2);
+    expect(r.body.dtorch.seed).toBe(7);
+    const expected = await direct('a red circle', 7, 2);
+    expect(r.body.data.map((d: { b64_json: string }) => Buffer.from(d.b64_json, 'base64').equals(expected[r.body.data.indexOf(d)]!))).toEqual([true, true]);
+  });
+
+  it('answers url with unguessable URLs that serve those bytes', async () => {
+    const [a, b] = await Promise.all([1, 2].map((seed) => request('POST', `${server.url}/v1/images/generations`, { prompt: 'a cat', seed, response_format: 'url', ...small })));
+    const urls = [a!, b!].map((r) => r.body.data[0].url as string);
+    for (const url of urls) expect(url).toMatch(new RegExp(`^${server.url}/v1/files/[0-9a-f]{32}\\.png$`));
+    expect(urls[0]).not.toBe(urls[1]);
+    const png = Buffer.from(await (await fetch(urls[0]!, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+    expect(png.equals((await direct('a cat', 1))[0]!)).toBe(true);
+    // a name of the right form that this server did not make
+    expect((await request('GET', `${server.url}/v1/files/${'0'.repeat(32)}.png`)).status).toBe(404);
+  });
+
+  it('answers bad requests with a 400 naming the field, and goes on serving', async () => {
+    const cases: [unknown, string][] = [
+      [{}, 'prompt'],
+      [{ prompt: '' }, 'prompt'],
+      [{ prompt: 3 }, 'prompt'],
+      [{ prompt: 'x'.repeat(2001) }, 'prompt'],
+      [{ prompt: 'a', n: 0 }, 'n'],
+      [{ prompt: 'a', n: '2' }, 'n'],
+      [{ prompt: 'a', n: 5 }, 'n'],
+      [{ prompt: 'a', size: '100000x100000' }, 'size'],
+      [{ prompt: 'a', size: '2048x2048' }, 'size'],
+      [{ prompt: 'a', size: '65x64' }, 'size'],
+      [{ prompt: 'a', size: '../../etc/passwd' }, 'size'],
+      [{ prompt: 'a', steps: 51 }, 'steps'],
+      [{ prompt: 'a', steps: 2.5 }, 'steps'],
+      [{ prompt: 'a', seed: -1 }, 'seed'],
+      [{ prompt: 'a', seed: 2 ** 48 }, 'seed'],
+      [{ prompt: 'a', guidance: 'high' }, 'guidance'],
+      [{ prompt: 'a', response_format: 'file' }, 'response_format'],
+      [{ prompt: 'a', negative_prompt: ['x'] }, 'negative_prompt'],
+      [{ prompt: 'a', path: '/etc/passwd' }, 'path'],
+      ['{bad json', 'body'],
+      ['[1, 2]', 'body'],
+    ];
+    for (const [body, param] of cases) {
+      for (const route of ['/v1/images/generations', '/v1/jobs']) {
+        const r = await request('POST', `${server.url}${route}`, body);
+        expect(r.status, `${route} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`).toBe(400);
+        expect(r.body.error.param, `${route} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`).toBe(param);
+        expect(r.body.error.type).toBe('invalid_request_error');
+      }
+    }
+    const huge = await request('POST', `${server.url}/v1/jobs`, JSON.stringify({ prompt: 'x'.repeat(10 * 2 ** 20) }));
+    expect(huge.status).toBe(413);
+    expect((await request('GET', `${server.url}/healthz`)).body.status).toBe('ok');
+    expect((await request('POST', `${server.url}/v1/images/generations`, { prompt: 'still here', ...small })).status).toBe(200);
+  });
+
+  it('never lets a request name a path: ids and file names are looked up, not joined', async () => {
+    const journal = readFileSync(join(server.options.outputDir, 'jobs.jsonl'), 'utf8');
+    expect(journal.length).toBeGreaterThan(0);
+    for (const path of [
+      '/v1/files/..%2Fjobs.jsonl',
+      '/v1/files/%2e%2e%2fjobs.jsonl',
+      '/v1/files/..%2F..%2F..%2Fetc%2Fpasswd',
+      '/v1/files/images%2F..%2F..%2Fjobs.jsonl',
+      '/v1/jobs/..%2F..%2Fetc%2Fpasswd',
+      '/v1/jobs/%2e%2e',
+      '/v1/jobs/..%2Fjobs.jsonl/events',
+      '/v1/files/x.png%00.png',
+    ]) {
+      const r = await request('GET', `${server.url}${path}`);
+      expect([400, 404], `${path}: ${r.status}`).toContain(r.status);
+      expect(JSON.stringify(r.body)).not.toContain('"request"');
+      expect(JSON.stringify(r.body)).not.toContain('root:');
+    }
+  });
+
+  it('serves /healthz, /metrics in Prometheus text, and the page', async () => {
+    const metrics = await fetch(`${server.url}/metrics`, { signal: AbortSignal.timeout(60_000) });
+    expect(metrics.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await metrics.text();
+    expect(text).toMatch(/^dtorch_serve_queue_length 0$/m);
+    expect(text).toMatch(/^dtorch_serve_jobs\{state="succeeded"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^dtorch_serve_step_seconds_count [1-9]\d*$/m);
+    expect(text).toMatch(/^dtorch_serve_device_memory_bytes\{device="cpu:0"\} \d+$/m);
+    const page = await fetch(`${server.url}/`, { signal: AbortSignal.timeout(60_000) });
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await page.text()).toContain('<form');
+  });
+});
+
+describe('dtorch serve: jobs', () => {
+  let server: hf.ImageServer;
+  beforeAll(async () => {
+    server = await serve({ maxQueue: 2 });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('returns an id at once, streams progress step by step, and ends with the results', async () => {
+    const posted = await request('POST', `${server.url}/v1/jobs`, { prompt: 'a blue square', seed: 3, size: '64x64', steps: 5 });
+    expect(posted.status).toBe(202);
+    expect(posted.body.id).toMatch(/^[0-9a-f]{32}$/);
+    expect(posted.headers.get('location')).toBe(`/v1/jobs/${posted.body.id}`);
+    const events = await readEvents(`${server.url}/v1/jobs/${posted.body.id}/events`);
+    const last = events.at(-1)!;
+    expect(last.event).toBe('done');
+    expect(last.data.state).toBe('succeeded');
+    const progress = events.filter((e) => e.event === 'progress').map((e) => e.data.progress);
+    // the stream may begin after the first steps; those it shows count up to 5 of 5
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress.at(-1)).toMatchObject({ step: 5, steps: 5, percent: 100 });
+    expect(progress.map((p) => p.step)).toEqual([...progress.map((p) => p.step)].sort((a, b) => a - b));
+    const job = (await request('GET', `${server.url}/v1/jobs/${posted.body.id}`)).body;
+    expect(job.state).toBe('succeeded');
+    expect(job.timings.denoise_ms).toBeGreaterThan(0);
+    const png = Buffer.from(await (await fetch(`${server.url}${job.results[0].url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+    expect(png.equals((await direct('a blue square', 3, 1, 64, 5))[0]!)).toBe(true);
+    expect((await request('GET', `${server.url}/v1/jobs`)).body.data.map((j: { id: string }) => j.id)).toContain(posted.body.id);
+  });
+
+  it('cancels a running job between steps, a queued one at once, and answers 429 with Retry-After when the queue is full', async () => {
+    const long = { prompt: 'a long one', size: '256x256', steps: 50 };
+    const running = (await request('POST', `${server.url}/v1/jobs`, long)).body;
+    // wait for its first step, so that it runs and the queue is empty again
+    let cancelAfter: Promise<unknown> | undefined;
+    const events = readEvents(`${server.url}/v1/jobs/${running.id}/events`, (e) => {
+      if (e.event === 'progress' && !cancelAfter) cancelAfter = Promise.resolve();
+    });
+    for (let i = 0; i < 600 && !cancelAfter; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(cancelAfter, 'the job started').toBeDefined();
+    const queued = [(await request('POST', `${server.url}/v1/jobs`, long)).body, (await request('POST', `${server.url}/v1/jobs`, long)).body];
+    expect(queued.map((j) => j.state)).toEqual(['queued', 'queued']);
+    const full = await request('POST', `${server.url}/v1/jobs`, long);
+    expect(full.status).toBe(429);
+    expect(Number(full.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(full.body.error.type).toBe('rate_limit_error');
+    const sync = await request('POST', `${server.url}/v1/images/generations`, long);
+    expect(sync.status).toBe(429);
+
+    const cancelledQueued = await request('DELETE', `${server.url}/v1/jobs/${queued[1].id}`);
+    expect(cancelledQueued.body.state).toBe('cancelled');
+    const cancelledRunning = await request('DELETE', `${server.url}/v1/jobs/${running.id}`);
+    expect(cancelledRunning.status).toBe(200);
+    expect(cancelledRunning.body.state).toBe('cancelled');
+    const last = (await events).at(-1)!;
+    expect(last.event).toBe('done');
+    expect(last.data.state).toBe('cancelled');
+    // the other queued job runs next; cancel it too once it starts
+    await request('DELETE', `${server.url}/v1/jobs/${queued[0].id}`);
+    const again = await request('DELETE', `${server.url}/v1/jobs/${queued[0].id}`);
+    expect(again.status).toBe(200);
+    // a finished job cannot be cancelled
+    const done = (await request('POST', `${server.url}/v1/images/generations`, { prompt: 'quick', ...small })).body;
+    const late = await request('DELETE', `${server.url}/v1/jobs/${done.dtorch.job_id}`);
+    expect(late.status).toBe(409);
+    expect(late.body.error.param).toBe('id');
+    for (const id of [running.id, queued[0].id, queued[1].id]) expect((await request('GET', `${server.url}/v1/jobs/${id}`)).body.state).toBe('cancelled');
+  }, 300_000);
+});
+
+describe('dtorch serve: batching', () => {
+  it('runs queued requests of one size as one batch, with the images they make one by one', async () => {
+    const server = await serve({ maxBatch: 4 });
+    try {
+      // a job of another size runs first, while the others queue up behind it
+      const blocker = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'first', size: '128x128', steps: 20 })).body;
+      const asks = [
+        { prompt: 'a red circle', seed: 11, n: 1 },
+        { prompt: 'a green triangle', seed: 12, n: 2 },
+        { prompt: 'a blue square', seed: 13, n: 1 },
+      ];
+      const jobs = [];
+      for (const a of asks) jobs.push((await request('POST', `${server.url}/v1/jobs`, { ...a, ...small, response_format: 'url' })).body);
+      const finals = await Promise.all([blocker, ...jobs].map(async (j) => (await readEvents(`${server.url}/v1/jobs/${j.id}/events`)).at(-1)!.data));
+      expect(finals.map((f) => f.state)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+      expect(finals.slice(1).map((f) => f.batch_images), 'the three ran as one batch of 4 images').toEqual([4, 4, 4]);
+      for (const [i, a] of asks.entries()) {
+        const expected = await direct(a.prompt, a.seed, a.n);
+        const got = await Promise.all(finals[i + 1].results.map(async (r: { url: string }) => Buffer.from(await (await fetch(`${server.url}${r.url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer())));
+        // a batch's float32 GEMMs may round a value differently: one level in a few pixels at most
+        expect(got).toHaveLength(expected.length);
+        for (const [k, png] of got.entries()) {
+          const [x, y] = [PNG.sync.read(png).data, PNG.sync.read(expected[k]!).data];
+          let max = 0;
+          let differing = 0;
+          for (let j = 0; j < x.length; j++) {
+            const d = Math.abs(x[j]! - y[j]!);
+            max = Math.max(max, d);
+            if (d > 0) differing++;
+          }
+          expect(max, `${a.prompt} #${k}: batched as alone`).toBeLessThanOrEqual(1);
+          expect(differing / x.length, `${a.prompt} #${k}: batched as alone`).toBeLessThan(0.01);
+        }
+      }
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
+});
+
+describe('dtorch serve: the token', () => {
+  it('is required off loopback: the options and the command refuse to start without one', () => {
+    expect(() => hf.checkServeOptions({ host: '0.0.0.0' })).toThrow(/not a loopback address.*--token-file/);
+    expect(() => hf.checkServeOptions({ host: '::' })).toThrow(dt.DTorchError);
+    expect(() => hf.checkServeOptions({ host: '192.168.1.5', token: 'short' })).toThrow(/at least 16 characters/);
+    expect(hf.checkServeOptions({ host: '0.0.0.0', token: 'a'.repeat(32) }).token).toBe('a'.repeat(32));
+    for (const host of ['127.0.0.1', '127.1.2.3', '::1', 'localhost', '[::1]']) expect(hf.isLoopback(host), host).toBe(true);
+    for (const host of ['0.0.0.0', '::', '10.0.0.1', 'example.com', '::ffff:10.0.0.1']) expect(hf.isLoopback(host), host).toBe(false);
+    checkBuilt();
+    const r = runDtorch(work, ['serve', '--model', 'tiny-flux', '--host', '0.0.0.0', '--port', '0']);
+    expectOneLineError(r, /--host 0\.0\.0\.0 is not a loopback address.*--token-file/);
+    expect(r.stdout, 'refused before loading').not.toContain('loading');
+  });
+
+  it('compares the whole token whatever its length, never throwing on a length mismatch', () => {
+    const token = 'f'.repeat(64);
+    expect(hf.tokenMatches(token, token)).toBe(true);
+    expect(hf.tokenMatches(token.slice(0, 63), token)).toBe(false);
+    expect(hf.tokenMatches(`${token}f`, token)).toBe(false);
+    expect(hf.tokenMatches('', token)).toBe(false);
+    expect(hf.tokenMatches(`${'f'.repeat(63)}e`, token)).toBe(false);
+    expect(hf.authorized(`Bearer ${token}`, token)).toBe(true);
+    expect(hf.authorized(`bearer ${token}`, token)).toBe(true);
+    expect(hf.authorized(token, token)).toBe(false);
+    expect(hf.authorized(undefined, token)).toBe(false);
+    expect(hf.authorized(`Basic ${token}`, token)).toBe(false);
+  });
+
+  it('guards the API: 401 without it or with a wrong one, 200 with it', async () => {
+    const token = 'secret-token-0123456789abcdef';
+    const server = await serve({ token });
+    try {
+      const body = { prompt: 'a cat', ...small };
+      const none = await request('POST', `${server.url}/v1/images/generations`, body);
+      expect(none.status).toBe(401);
+      expect(none.headers.get('www-authenticate')).toBe('Bearer');
+      expect((await request('POST', `${server.url}/v1/jobs`, body, { authorization: 'Bearer wrong-token-0123456789abcdef' })).status).toBe(401);
+      expect((await request('GET', `${server.url}/v1/jobs`, undefined, { authorization: `Bearer ${token.slice(0, -1)}` })).status).toBe(401);
+      const ok = await request('POST', `${server.url}/v1/images/generations`, { ...body, response_format: 'url' }, { authorization: `Bearer ${token}` });
+      expect(ok.status).toBe(200);
+      // a result URL is a capability of its own (an <img> cannot send the header)
+      expect((await fetch(ok.body.data[0].url, { signal: AbortSignal.timeout(60_000) })).status).toBe(200);
+      expect((await request('GET', `${server.url}/healthz`)).body.auth).toBe(true);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('dtorch serve: the command, stopped', () => {
+  let child: ServeChild | undefined;
+  afterAll(() => {
+    if (child && child.child.exitCode === null) child.child.kill('SIGKILL');
+  });
+
+  it('on SIGTERM finishes the running job, cancels the queued ones and exits 0; a SIGKILL leaves jobs that a restart lists failed', async () => {
+    checkBuilt();
+    const out = join(work, 'child-out');
+    child = await startServe(work, ['--model', 'tiny-flux', '--output-dir', out]);
+    const long = { prompt: 'a long one', size: '128x128', steps: 40 };
+    const running = (await request('POST', `${child.url}/v1/jobs`, long)).body;
+    const queued = (await request('POST', `${child.url}/v1/jobs`, long)).body;
+    let started = false;
+    const events = readEvents(`${child.url}/v1/jobs/${running.id}/events`, (e) => {
+      if (e.event === 'progress' && !started) {
+        started = true;
+        child!.child.kill('SIGTERM');
+      }
+    });
+    expect((await events).at(-1)!.data.state, 'the running job finished').toBe('succeeded');
+    expect(await child.exited(), child.output()).toBe(0);
+    expect(child.output()).toContain('every accepted job has a final state');
+
+    // restarted on the same folder: both jobs are there, final
+    child = await startServe(work, ['--model', 'tiny-flux', '--output-dir', out]);
+    const after = await Promise.all([running.id, queued.id].map(async (id) => (await request('GET', `${child!.url}/v1/jobs/${id}`)).body));
+    expect(after.map((j) => j.state)).toEqual(['succeeded', 'cancelled']);
+    expect(after[1].error.code).toBe('SHUTDOWN');
+    expect((await fetch(`${child.url}${after[0].results[0].url}`, { signal: AbortSignal.timeout(60_000) })).status).toBe(200);
+
+    // SIGKILL mid-job: the running job and a queued one are listed failed after a restart
+    const killed = (await request('POST', `${child.url}/v1/jobs`, { ...long, steps: 50, size: '256x256' })).body;
+    const waiting = (await request('POST', `${child.url}/v1/jobs`, long)).body;
+    let running2 = false;
+    for (let i = 0; i < 600 && !running2; i++) {
+      running2 = (await request('GET', `${child.url}/v1/jobs/${killed.id}`)).body.state === 'running';
+      if (!running2) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(running2).toBe(true);
+    child.child.kill('SIGKILL');
+    expect(await child.exited()).toBe(null);
+    child = await startServe(work, ['--model', 'tiny-flux', '--output-dir', out]);
+    const listed = (await request('GET', `${child.url}/v1/jobs`)).body.data as { id: string; state: string; error: { code: string; message: string } | null }[];
+    const byId = new Map(listed.map((j) => [j.id, j]));
+    for (const id of [killed.id, waiting.id]) {
+      expect(byId.get(id)?.state, id).toBe('failed');
+      expect(byId.get(id)?.error?.code).toBe('INTERRUPTED');
+    }
+    expect(byId.get(killed.id)?.error?.message).toMatch(/while this job was running/);
+    expect(byId.get(waiting.id)?.error?.message).toMatch(/while this job was queued/);
+    expect(byId.get(running.id)?.state).toBe('succeeded');
+    child.child.kill('SIGTERM');
+    expect(await child.exited()).toBe(0);
+  }, 600_000);
+
+  it('reads its token from --token-file and refuses an empty one', () => {
+    const empty = join(work, 'empty-token');
+    writeFileSync(empty, '\n');
+    expectOneLineError(runDtorch(work, ['serve', '--model', 'tiny-flux', '--token-file', empty]), /first line is empty/);
+    expectOneLineError(runDtorch(work, ['serve', '--model', 'tiny-flux', '--token-file', join(work, 'missing')]), /cannot be read/);
+  });
+});
