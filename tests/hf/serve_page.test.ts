@@ -1,0 +1,80 @@
+// `dtorch serve`'s web page in a real headless browser: Debian's chromium driven by
+// puppeteer-core (no browser download: .ci/run installs the chromium package). Type a prompt,
+// submit, see the progress bar reach 100% and the image appear in the result and the gallery;
+// start a long job and cancel it from the page. Skipped, saying why, only when no chromium binary
+// exists.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as hf from '@dtorch/hf';
+
+const chromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+if (!chromium) console.warn('serve_page.test.ts: skipped: no chromium binary (/usr/bin/chromium); install it with apt-get install -y chromium');
+
+describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', () => {
+  const work = mkdtempSync(join(tmpdir(), 'dtorch-serve-page-'));
+  let pipe: hf.DiffusionPipeline;
+  let server: hf.ImageServer;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    pipe = await hf.FluxPipeline.tiny();
+    server = await hf.createImageServer(new hf.PipelineRunner(pipe), { port: 0, logLevel: 'silent', outputDir: join(work, 'out') }, 'tiny-flux');
+    // root in CI: chromium's sandbox needs a user namespace it may not have
+    browser = await puppeteer.launch({ executablePath: chromium!, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'], timeout: 120_000 });
+    page = await browser.newPage();
+    page.setDefaultTimeout(180_000);
+    await page.goto(`${server.url}/`, { waitUntil: 'networkidle0' });
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    pipe?.dispose();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('generates: the progress reaches 100% and the image appears', async () => {
+    await page.waitForFunction(() => document.getElementById('model')!.textContent!.includes('tiny-flux'));
+    await page.type('#prompt', 'a red circle on a blue background');
+    await page.select('#size', '64x64');
+    await page.$eval('#steps', (el) => ((el as HTMLInputElement).value = '6'));
+    await page.$eval('#seed', (el) => ((el as HTMLInputElement).value = '5'));
+    // the progress values the page showed, as the event stream moved it
+    await page.evaluate(() => {
+      (window as unknown as { seen: number[] }).seen = [];
+      new MutationObserver(() => (window as unknown as { seen: number[] }).seen.push((document.getElementById('progress') as HTMLProgressElement).value)).observe(document.getElementById('status')!, { childList: true, characterData: true, subtree: true });
+    });
+    await page.click('#generate');
+    await page.waitForFunction(() => (document.querySelector('#result img.result') as HTMLImageElement | null)?.complete === true && (document.querySelector('#result img.result') as HTMLImageElement).naturalWidth > 0);
+    expect(await page.$eval('#progress', (el) => (el as HTMLProgressElement).value)).toBe(100);
+    expect(await page.$eval('#status', (el) => el.textContent)).toMatch(/^done: 100%/);
+    expect(await page.$eval('#result img.result', (el) => [(el as HTMLImageElement).naturalWidth, (el as HTMLImageElement).naturalHeight])).toEqual([64, 64]);
+    expect(await page.$$eval('#gallery img', (els) => els.length)).toBe(1);
+    const seen = await page.evaluate(() => (window as unknown as { seen: number[] }).seen);
+    expect(seen.at(-1)).toBe(100);
+    // the image is the job's: the one the API lists
+    const src = await page.$eval('#result img.result', (el) => (el as HTMLImageElement).getAttribute('src'));
+    const job = server.store.list()[0]!;
+    expect(job.state).toBe('succeeded');
+    expect(src).toBe(`/v1/files/${job.files[0]}`);
+    expect(job.request.seed).toBe(5);
+  });
+
+  it('cancels a running job from the page', async () => {
+    await page.$eval('#prompt', (el) => ((el as HTMLTextAreaElement).value = 'a long one'));
+    await page.select('#size', '256x256');
+    await page.$eval('#steps', (el) => ((el as HTMLInputElement).value = '50'));
+    await page.click('#generate');
+    await page.waitForFunction(() => /^step \d+\/50/.test(document.getElementById('status')!.textContent!));
+    await page.click('#cancel');
+    await page.waitForFunction(() => document.getElementById('status')!.textContent === 'cancelled');
+    expect(await page.$eval('#error', (el) => el.textContent)).toMatch(/cancelled/);
+    expect(await page.$eval('#generate', (el) => (el as HTMLButtonElement).disabled)).toBe(false);
+    expect(server.store.list()[0]!.state).toBe('cancelled');
+    expect(await page.$$eval('#gallery img', (els) => els.length), 'the gallery keeps the earlier image only').toBe(1);
+  });
+});
