@@ -43,8 +43,11 @@ export async function readEvents(url: string, onEvent: (e: Event) => void = () =
   const events: Event[] = [];
   const decoder = new TextDecoder();
   let buffer = '';
-  for await (const chunk of res.body) {
-    buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
     let end;
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const block = buffer.slice(0, end);

@@ -1,3 +1,5 @@
+/// <reference lib="dom" />
+// (the functions given to page.evaluate run in the browser)
 // `dtorch serve`'s web page in a real headless browser: Debian's chromium driven by
 // puppeteer-core (no browser download: .ci/run installs the chromium package). Type a prompt,
 // submit, see the progress bar reach 100% and the image appear in the result and the gallery;
