@@ -75,6 +75,10 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const answer = asRequestError(error);
     if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
+    // a body over the limit by its Content-Length: Fastify closes the connection unread, and the
+    // client, still writing, loses the 413 to a reset; up to 64 MiB the rest is read and dropped
+    // instead (Node does so for a kept connection), so that the client reads its answer
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' && Number(request.headers['content-length']) <= 64 * 2 ** 20) reply.removeHeader('connection');
     void reply.code(answer.status).send(answer.body());
   });
   app.setNotFoundHandler((request, reply) => {
