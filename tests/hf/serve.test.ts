@@ -215,7 +215,7 @@ describe('dtorch serve: batching', () => {
     const server = await serve({ maxBatch: 4 });
     try {
       // a job of another size runs first, while the others queue up behind it
-      const blocker = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'first', size: '128x128', steps: 20 })).body;
+      const blocker = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'first', size: '256x256', steps: 20 })).body;
       const asks = [
         { prompt: 'a red circle', seed: 11, n: 1 },
         { prompt: 'a green triangle', seed: 12, n: 2 },

@@ -4,16 +4,21 @@
 // multiple). What comes out is an ImageRequest, the job's own settings, its seed always set so
 // that the job can be run again to the same images.
 import { randomInt } from 'node:crypto';
+import type { RunnerSize } from './pipeline_runner.js';
 import type { ServeLimits } from './serve_options.js';
 import { RequestError } from './request_error.js';
 
 /** A job's settings, checked. */
 export interface ImageRequest {
+  /** The prompt. */
   prompt: string;
+  /** The negative prompt. */
   negativePrompt?: string;
   /** Images (OpenAI's n). */
   n: number;
+  /** Width in pixels. */
   width: number;
+  /** Height in pixels. */
   height: number;
   /** Denoising steps (default the pipeline's). */
   steps?: number;
@@ -27,15 +32,25 @@ export interface ImageRequest {
 
 /** The body of POST /v1/images/generations and POST /v1/jobs. */
 export interface GenerationBody {
+  /** The prompt. */
   prompt: string;
+  /** Images (default 1). */
   n?: number;
+  /** WIDTHxHEIGHT (default the pipeline's). */
   size?: string;
+  /** The images inline or their URLs (default url). */
   response_format?: 'b64_json' | 'url';
+  /** The seed (default random). */
   seed?: number;
+  /** Denoising steps (default the pipeline's). */
   steps?: number;
+  /** The guidance scale (default the pipeline's). */
   guidance?: number;
+  /** The negative prompt. */
   negative_prompt?: string;
+  /** OpenAI's model: accepted, not used. */
   model?: string;
+  /** OpenAI's user: accepted, not used. */
   user?: string;
 }
 
@@ -67,7 +82,7 @@ export function generationSchema(limits: ServeLimits): object {
 }
 
 /** `WxH` checked against the limits and the side multiple; a 400 naming `size` otherwise. */
-export function parseRequestSize(size: string, limits: ServeLimits): { width: number; height: number } {
+export function parseRequestSize(size: string, limits: ServeLimits): Required<RunnerSize> {
   const match = /^(\d{1,5})x(\d{1,5})$/.exec(size);
   if (!match) throw new RequestError(400, 'size', `size must be WIDTHxHEIGHT in pixels, such as 512x512, but received ${JSON.stringify(size)}`);
   const [width, height] = [Number(match[1]), Number(match[2])];
@@ -80,7 +95,7 @@ export function parseRequestSize(size: string, limits: ServeLimits): { width: nu
 }
 
 /** The job's settings from a body Fastify's schema already checked; `defaultSize` when it names none. */
-export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultSize: { width: number; height: number }): ImageRequest {
+export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultSize: Required<RunnerSize>): ImageRequest {
   const size = body.size === undefined || body.size === 'auto' ? defaultSize : parseRequestSize(body.size, limits);
   if (body.size === undefined && (defaultSize.width > limits.maxSide || defaultSize.height > limits.maxSide)) {
     throw new RequestError(400, 'size', `this model's default size ${defaultSize.width}x${defaultSize.height} is over this server's limit of ${limits.maxSide}; give a size such as ${limits.maxSide}x${limits.maxSide}`);

@@ -16,6 +16,10 @@ import { RequestError } from './request_error.js';
 
 /** A full queue: a 429, with the seconds to wait before trying again. */
 export class QueueFullError extends RequestError {
+  /**
+   * @param retryAfterSeconds What Retry-After says.
+   * @param limit The queue's length.
+   */
   constructor(
     readonly retryAfterSeconds: number,
     limit: number,
@@ -49,6 +53,13 @@ export class JobQueue {
   // seconds per batch, averaged: what Retry-After is made of
   #batchSeconds: number | undefined;
 
+  /**
+   * @param store Where jobs are kept and journaled.
+   * @param runner What runs them.
+   * @param maxQueue Jobs waiting at most.
+   * @param maxBatch Images of one call at most.
+   * @param observer Told of each step and batch.
+   */
   constructor(
     readonly store: JobStore,
     readonly runner: PipelineRunner,

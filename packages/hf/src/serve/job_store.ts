@@ -30,26 +30,68 @@ export interface JobProgress {
   etaSeconds?: number;
 }
 
+/** Milliseconds a job spent in each phase. */
+export interface JobTimings {
+  /** Encoding the prompts. */
+  encodeMs: number;
+  /** Drawing the start latents. */
+  prepareMs: number;
+  /** The denoising loop. */
+  denoiseMs: number;
+  /** Decoding and writing the PNGs. */
+  decodeMs: number;
+  /** Waiting in the queue. */
+  queueMs: number;
+  /** From acceptance to the final state. */
+  totalMs: number;
+}
+
+/** Why a job failed or was cancelled. */
+export interface JobError {
+  /** A DTorchError code, or INTERRUPTED (the server stopped), SHUTDOWN (it shut down). */
+  code: string;
+  /** What happened. */
+  message: string;
+}
+
+/** A result file: its name (served at /v1/files/name) and its path. */
+export interface JobFile {
+  /** 32 hex digits and .png. */
+  name: string;
+  /** Where it is written. */
+  path: string;
+}
+
+/** What a JobStore emits. */
+export interface JobStoreEvents {
+  /** A job changed: its state, or its progress. */
+  change: [Job];
+}
+
 /** One job: its request, where it is, and its results. */
 export interface Job {
   /** 32 hex digits, random. */
   id: string;
+  /** Where it is. */
   state: JobState;
   /** The checked request (its seed filled in). */
   request: ImageRequest;
-  /** Unix times in milliseconds. */
+  /** When it was accepted, in Unix milliseconds. */
   createdAt: number;
+  /** When it began to run. */
   startedAt?: number;
+  /** When it reached its final state. */
   finishedAt?: number;
+  /** Its denoising loop's progress while it runs. */
   progress?: JobProgress;
   /** Images generated with it in one batch (1 alone). */
   batchImages?: number;
   /** The result files' names, served at /v1/files/<name>. */
   files: string[];
   /** Milliseconds per phase of the generate call that made it. */
-  timings?: { encodeMs: number; prepareMs: number; denoiseMs: number; decodeMs: number; queueMs: number; totalMs: number };
+  timings?: JobTimings;
   /** Why it failed or was cancelled. */
-  error?: { code: string; message: string };
+  error?: JobError;
 }
 
 /** A new random id: 128 bits as 32 hex digits. */
@@ -58,7 +100,7 @@ export function randomId(): string {
 }
 
 /** The jobs, their journal, and their result files; emits 'change' (a Job) on every update. */
-export class JobStore extends EventEmitter<{ change: [Job] }> {
+export class JobStore extends EventEmitter<JobStoreEvents> {
   readonly #jobs = new Map<string, Job>();
   readonly #files = new Map<string, string>(); // file name -> path on disk
   readonly #journal: string;
@@ -68,7 +110,10 @@ export class JobStore extends EventEmitter<{ change: [Job] }> {
   readonly interrupted: string[] = [];
 
   /** Opens (or creates) `outputDir`, reading its journal back. */
-  constructor(readonly outputDir: string) {
+  constructor(
+    /** The folder of the journal and the results. */
+    readonly outputDir: string,
+  ) {
     super();
     this.setMaxListeners(0); // one listener per open event stream
     this.imageDir = join(outputDir, 'images');
@@ -149,7 +194,7 @@ export class JobStore extends EventEmitter<{ change: [Job] }> {
   }
 
   /** A path for a new result file of `job`, its name registered for /v1/files. */
-  newFile(): { name: string; path: string } {
+  newFile(): JobFile {
     const name = `${randomId()}.png`;
     const path = join(this.imageDir, name);
     this.#files.set(name, path);

@@ -9,11 +9,20 @@ import type { JobStore, JobState } from './job_store.js';
 
 /** The server's metrics and their registry. */
 export class ServeMetrics {
+  /** The server's own registry (GET /metrics writes it). */
   readonly registry = new Registry();
+  /** Seconds per denoising step. */
   readonly stepSeconds: Histogram;
+  /** Images per generate call. */
   readonly batchImages: Histogram;
+  /** Requests answered, by route and status. */
   readonly requests: Counter<'route' | 'status'>;
 
+  /**
+   * @param store The jobs counted by state.
+   * @param queue The queue whose length is reported.
+   * @param mesh The devices whose memory is reported.
+   */
   constructor(store: JobStore, queue: () => JobQueue | undefined, mesh: () => dt.DeviceMesh | undefined) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'dtorch_serve_' });

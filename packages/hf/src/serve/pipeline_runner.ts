@@ -14,8 +14,18 @@ import type { ImageRequest } from './image_request.js';
 
 /** What a batch gave: each job's PNGs, in order, and the call's timings. */
 export interface BatchOutput {
+  /** Each job's PNGs, in the batch's order. */
   images: Buffer[][];
+  /** The call's timings. */
   timings: GenerateOutput['timings'];
+}
+
+/** A size in pixels; either may be left to the pipeline. */
+export interface RunnerSize {
+  /** Width in pixels. */
+  width?: number;
+  /** Height in pixels. */
+  height?: number;
 }
 
 /** The jobs that may share one call: same size, steps, guidance and negative prompt. */
@@ -25,9 +35,13 @@ export function batchKey(r: ImageRequest): string {
 
 /** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
 export class PipelineRunner {
+  /**
+   * @param pipe The pipeline every job runs on.
+   * @param defaults What every call starts from (a trained pipeline's defaults), the request on top.
+   */
   constructor(
     readonly pipe: DiffusionPipeline,
-    readonly defaults: Partial<GenerateOptions> & { width?: number; height?: number } = {},
+    readonly defaults: Partial<GenerateOptions> & RunnerSize = {},
   ) {}
 
   /** Whether jobs can share a call: the pipeline's start latents can be drawn here per job. */
@@ -36,7 +50,7 @@ export class PipelineRunner {
   }
 
   /** The size a request that names none gets: the defaults', else the pipeline's. */
-  defaultSize(): { width: number; height: number } {
+  defaultSize(): Required<RunnerSize> {
     if (this.defaults.width !== undefined && this.defaults.height !== undefined) return { width: this.defaults.width, height: this.defaults.height };
     const { defaultSampleSize, vaeScaleFactor } = this.pipe as unknown as { defaultSampleSize?: number; vaeScaleFactor?: number };
     const side = (defaultSampleSize ?? 128) * (vaeScaleFactor ?? 8);

@@ -5,11 +5,27 @@ import { DTorchError, ErrorCode } from '@dtorch/common';
 
 /** OpenAI's error body. */
 export interface ErrorBody {
-  error: { message: string; type: string; param: string | null; code: string };
+  /** The error. */
+  error: {
+    /** What was wrong and how to fix it. */
+    message: string;
+    /** OpenAI's kind: invalid_request_error, authentication_error, not_found_error, rate_limit_error, server_error. */
+    type: string;
+    /** The request field it names, or null. */
+    param: string | null;
+    /** A DTorchError code or the server's own (QUEUE_FULL, SHUTTING_DOWN, ...). */
+    code: string;
+  };
 }
 
 /** A request the service refuses: `status` (4xx), the field `param` it names (null for none). */
 export class RequestError extends DTorchError {
+  /**
+   * @param status The HTTP status.
+   * @param param The request field it names, or null.
+   * @param message What was wrong.
+   * @param code The error code (default from the status).
+   */
   constructor(
     readonly status: number,
     readonly param: string | null,

@@ -44,7 +44,12 @@ export interface ServeOptions {
 }
 
 /** ServeOptions with every default filled in. */
-export type CheckedServeOptions = Required<Omit<ServeOptions, 'token' | 'limits'>> & { token: string | undefined; limits: ServeLimits };
+export interface CheckedServeOptions extends Required<Omit<ServeOptions, 'token' | 'limits'>> {
+  /** The bearer token, if any. */
+  token: string | undefined;
+  /** Every limit. */
+  limits: ServeLimits;
+}
 
 /** The default limits. */
 export const defaultLimits: ServeLimits = { maxSide: 1024, maxSteps: 50, maxImages: 4, maxPromptLength: 2000 };

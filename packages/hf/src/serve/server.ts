@@ -22,8 +22,11 @@ export interface ImageServer {
   readonly app: FastifyInstance;
   /** Where it listens, e.g. http://127.0.0.1:8080. */
   readonly url: string;
+  /** Its jobs and their journal. */
   readonly store: JobStore;
+  /** Its queue. */
   readonly queue: JobQueue;
+  /** Its settings, checked. */
   readonly options: CheckedServeOptions;
   /** Graceful shutdown: resolves once every accepted job is final and the listener is closed. */
   close(): Promise<void>;
