@@ -1,5 +1,6 @@
 // `dtorch serve` (packages/hf/src/serve) with tiny-flux on the CPU, through real HTTP: OpenAI's
-// images API (b64_json and url, the same PNG bytes as pipe.generate at the seed), the jobs API
+// images API (b64_json and url, the same PNG bytes as pipe.generate at the seed; edits, the same
+// as the pipeline's image-to-image and inpainting variants), the jobs API
 // and its event stream, cancelling, the bounded queue's 429, 400s naming the field, the token
 // (required off loopback; compared whole), result URLs that cannot be guessed or turned into
 // paths, batching (the same images as one by one), and, with the command as a child process,
@@ -136,6 +137,85 @@ describe('dtorch serve: the images API', () => {
     const page = await fetch(`${server.url}/`, { signal: AbortSignal.timeout(60_000) });
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(await page.text()).toContain('<form');
+  });
+});
+
+describe('dtorch serve: edits', () => {
+  let server: hf.ImageServer;
+  let picture: Buffer;
+  let mask: Buffer;
+  beforeAll(async () => {
+    server = await serve();
+    picture = (await direct('a picture to edit', 21))[0]!;
+    // white on the left half: redrawn there
+    const m = new PNG({ width: 64, height: 64 });
+    for (let i = 0; i < 64 * 64; i++) {
+      m.data.fill(i % 64 < 32 ? 255 : 0, i * 4, i * 4 + 3);
+      m.data[i * 4 + 3] = 255;
+    }
+    mask = PNG.sync.write(m);
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  function form(fields: Record<string, string | Buffer>): FormData {
+    const f = new FormData();
+    for (const [k, v] of Object.entries(fields)) {
+      if (typeof v === 'string') f.append(k, v);
+      else f.append(k, new Blob([new Uint8Array(v)], { type: 'image/png' }), `${k}.png`);
+    }
+    return f;
+  }
+
+  async function post(path: string, fields: Record<string, string | Buffer>) {
+    const res = await fetch(`${server.url}${path}`, { method: 'POST', body: form(fields), signal: AbortSignal.timeout(120_000) });
+    return { status: res.status, body: await res.json() };
+  }
+
+  it('answers image to image and inpainting with the PNGs of the pipeline\'s variants at the same seed', async () => {
+    const settings = { prompt: 'a dog', seed: 4, width: 64, height: 64, numInferenceSteps: 4, strength: 0.7, outputType: 'png' as const };
+    const img2img = await post('/v1/images/edits', { prompt: 'a dog', image: picture, seed: '4', steps: '4', strength: '0.7', response_format: 'b64_json' });
+    expect(img2img.status, JSON.stringify(img2img.body)).toBe(200);
+    const expected = (await hf.FluxImg2ImgPipeline.fromPipe(pipe as hf.FluxPipeline).generate({ ...settings, image: picture })).images as Buffer[];
+    expect(Buffer.from(img2img.body.data[0].b64_json, 'base64').equals(expected[0]!)).toBe(true);
+
+    const inpaint = await post('/v1/images/edits', { prompt: 'a dog', image: picture, mask, seed: '4', steps: '4', strength: '0.7', n: '2', response_format: 'b64_json' });
+    expect(inpaint.status, JSON.stringify(inpaint.body)).toBe(200);
+    const expectedInpaint = (await hf.FluxInpaintPipeline.fromPipe(pipe as hf.FluxPipeline).generate({ ...settings, image: picture, maskImage: mask, numImagesPerPrompt: 2 })).images as Buffer[];
+    expect(inpaint.body.data.map((d: { b64_json: string }, i: number) => Buffer.from(d.b64_json, 'base64').equals(expectedInpaint[i]!))).toEqual([true, true]);
+
+    // as a job: an id at once, the result when it ends
+    const job = await post('/v1/jobs/edits', { prompt: 'a dog', image: picture, seed: '4', steps: '4', strength: '0.7' });
+    expect(job.status).toBe(202);
+    expect(job.body.request.edit).toBe(true);
+    const last = (await readEvents(`${server.url}/v1/jobs/${job.body.id}/events`)).at(-1)!;
+    expect(last.data.state).toBe('succeeded');
+    const png = Buffer.from(await (await fetch(`${server.url}${last.data.results[0].url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+    expect(png.equals(expected[0]!)).toBe(true);
+  });
+
+  it('answers bad edits with a 400 naming the field', async () => {
+    const cases: [Record<string, string | Buffer>, string][] = [
+      [{ prompt: 'a dog' }, 'image'],
+      [{ prompt: 'a dog', image: 'not a file' }, 'image'],
+      [{ prompt: 'a dog', image: Buffer.from('not a picture at all') }, 'image'],
+      [{ prompt: 'a dog', image: picture, mask: Buffer.from('nope') }, 'mask'],
+      [{ prompt: 'a dog', image: picture, strength: '2' }, 'strength'],
+      [{ prompt: 'a dog', image: picture, steps: 'many' }, 'steps'],
+      [{ prompt: 'a dog', image: picture, size: '2048x2048' }, 'size'],
+      [{ image: picture }, 'prompt'],
+      [{ prompt: 'a dog', image: picture, path: '../../etc/passwd' }, 'path'],
+    ];
+    for (const [fields, param] of cases) {
+      const r = await post('/v1/images/edits', fields);
+      expect(r.status, `${JSON.stringify(Object.keys(fields))}: ${JSON.stringify(r.body)}`).toBe(400);
+      expect(r.body.error.param, JSON.stringify(r.body)).toBe(param);
+    }
+    // JSON cannot carry the picture
+    const json = await request('POST', `${server.url}/v1/images/edits`, { prompt: 'a dog', image: 'cat.png' });
+    expect(json.status).toBe(400);
+    expect(json.body.error.param).toBe('image');
   });
 });
 

@@ -2,13 +2,14 @@
 // (the functions given to page.evaluate run in the browser)
 // `dtorch serve`'s web page in a real headless browser: Debian's chromium driven by
 // puppeteer-core (no browser download: .ci/run installs the chromium package). Type a prompt,
-// submit, see the progress bar reach 100% and the image appear in the result and the gallery;
+// submit, see the progress bar reach 100% and the image appear in the result and the gallery; edit
+// a picture with a mask through the file pickers;
 // start a long job and cancel it from the page. Skipped, saying why, only when no chromium binary
 // exists.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import puppeteer, { type Browser, type ElementHandle, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as hf from '@dtorch/hf';
 
@@ -66,6 +67,30 @@ describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', ()
     expect(job.request.seed).toBe(5);
   });
 
+  it('edits a picture with a mask: the image and mask pickers send a multipart job', async () => {
+    const picture = join(work, 'picture.png');
+    const { images } = await pipe.generate({ prompt: 'a picture', seed: 2, width: 64, height: 64, numInferenceSteps: 3, outputType: 'png' });
+    writeFileSync(picture, (images as Buffer[])[0]!);
+    await page.$eval('#prompt', (el) => ((el as HTMLTextAreaElement).value = 'a dog'));
+    await page.select('#size', '64x64');
+    await page.$eval('#steps', (el) => ((el as HTMLInputElement).value = '4'));
+    await ((await page.$('#image')) as ElementHandle<HTMLInputElement>).uploadFile(picture);
+    await ((await page.$('#mask')) as ElementHandle<HTMLInputElement>).uploadFile(picture);
+    const before = await page.$$eval('#gallery img', (els) => els.length);
+    await page.click('#generate');
+    await page.waitForFunction((n) => document.querySelectorAll('#gallery img').length === n + 1, {}, before);
+    await page.waitForFunction(() => (document.querySelector('#result img.result') as HTMLImageElement | null)?.complete === true && (document.querySelector('#result img.result') as HTMLImageElement).naturalWidth > 0);
+    expect(await page.$eval('#progress', (el) => (el as HTMLProgressElement).value)).toBe(100);
+    const job = server.store.list()[0]!;
+    expect(job.state).toBe('succeeded');
+    expect(job.request.imagePath).toBeDefined();
+    expect(job.request.maskPath).toBeDefined();
+    expect(job.request.strength).toBe(0.6);
+    // back to text to image for what follows
+    await page.$eval('#image', (el) => ((el as HTMLInputElement).value = ''));
+    await page.$eval('#mask', (el) => ((el as HTMLInputElement).value = ''));
+  });
+
   it('cancels a running job from the page', async () => {
     await page.$eval('#prompt', (el) => ((el as HTMLTextAreaElement).value = 'a long one'));
     await page.select('#size', '256x256');
@@ -77,6 +102,6 @@ describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', ()
     expect(await page.$eval('#error', (el) => el.textContent)).toMatch(/cancelled/);
     expect(await page.$eval('#generate', (el) => (el as HTMLButtonElement).disabled)).toBe(false);
     expect(server.store.list()[0]!.state).toBe('cancelled');
-    expect(await page.$$eval('#gallery img', (els) => els.length), 'the gallery keeps the earlier image only').toBe(1);
+    expect(await page.$$eval('#gallery img', (els) => els.length), 'the gallery keeps the earlier images only').toBe(2);
   });
 });

@@ -34,9 +34,9 @@ export function imageVariant(pipe: DiffusionPipeline, mask: boolean): ImageVaria
   throw new DTorchError(ErrorCode.InvalidArgument, `--image: ${pipe.constructor.name} has no ${mask ? 'inpainting' : 'image-to-image'} variant; give a Flux or Stable Diffusion 3 model`);
 }
 
-/** The picture at `path`'s size rounded down to multiples of `multiple`: { width, height }. */
-export async function imageSize(path: string, multiple: number): Promise<{ width: number; height: number }> {
-  const picture = await decodeImage(path, '--image');
+/** The picture at `path` (or its bytes)'s size rounded down to multiples of `multiple`: { width, height }. */
+export async function imageSize(path: string | Buffer, multiple: number, name = '--image'): Promise<{ width: number; height: number }> {
+  const picture = await decodeImage(path, name);
   const [height, width] = new VaeImageProcessor({ vaeScaleFactor: multiple }).getDefaultHeightWidth(picture);
   return { width, height };
 }

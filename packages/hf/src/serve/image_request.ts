@@ -28,6 +28,12 @@ export interface ImageRequest {
   seed: number;
   /** How /v1/images/generations answers: the PNGs inline or their URLs. */
   responseFormat: 'b64_json' | 'url';
+  /** An edit's picture: a file the server wrote (never a path from the request). */
+  imagePath?: string;
+  /** An edit's mask (white: redrawn), as imagePath. */
+  maskPath?: string;
+  /** How much of the schedule an edit runs (default the pipeline's, 0.6). */
+  strength?: number;
 }
 
 /** The body of POST /v1/images/generations and POST /v1/jobs. */
@@ -79,6 +85,29 @@ export function generationSchema(limits: ServeLimits): object {
       user: { type: 'string', maxLength: 256 },
     },
   };
+}
+
+/** The multipart body of POST /v1/images/edits and /v1/jobs/edits: the generation's fields, the picture, its mask, the strength. */
+export function editSchema(limits: ServeLimits): object {
+  const base = generationSchema(limits) as { properties: Record<string, object> };
+  return {
+    ...base,
+    required: ['prompt', 'image'],
+    // files arrive as Buffers (checked by the handler: a text field of that name is refused there)
+    properties: { ...base.properties, image: {}, mask: {}, strength: { type: 'number', minimum: 0, maximum: 1 } },
+  };
+}
+
+const integerFields = ['n', 'seed', 'steps'];
+const numberFields = ['guidance', 'strength'];
+
+/**
+ * A form's fields are text: the numeric ones read as numbers where they are numbers (what is not
+ * stays text, and the schema names it).
+ */
+export function formNumbers(body: Record<string, unknown>): void {
+  for (const key of integerFields) if (typeof body[key] === 'string' && /^-?\d{1,16}$/.test(body[key])) body[key] = Number(body[key]);
+  for (const key of numberFields) if (typeof body[key] === 'string' && /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(body[key])) body[key] = Number(body[key]);
 }
 
 /** `WxH` checked against the limits and the side multiple; a 400 naming `size` otherwise. */

@@ -106,6 +106,8 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
   readonly #journal: string;
   /** The folder of the result files. */
   readonly imageDir: string;
+  /** The folder of edits' pictures and masks, as they were uploaded. */
+  readonly inputDir: string;
   /** Jobs the journal held unfinished at start: now failed. */
   readonly interrupted: string[] = [];
 
@@ -117,8 +119,10 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
     super();
     this.setMaxListeners(0); // one listener per open event stream
     this.imageDir = join(outputDir, 'images');
+    this.inputDir = join(outputDir, 'inputs');
     try {
       mkdirSync(this.imageDir, { recursive: true });
+      mkdirSync(this.inputDir, { recursive: true });
     } catch (err) {
       throw new DTorchError(ErrorCode.BadFile, `serve: the output folder ${outputDir} cannot be made (${(err as Error).message}); give --output-dir a folder this user can write`);
     }
@@ -199,6 +203,13 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
     const path = join(this.imageDir, name);
     this.#files.set(name, path);
     return { name, path };
+  }
+
+  /** Writes an uploaded picture under a name of its own; its path. */
+  saveInput(bytes: Buffer): string {
+    const path = join(this.inputDir, randomId());
+    writeFileSync(path, bytes);
+    return path;
   }
 
   /** The path of result file `name`, if this store made it. */

@@ -10,7 +10,11 @@ import { FluxPipeline } from '../pipelines/flux/flux_pipeline.js';
 import { packLatents } from '../pipelines/flux/flux_latents.js';
 import { initialLatents } from '../pipelines/pipeline_inputs.js';
 import { StableDiffusion3Pipeline } from '../pipelines/sd3/sd3_pipeline.js';
+import { readFileSync } from 'node:fs';
+import { imageSize, imageVariant, sizeMultiple, type ImageVariant } from '../cli/image_variant.js';
+import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js';
 import type { ImageRequest } from './image_request.js';
+import { RequestError } from './request_error.js';
 
 /** What a batch gave: each job's PNGs, in order, and the call's timings. */
 export interface BatchOutput {
@@ -28,13 +32,17 @@ export interface RunnerSize {
   height?: number;
 }
 
-/** The jobs that may share one call: same size, steps, guidance and negative prompt. */
+/** The jobs that may share one call: same size, steps, guidance and negative prompt; an edit runs alone. */
 export function batchKey(r: ImageRequest): string {
+  if (r.imagePath !== undefined) return JSON.stringify(['edit', r.imagePath]);
   return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null]);
 }
 
 /** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
 export class PipelineRunner {
+  // the image variants, made once over the pipeline's models (fromPipe: nothing loads twice)
+  readonly #variants = new Map<boolean, ImageVariant>();
+
   /**
    * @param pipe The pipeline every job runs on.
    * @param defaults What every call starts from (a trained pipeline's defaults), the request on top.
@@ -43,6 +51,30 @@ export class PipelineRunner {
     readonly pipe: DiffusionPipeline,
     readonly defaults: Partial<GenerateOptions> & RunnerSize = {},
   ) {}
+
+  // the pipeline's image-to-image variant (inpainting with `mask`); a 400 naming the field when it has none
+  #variant(mask: boolean): ImageVariant {
+    let v = this.#variants.get(mask);
+    if (!v) {
+      try {
+        v = imageVariant(this.pipe, mask);
+      } catch (err) {
+        throw new RequestError(400, mask ? 'mask' : 'image', `${this.pipe.constructor.name} cannot edit${mask ? ' with a mask' : ''}: ${(err as Error).message.replace(/^--\w+: /, '')}`);
+      }
+      this.#variants.set(mask, v);
+    }
+    return v;
+  }
+
+  /** The size an edit of `image` gets when it names none: the picture's, rounded down to the model's multiple. */
+  async editSize(image: Buffer, mask: boolean): Promise<Required<RunnerSize>> {
+    try {
+      return await imageSize(image, sizeMultiple(this.#variant(mask)), 'image');
+    } catch (err) {
+      if (err instanceof RequestError) throw err;
+      throw new RequestError(400, 'image', `image: ${(err as Error).message.replace(/^image: /, '')}`);
+    }
+  }
 
   /** Whether jobs can share a call: the pipeline's start latents can be drawn here per job. */
   get canBatch(): boolean {
@@ -89,7 +121,24 @@ export class PipelineRunner {
       ...(first.negativePrompt !== undefined && { negativePrompt: first.negativePrompt }),
     };
     let latents: dt.Tensor | undefined;
-    if (jobs.length === 1) {
+    let pipe: DiffusionPipeline = this.pipe;
+    if (first.imagePath !== undefined) {
+      // an edit: its variant, its picture and mask read back from where the server wrote them
+      const mask = first.maskPath !== undefined;
+      const variant = this.#variant(mask);
+      pipe = variant;
+      const kontext = variant instanceof FluxKontextPipeline;
+      Object.assign(options, {
+        prompt: first.prompt,
+        numImagesPerPrompt: first.n,
+        seed: first.seed,
+        image: readFileSync(first.imagePath),
+        ...(mask && { maskImage: readFileSync(first.maskPath!) }),
+        ...(first.strength !== undefined && !kontext && { strength: first.strength }),
+        // Kontext keeps the size asked as its area
+        ...(kontext && { maxArea: first.width * first.height }),
+      });
+    } else if (jobs.length === 1) {
       Object.assign(options, { prompt: first.prompt, numImagesPerPrompt: first.n, seed: first.seed });
     } else {
       // one row per image: each job's prompt n times, its latents from its own seed
@@ -103,7 +152,7 @@ export class PipelineRunner {
       }
     }
     try {
-      const { images, timings } = await this.pipe.generate(options);
+      const { images, timings } = await pipe.generate(options);
       if (!Array.isArray(images)) throw new DTorchError(ErrorCode.Internal, 'serve: asked for PNGs but the pipeline returned a tensor');
       let at = 0;
       return { images: jobs.map((r) => images.slice(at, (at += r.n))), timings };

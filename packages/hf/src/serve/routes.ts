@@ -3,8 +3,9 @@
 // validator) or by image_request.ts before it reaches a job; ids and file names must be 32 hex
 // digits, looked up in the job store, never joined into a path.
 import { createReadStream, readFileSync } from 'node:fs';
+import { fastifyMultipart } from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { generationSchema, imageRequest, type GenerationBody } from './image_request.js';
+import { editSchema, formNumbers, generationSchema, imageRequest, parseRequestSize, type GenerationBody, type ImageRequest } from './image_request.js';
 import { jobEvents } from './job_events.js';
 import type { JobQueue } from './job_queue.js';
 import { whenFinal, type Job, type JobStore } from './job_store.js';
@@ -42,14 +43,57 @@ function absoluteUrl(request: FastifyRequest, path: string): string {
   return `${request.protocol}://${request.host}${path}`;
 }
 
+/** The multipart body of an edit, after formNumbers: the generation's fields, the files as Buffers. */
+interface EditBody extends GenerationBody {
+  image: unknown;
+  mask?: unknown;
+  strength?: number;
+}
+
+// an edit's request: its files checked and written under the output folder (inputs/, names of
+// the server's own), its size the picture's unless it names one
+async function editRequest(ctx: RouteContext, body: EditBody): Promise<ImageRequest> {
+  if (!Buffer.isBuffer(body.image)) throw new RequestError(400, 'image', 'image must be a file (PNG, JPEG or WebP) sent as multipart/form-data');
+  if (body.mask !== undefined && !Buffer.isBuffer(body.mask)) throw new RequestError(400, 'mask', 'mask must be a file (PNG, JPEG or WebP) sent as multipart/form-data');
+  const mask = body.mask !== undefined;
+  const pictureSize = await ctx.runner.editSize(body.image, mask);
+  if (mask) await ctx.runner.editSize(body.mask as Buffer, mask).catch((err: RequestError) => Promise.reject(new RequestError(400, 'mask', err.message.replace(/^image/, 'mask'))));
+  const limits = ctx.options.limits;
+  const size = body.size !== undefined && body.size !== 'auto' ? parseRequestSize(body.size, limits) : pictureSize;
+  if (size.width > limits.maxSide || size.height > limits.maxSide) {
+    throw new RequestError(400, 'size', `the picture's size ${size.width}x${size.height} is over this server's limit of ${limits.maxSide}; give a size such as ${limits.maxSide}x${limits.maxSide}`);
+  }
+  const { image, mask: maskBytes, strength, ...fields } = body;
+  const request = imageRequest(fields, limits, size);
+  return {
+    ...request,
+    imagePath: ctx.store.saveInput(image),
+    ...(maskBytes !== undefined && { maskPath: ctx.store.saveInput(maskBytes as Buffer) }),
+    ...(strength !== undefined && { strength }),
+  };
+}
+
 // a 429 carries Retry-After
-function submit(ctx: RouteContext, body: GenerationBody, reply: FastifyReply): Job {
+function submit(ctx: RouteContext, body: GenerationBody | ImageRequest, reply: FastifyReply): Job {
   try {
-    return ctx.queue.submit(imageRequest(body, ctx.options.limits, ctx.runner.defaultSize()));
+    return ctx.queue.submit('responseFormat' in body ? body : imageRequest(body, ctx.options.limits, ctx.runner.defaultSize()));
   } catch (err) {
     if (err instanceof RequestError && err.status === 429) void reply.header('retry-after', String((err as RequestError & { retryAfterSeconds: number }).retryAfterSeconds));
     throw err;
   }
+}
+
+// OpenAI's answer of the images API for a final job (an error unless it succeeded)
+function imagesResponse(ctx: RouteContext, request: FastifyRequest, job: Job): object {
+  if (job.state !== 'succeeded') {
+    const status = job.error?.code === 'SHUTDOWN' ? 503 : job.state === 'cancelled' ? 409 : 500;
+    throw new RequestError(status, null, `the job ${job.id} ${job.state}: ${job.error?.message ?? ''}`, job.error?.code);
+  }
+  const data = job.files.map((name) => {
+    if (job.request.responseFormat === 'url') return { url: absoluteUrl(request, filePath(name)), revised_prompt: null };
+    return { b64_json: readFileSync(ctx.store.filePath(name)!).toString('base64'), revised_prompt: null };
+  });
+  return { created: Math.floor((job.finishedAt ?? Date.now()) / 1000), data, dtorch: { job_id: job.id, seed: job.request.seed, batch_images: job.batchImages ?? 1, timings: (jobView(job) as { timings: object }).timings } };
 }
 
 /** Registers the routes on `app`. */
@@ -75,22 +119,30 @@ export function registerRoutes(app: FastifyInstance, ctx: RouteContext): void {
   // OpenAI's images API: waits for the images
   app.post<{ Body: GenerationBody }>('/v1/images/generations', { schema: { body } }, async (request, reply) => {
     const job = await whenFinal(store, submit(ctx, request.body, reply), options.requestTimeoutSeconds * 1000);
-    if (job.state !== 'succeeded') {
-      const status = job.error?.code === 'SHUTDOWN' ? 503 : job.state === 'cancelled' ? 409 : 500;
-      throw new RequestError(status, null, `the job ${job.id} ${job.state}: ${job.error?.message ?? ''}`, job.error?.code);
-    }
-    const data = job.files.map((name) => {
-      if (job.request.responseFormat === 'url') return { url: absoluteUrl(request, filePath(name)), revised_prompt: null };
-      const path = store.filePath(name)!;
-      return { b64_json: readFileSync(path).toString('base64'), revised_prompt: null };
-    });
-    return { created: Math.floor((job.finishedAt ?? Date.now()) / 1000), data, dtorch: { job_id: job.id, seed: job.request.seed, batch_images: job.batchImages ?? 1, timings: (jobView(job) as { timings: object }).timings } };
+    return imagesResponse(ctx, request, job);
   });
 
   // the jobs API: an id at once
   app.post<{ Body: GenerationBody }>('/v1/jobs', { schema: { body } }, async (request, reply) => {
     const job = submit(ctx, request.body, reply);
     return reply.code(202).header('location', `/v1/jobs/${job.id}`).send(jobView(job));
+  });
+
+  // edits: multipart, in a context of their own (no other route parses multipart)
+  app.register(async (edits) => {
+    await edits.register(fastifyMultipart, { attachFieldsToBody: 'keyValues', limits: { fileSize: 32 * 2 ** 20, files: 2, fields: 20, fieldSize: 64 * 1024 + 8 * options.limits.maxPromptLength, parts: 22 } });
+    const schema = { body: editSchema(options.limits) };
+    const preValidation = async (request: FastifyRequest) => {
+      if (request.body && typeof request.body === 'object') formNumbers(request.body as Record<string, unknown>);
+    };
+    edits.post<{ Body: EditBody }>('/v1/images/edits', { schema, preValidation }, async (request, reply) => {
+      const job = await whenFinal(store, submit(ctx, await editRequest(ctx, request.body), reply), options.requestTimeoutSeconds * 1000);
+      return imagesResponse(ctx, request, job);
+    });
+    edits.post<{ Body: EditBody }>('/v1/jobs/edits', { schema, preValidation }, async (request, reply) => {
+      const job = submit(ctx, await editRequest(ctx, request.body), reply);
+      return reply.code(202).header('location', `/v1/jobs/${job.id}`).send(jobView(job));
+    });
   });
 
   app.get('/v1/jobs', async () => ({ object: 'list', data: store.list().slice(0, 100).map(jobView) }));
