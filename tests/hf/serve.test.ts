@@ -5,7 +5,7 @@
 // (required off loopback; compared whole), result URLs that cannot be guessed or turned into
 // paths, batching (the same images as one by one), and, with the command as a child process,
 // SIGTERM's graceful shutdown and a SIGKILL's interrupted jobs listed failed after a restart.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PNG } from 'pngjs';
@@ -328,6 +328,32 @@ describe('dtorch serve: batching', () => {
       await server.close();
     }
   }, 300_000);
+});
+
+describe('dtorch serve: retention', () => {
+  it('keeps the latest keepJobs finished jobs: an older one is forgotten with its files, after a restart too', async () => {
+    const server = await serve({ keepJobs: 2 });
+    const dir = server.options.outputDir;
+    try {
+      const answers = [];
+      for (const seed of [1, 2, 3]) answers.push((await request('POST', `${server.url}/v1/images/generations`, { prompt: 'kept?', seed, response_format: 'url', ...small })).body);
+      const [oldest, ...kept] = answers;
+      expect((await request('GET', `${server.url}/v1/jobs/${oldest.dtorch.job_id}`)).status).toBe(404);
+      expect((await fetch(oldest.data[0].url, { signal: AbortSignal.timeout(60_000) })).status).toBe(404);
+      const oldestName = (oldest.data[0].url as string).split('/').at(-1)!;
+      expect(readdirSync(join(dir, 'images'))).not.toContain(oldestName);
+      for (const a of kept) expect((await fetch(a.data[0].url, { signal: AbortSignal.timeout(60_000) })).status).toBe(200);
+      expect((await request('GET', `${server.url}/v1/jobs`)).body.data.map((j: { id: string }) => j.id)).toEqual(kept.reverse().map((a) => a.dtorch.job_id));
+    } finally {
+      await server.close();
+    }
+    // the journal read back keeps the same two, and one job fewer with keepJobs 1
+    expect(new hf.JobStore(dir, 2).list()).toHaveLength(2);
+    const one = new hf.JobStore(dir, 1).list();
+    expect(one).toHaveLength(1);
+    expect(readdirSync(join(dir, 'images'))).toEqual(one[0]!.files);
+    expect(readFileSync(join(dir, 'jobs.jsonl'), 'utf8').trim().split('\n')).toHaveLength(1);
+  });
 });
 
 describe('dtorch serve: the token', () => {

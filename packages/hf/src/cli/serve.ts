@@ -40,6 +40,8 @@ export interface ServeFlags {
   maxImages: number;
   /** --max-prompt-length in characters. */
   maxPromptLength: number;
+  /** --keep-jobs: finished jobs kept with their files. */
+  keepJobs: number;
   /** --cancel-on-shutdown: cancel the running job on SIGTERM instead of finishing it. */
   cancelOnShutdown?: boolean;
   /** --shutdown-timeout in seconds. */
@@ -60,6 +62,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     outputDir: flags.outputDir,
     maxQueue: flags.maxQueue,
     maxBatch: flags.maxBatch,
+    keepJobs: flags.keepJobs,
     cancelOnShutdown: flags.cancelOnShutdown === true,
     shutdownTimeoutSeconds: flags.shutdownTimeout,
     logLevel: flags.logLevel,

@@ -3,9 +3,10 @@
 // queued or running when the server stopped (a SIGKILL, a crash, a power cut) is listed as failed,
 // so that nothing accepted is silently lost. Ids are 128 random bits: a job or a result file
 // cannot be guessed, and no request's text is ever joined into a path (results are found by id
-// in this store).
+// in this store). The store keeps the latest `keepJobs` finished jobs: an older one is forgotten
+// with its files, and the journal is rewritten with one line per job once it has grown.
 import { EventEmitter } from 'node:events';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { DTorchError, ErrorCode } from '@dtorch/common';
@@ -104,6 +105,10 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
   readonly #jobs = new Map<string, Job>();
   readonly #files = new Map<string, string>(); // file name -> path on disk
   readonly #journal: string;
+  // final jobs, oldest first: the first go when there are more than keepJobs
+  readonly #finished: Job[] = [];
+  // journal lines written since it was last compacted
+  #lines = 0;
   /** The folder of the result files. */
   readonly imageDir: string;
   /** The folder of edits' pictures and masks, as they were uploaded. */
@@ -115,6 +120,8 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
   constructor(
     /** The folder of the journal and the results. */
     readonly outputDir: string,
+    /** Finished jobs kept, with their files (older ones are forgotten and their files deleted). */
+    readonly keepJobs = 1000,
   ) {
     super();
     this.setMaxListeners(0); // one listener per open event stream
@@ -153,10 +160,30 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
       }
       for (const name of job.files) this.#files.set(name, join(this.imageDir, name));
     }
-    // compacted: one line per job
+    this.#finished.push(...[...this.#jobs.values()].sort((a, b) => (a.finishedAt ?? 0) - (b.finishedAt ?? 0)));
+    this.#forgetOld();
+    this.#compact();
+  }
+
+  // one line per job, written whole before it replaces the journal (a kill leaves one or the other)
+  #compact(): void {
     const temp = `${this.#journal}.tmp`;
     writeFileSync(temp, [...this.#jobs.values()].map((j) => `${JSON.stringify(j)}\n`).join(''));
     renameSync(temp, this.#journal);
+    this.#lines = this.#jobs.size;
+  }
+
+  // the oldest finished jobs past keepJobs, forgotten with their results and uploads
+  #forgetOld(): void {
+    while (this.#finished.length > this.keepJobs) {
+      const job = this.#finished.shift()!;
+      this.#jobs.delete(job.id);
+      for (const name of job.files) {
+        this.#files.delete(name);
+        rmSync(join(this.imageDir, name), { force: true });
+      }
+      for (const path of [job.request.imagePath, job.request.maskPath]) if (path !== undefined) rmSync(path, { force: true });
+    }
   }
 
   /** A new queued job for `request`, journaled. */
@@ -193,7 +220,15 @@ export class JobStore extends EventEmitter<JobStoreEvents> {
     const journaled = change.state !== undefined || change.files !== undefined || Object.keys(change).length === 0;
     Object.assign(job, change);
     if (finalStates.includes(job.state)) delete job.progress;
-    if (journaled) appendFileSync(this.#journal, `${JSON.stringify(job)}\n`);
+    if (journaled) {
+      appendFileSync(this.#journal, `${JSON.stringify(job)}\n`);
+      this.#lines++;
+    }
+    if (finalStates.includes(job.state)) {
+      this.#finished.push(job);
+      this.#forgetOld();
+      if (this.#lines > 4 * this.#jobs.size + 1000) this.#compact();
+    }
     this.emit('change', job);
   }
 

@@ -33,6 +33,8 @@ export interface ServeOptions {
   maxBatch?: number;
   /** How long a synchronous /v1/images/generations request waits for its images, in seconds (default 600). */
   requestTimeoutSeconds?: number;
+  /** Finished jobs kept with their files (default 1000); older ones are forgotten and their files deleted. */
+  keepJobs?: number;
   /** On shutdown, cancel the running job between steps instead of finishing it (default false). */
   cancelOnShutdown?: boolean;
   /** The most seconds shutdown waits for the running job before cancelling it (default 120). */
@@ -90,6 +92,7 @@ export function checkServeOptions(options: ServeOptions = {}): CheckedServeOptio
     outputDir: options.outputDir ?? 'dtorch-serve',
     maxQueue: wholeNumber('maxQueue', options.maxQueue ?? 32, 1, 100_000),
     maxBatch: wholeNumber('maxBatch', options.maxBatch ?? 1, 1, 64),
+    keepJobs: wholeNumber('keepJobs', options.keepJobs ?? 1000, 1, 10_000_000),
     requestTimeoutSeconds: wholeNumber('requestTimeoutSeconds', options.requestTimeoutSeconds ?? 600, 1, 86_400),
     cancelOnShutdown: options.cancelOnShutdown ?? false,
     shutdownTimeoutSeconds: wholeNumber('shutdownTimeoutSeconds', options.shutdownTimeoutSeconds ?? 120, 0, 86_400),

@@ -56,7 +56,7 @@ function asRequestError(error: FastifyError): RequestError {
  */
 export async function createImageServer(runner: PipelineRunner, options: ServeOptions = {}, model = 'pipeline'): Promise<ImageServer> {
   const checked = checkServeOptions(options);
-  const store = new JobStore(checked.outputDir);
+  const store = new JobStore(checked.outputDir, checked.keepJobs);
   // the metrics observe the queue, which reports to them
   const observer = { step: (s: number) => metrics.stepSeconds.observe(s), batch: (images: number) => metrics.batchImages.observe(images) };
   const queue = new JobQueue(store, runner, checked.maxQueue, checked.maxBatch, observer);
