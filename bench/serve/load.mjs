@@ -2,8 +2,8 @@
 // on the CPU: 200 requests from 20 concurrent clients without and with batching (p50/p99
 // latency, throughput, every request answered and journaled), overload (a small queue answers
 // 429 with Retry-After), a SIGKILL mid-job then a restart (every accepted job completed or
-// listed failed), and 1,000 malformed requests (each a 4xx, the service unaffected). Prints one
-// JSON line per measurement.
+// listed failed), and 1,000 malformed requests, edits among them (each a 4xx, the service
+// unaffected). Prints one JSON line per measurement.
 //
 //   node bench/serve/load.mjs            (SIZE=64x64 STEPS=4 REQUESTS=200 CLIENTS=20 BATCH=8)
 import { spawn, execSync } from 'node:child_process';
@@ -93,6 +93,22 @@ function sendLarge(url, body, timeoutMs = 60_000) {
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.end(body);
   });
+}
+
+// a multipart form: strings as fields, Buffers as files
+async function sendForm(url, fields) {
+  const form = new FormData();
+  for (const [k, v] of Object.entries(fields)) {
+    if (typeof v === 'string') form.append(k, v);
+    else form.append(k, new Blob([v], { type: 'image/png' }), `${k}.png`);
+  }
+  const started = performance.now();
+  try {
+    const res = await fetch(url, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
+    return { status: res.status, ms: performance.now() - started, text: await res.text() };
+  } catch (err) {
+    return { status: 0, ms: performance.now() - started, error: String(err.cause?.code ?? err.message) };
+  }
 }
 
 function percentile(values, p) {
@@ -217,10 +233,13 @@ async function malformed() {
     ['wrong-content-type', () => send('POST', `${server.url}/v1/jobs`, 'prompt=a+cat', { 'content-type': 'application/x-www-form-urlencoded' })],
     ['unknown-route', () => send('POST', `${server.url}/v1/images/variations`, { prompt: 'a cat' })],
     ['10MB-body', () => sendLarge(`${server.url}/v1/images/generations`, JSON.stringify({ prompt: big }))],
+    ['edit-no-image', () => sendForm(`${server.url}/v1/images/edits`, { prompt: 'a cat' })],
+    ['edit-not-a-picture', () => sendForm(`${server.url}/v1/images/edits`, { prompt: 'a cat', image: Buffer.from('GIF89a but not really') })],
+    ['edit-text-as-image', () => sendForm(`${server.url}/v1/jobs/edits`, { prompt: 'a cat', image: '/etc/passwd' })],
   ];
   const results = [];
   const byKind = {};
-  // ten at a time; every 10 MB body is one in 15
+  // ten at a time; every 10 MB body is one in 18
   for (let i = 0; i < MALFORMED; i += 10) {
     const batch = await Promise.all(
       Array.from({ length: Math.min(10, MALFORMED - i) }, async (_, k) => {
