@@ -80,7 +80,9 @@ function sendLarge(url, body, timeoutMs = 60_000) {
   return new Promise((resolve) => {
     let settled = false;
     const done = (r) => {
-      if (!settled) (settled = true), resolve({ ms: performance.now() - started, ...r });
+      if (settled) return;
+      settled = true;
+      resolve({ ms: performance.now() - started, ...r });
     };
     const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: timeoutMs }, (res) => {
       let text = '';
