@@ -330,6 +330,37 @@ describe('dtorch serve: batching', () => {
   }, 300_000);
 });
 
+describe('dtorch serve: batching over a dp mesh', () => {
+  it('splits a batch over the dp dim, with the images of one device one by one', async () => {
+    const dp = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [0, 1], ['dp']) });
+    const server = await hf.createImageServer(new hf.PipelineRunner(dp), { port: 0, logLevel: 'silent', outputDir: join(work, `out-${dirs++}`), maxBatch: 4 });
+    try {
+      const blocker = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'first', size: '256x256', steps: 20 })).body;
+      const asks = [
+        { prompt: 'a red circle', seed: 31, n: 1 },
+        { prompt: 'a green triangle', seed: 32, n: 1 },
+        { prompt: 'a blue square', seed: 33, n: 1 },
+      ];
+      const jobs = [];
+      for (const a of asks) jobs.push((await request('POST', `${server.url}/v1/jobs`, { ...a, ...small })).body);
+      const finals = await Promise.all([blocker, ...jobs].map(async (j) => (await readEvents(`${server.url}/v1/jobs/${j.id}/events`)).at(-1)!.data));
+      expect(finals.map((f) => f.state), JSON.stringify(finals.map((f) => f.error))).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+      expect(finals.slice(1).map((f) => f.batch_images)).toEqual([3, 3, 3]);
+      for (const [i, a] of asks.entries()) {
+        const [expected] = await direct(a.prompt, a.seed);
+        const got = Buffer.from(await (await fetch(`${server.url}${finals[i + 1].results[0].url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+        const [x, y] = [PNG.sync.read(got).data, PNG.sync.read(expected!).data];
+        let max = 0;
+        for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
+        expect(max, `${a.prompt}: on dp=2 in a batch as on one device alone`).toBeLessThanOrEqual(1);
+      }
+    } finally {
+      await server.close();
+      dp.dispose();
+    }
+  }, 300_000);
+});
+
 describe('dtorch serve: retention', () => {
   it('keeps the latest keepJobs finished jobs: an older one is forgotten with its files, after a restart too', async () => {
     const server = await serve({ keepJobs: 2 });

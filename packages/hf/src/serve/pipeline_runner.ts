@@ -2,7 +2,8 @@
 // call (its prompt, n images, its seed). Several jobs of one batch are one generate() call over
 // the batch dimension (split over the mesh's dp dim when it has one): their prompts as a list and
 // each job's start latents drawn from its own seed as its own call would draw them, so that a
-// job's images are the same batched or alone.
+// job's images are the same batched or alone. On a dp mesh a call's batch is padded to a multiple
+// of the dp degree (the extra images dropped), so that any n runs there.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { DiffusionPipeline, type GenerateOptions, type GenerateOutput, type StepInfo } from '../pipelines/diffusion_pipeline.js';
@@ -76,6 +77,13 @@ export class PipelineRunner {
     }
   }
 
+  /** The degree of the mesh's dp dim (1 without one): a call's batch is a multiple of it. */
+  get dpDegree(): number {
+    const mesh = (this.pipe as { mesh?: dt.DeviceMesh }).mesh;
+    const at = mesh?.dimNames?.indexOf('dp') ?? -1;
+    return mesh && at >= 0 ? mesh.shape[at]! : 1;
+  }
+
   /** Whether jobs can share a call: the pipeline's start latents can be drawn here per job. */
   get canBatch(): boolean {
     return this.pipe instanceof FluxPipeline || this.pipe instanceof StableDiffusion3Pipeline;
@@ -138,14 +146,19 @@ export class PipelineRunner {
         // Kontext keeps the size asked as its area
         ...(kontext && { maxArea: first.width * first.height }),
       });
-    } else if (jobs.length === 1) {
+    } else if (jobs.length === 1 && first.n % this.dpDegree === 0) {
       Object.assign(options, { prompt: first.prompt, numImagesPerPrompt: first.n, seed: first.seed });
     } else {
-      // one row per image: each job's prompt n times, its latents from its own seed
-      const parts = jobs.map((r) => this.#startLatents(r));
+      // one row per image: each job's prompt n times, its latents from its own seed; on a dp mesh
+      // padded to a multiple of its degree with rows whose images are dropped
+      const images = jobs.reduce((sum, r) => sum + r.n, 0);
+      const pad = (this.dpDegree - (images % this.dpDegree)) % this.dpDegree;
+      const last = jobs.at(-1)!;
+      const rows = pad > 0 ? [...jobs, { ...last, n: pad }] : jobs;
+      const parts = rows.map((r) => this.#startLatents(r));
       latents = dt.cat(parts, 0);
       dt.dispose(parts);
-      const prompts = jobs.flatMap((r) => new Array<string>(r.n).fill(r.prompt));
+      const prompts = rows.flatMap((r) => new Array<string>(r.n).fill(r.prompt));
       Object.assign(options, { prompt: prompts, numImagesPerPrompt: 1, latents });
       if (first.negativePrompt !== undefined || typeof this.defaults.negativePrompt === 'string') {
         options.negativePrompt = new Array<string>(prompts.length).fill(first.negativePrompt ?? (this.defaults.negativePrompt as string));
