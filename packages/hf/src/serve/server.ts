@@ -115,7 +115,17 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
     close: () =>
       (closing ??= (async () => {
         await queue.shutdown(checked.cancelOnShutdown, checked.shutdownTimeoutSeconds * 1000);
-        await app.close();
+        // a kept-alive connection busy when closing began would otherwise stay open until its
+        // keep-alive timeout once idle: idle ones are closed as they come, and after a grace
+        // period for answers still being written, all
+        const idle = setInterval(() => app.server.closeIdleConnections(), 100);
+        const cut = setTimeout(() => app.server.closeAllConnections(), 10_000);
+        try {
+          await app.close();
+        } finally {
+          clearInterval(idle);
+          clearTimeout(cut);
+        }
       })()),
   };
 }
