@@ -7,6 +7,7 @@
 // SIGTERM's graceful shutdown and a SIGKILL's interrupted jobs listed failed after a restart.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -87,6 +88,8 @@ describe('dtorch serve: the images API', () => {
       [{ prompt: 'a', seed: 2 ** 48 }, 'seed'],
       [{ prompt: 'a', guidance: 'high' }, 'guidance'],
       [{ prompt: 'a', response_format: 'file' }, 'response_format'],
+      [{ prompt: 'a', lora_scale: 'strong' }, 'lora_scale'],
+      [{ prompt: 'a', lora_scale: 1e9 }, 'lora_scale'],
       [{ prompt: 'a', negative_prompt: ['x'] }, 'negative_prompt'],
       [{ prompt: 'a', path: '/etc/passwd' }, 'path'],
       ['{bad json', 'body'],
@@ -357,6 +360,43 @@ describe('dtorch serve: batching over a dp mesh', () => {
     } finally {
       await server.close();
       dp.dispose();
+    }
+  }, 300_000);
+});
+
+describe('dtorch serve: LoRA', () => {
+  const style = fileURLToPath(new URL('../fixtures/hf/lora/flux-style.safetensors', import.meta.url));
+
+  it('runs the adapters the server loaded, scaled per request by lora_scale, as pipe.generate({ loraScale }); the command loads them with --lora', async () => {
+    const lora = await hf.FluxPipeline.tiny();
+    await lora.loadLoraWeights(style, { adapterName: 'style' });
+    const server = await hf.createImageServer(new hf.PipelineRunner(lora), { port: 0, logLevel: 'silent', outputDir: join(work, `out-${dirs++}`) });
+    const settings = { prompt: 'a styled cat', seed: 9, width: 64, height: 64, numInferenceSteps: 3, outputType: 'png' as const };
+    let child: ServeChild | undefined;
+    try {
+      const half = await request('POST', `${server.url}/v1/images/generations`, { prompt: 'a styled cat', seed: 9, lora_scale: 0.5, response_format: 'b64_json', ...small });
+      expect(half.status, JSON.stringify(half.body)).toBe(200);
+      const expectedHalf = ((await lora.generate({ ...settings, loraScale: 0.5 })).images as Buffer[])[0]!;
+      expect(Buffer.from(half.body.data[0].b64_json, 'base64').equals(expectedHalf)).toBe(true);
+      const full = await request('POST', `${server.url}/v1/images/generations`, { prompt: 'a styled cat', seed: 9, response_format: 'b64_json', ...small });
+      const expectedFull = ((await lora.generate(settings)).images as Buffer[])[0]!;
+      expect(Buffer.from(full.body.data[0].b64_json, 'base64').equals(expectedFull)).toBe(true);
+      expect(expectedFull.equals(expectedHalf), 'the scale changes the image').toBe(false);
+      expect(expectedFull.equals((await direct('a styled cat', 9))[0]!), 'the adapter changes the image').toBe(false);
+
+      checkBuilt();
+      child = await startServe(work, ['--model', 'tiny-flux', '--lora', `${style}:0.5`, '--output-dir', join(work, 'lora-child')]);
+      const viaCommand = await request('POST', `${child.url}/v1/images/generations`, { prompt: 'a styled cat', seed: 9, response_format: 'b64_json', ...small });
+      expect(viaCommand.status, JSON.stringify(viaCommand.body)).toBe(200);
+      // --lora FILE:0.5 weighs the adapter 0.5: the image of loraScale 0.5 over weight 1
+      expect(Buffer.from(viaCommand.body.data[0].b64_json, 'base64').equals(expectedHalf)).toBe(true);
+    } finally {
+      if (child) {
+        child.child.kill('SIGTERM');
+        await child.exited();
+      }
+      await server.close();
+      lora.dispose();
     }
   }, 300_000);
 });

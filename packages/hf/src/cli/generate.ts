@@ -117,8 +117,8 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(2)}s`;
 }
 
-// --lora's adapters loaded, weighted, and fused under --fuse-lora; a line saying what runs
-async function applyLoras(pipe: DiffusionPipeline, flags: GenerateFlags): Promise<void> {
+/** --lora's adapters loaded, weighted, and fused under --fuse-lora; a line saying what runs (`dtorch serve` loads them the same way). */
+export async function applyLoras(pipe: DiffusionPipeline, flags: Pick<GenerateFlags, 'lora' | 'fuseLora' | 'localFilesOnly'>): Promise<void> {
   const loras = flags.lora ?? [];
   if (loras.length === 0) {
     if (flags.fuseLora) throw invalid('--fuse-lora: there is no --lora to fuse; give --lora PATH-OR-ID[:SCALE]');

@@ -142,6 +142,8 @@ export function program(version: string): Command {
     .option('--max-steps <n>', 'the most denoising steps a request may ask', integer('--max-steps', 1, 1000), 50)
     .option('--max-images <n>', 'the most images per request (n)', integer('--max-images', 1, 64), 4)
     .option('--max-prompt-length <n>', 'the longest prompt in characters', integer('--max-prompt-length', 1, 1_000_000), 2000)
+    .option('--lora <path-or-id[:scale]>', 'a LoRA every job runs with (as dtorch generate; a request\'s lora_scale scales them); repeat for several', parseLora)
+    .option('--fuse-lora', 'fuse the LoRAs into the weights (no per-step cost; lora_scale then has no effect)')
     .option('--keep-jobs <n>', 'finished jobs kept with their images; older ones are forgotten and their files deleted', integer('--keep-jobs', 1, 10_000_000), 1000)
     .option('--cancel-on-shutdown', 'on SIGTERM, cancel the running job between steps instead of finishing it')
     .option('--shutdown-timeout <seconds>', 'on SIGTERM, wait this long for the running job before cancelling it', integer('--shutdown-timeout', 0, 86_400), 120)

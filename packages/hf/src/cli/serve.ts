@@ -7,7 +7,8 @@ import { readTokenFile } from '../serve/auth.js';
 import { PipelineRunner } from '../serve/pipeline_runner.js';
 import { createImageServer } from '../serve/server.js';
 import { checkServeOptions, type ServeOptions } from '../serve/serve_options.js';
-import { loadPipeline } from './generate.js';
+import { applyLoras, loadPipeline } from './generate.js';
+import type { LoraSpec } from './lora_spec.js';
 import { buildMesh, describeMesh, parseDevices, parseParallel } from './mesh_spec.js';
 
 /** The flags of `dtorch serve`, as commander hands them over. */
@@ -52,6 +53,10 @@ export interface ServeFlags {
   revision?: string;
   /** --local-files-only. */
   localFilesOnly?: boolean;
+  /** --lora, each flag parsed (parseLora): adapters every job runs with (a request's lora_scale scales them). */
+  lora?: LoraSpec[];
+  /** --fuse-lora: the LoRAs fused into the weights (lora_scale then has no effect). */
+  fuseLora?: boolean;
 }
 
 /** Runs `dtorch serve` until SIGTERM or SIGINT. */
@@ -84,6 +89,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   });
   let server;
   try {
+    await applyLoras(pipe, flags);
     server = await createImageServer(new PipelineRunner(pipe, trained ? { ...trained.defaults } : {}), options, flags.model);
   } catch (err) {
     pipe.dispose();

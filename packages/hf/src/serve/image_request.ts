@@ -28,6 +28,8 @@ export interface ImageRequest {
   seed: number;
   /** How /v1/images/generations answers: the PNGs inline or their URLs. */
   responseFormat: 'b64_json' | 'url';
+  /** Scales the loaded LoRA adapters for this job (generate's loraScale; default 1). */
+  loraScale?: number;
   /** An edit's picture: a file the server wrote (never a path from the request). */
   imagePath?: string;
   /** An edit's mask (white: redrawn), as imagePath. */
@@ -54,6 +56,8 @@ export interface GenerationBody {
   guidance?: number;
   /** The negative prompt. */
   negative_prompt?: string;
+  /** Scales the server's LoRA adapters (default 1). */
+  lora_scale?: number;
   /** OpenAI's model: accepted, not used. */
   model?: string;
   /** OpenAI's user: accepted, not used. */
@@ -80,6 +84,7 @@ export function generationSchema(limits: ServeLimits): object {
       steps: { type: 'integer', minimum: 1, maximum: limits.maxSteps },
       guidance: { type: 'number', minimum: -1000, maximum: 1000 },
       negative_prompt: { type: 'string', maxLength: limits.maxPromptLength },
+      lora_scale: { type: 'number', minimum: -10, maximum: 10 },
       // accepted for OpenAI's clients, not used: the server runs the one model it loaded
       model: { type: 'string', maxLength: 256 },
       user: { type: 'string', maxLength: 256 },
@@ -99,7 +104,7 @@ export function editSchema(limits: ServeLimits): object {
 }
 
 const integerFields = ['n', 'seed', 'steps'];
-const numberFields = ['guidance', 'strength'];
+const numberFields = ['guidance', 'strength', 'lora_scale'];
 
 /**
  * A form's fields are text: the numeric ones read as numbers where they are numbers (what is not
@@ -137,6 +142,7 @@ export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultS
     ...size,
     ...(body.steps !== undefined && { steps: body.steps }),
     ...(body.guidance !== undefined && { guidance: body.guidance }),
+    ...(body.lora_scale !== undefined && { loraScale: body.lora_scale }),
     seed: body.seed ?? randomInt(0, 2 ** 47),
     responseFormat: body.response_format ?? 'url',
   };

@@ -33,10 +33,10 @@ export interface RunnerSize {
   height?: number;
 }
 
-/** The jobs that may share one call: same size, steps, guidance and negative prompt; an edit runs alone. */
+/** The jobs that may share one call: same size, steps, guidance, negative prompt and LoRA scale; an edit runs alone. */
 export function batchKey(r: ImageRequest): string {
   if (r.imagePath !== undefined) return JSON.stringify(['edit', r.imagePath]);
-  return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null]);
+  return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null, r.loraScale ?? null]);
 }
 
 /** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
@@ -127,6 +127,7 @@ export class PipelineRunner {
       ...(first.steps !== undefined && { numInferenceSteps: first.steps }),
       ...(first.guidance !== undefined && { guidanceScale: first.guidance }),
       ...(first.negativePrompt !== undefined && { negativePrompt: first.negativePrompt }),
+      ...(first.loraScale !== undefined && { loraScale: first.loraScale }),
     };
     let latents: dt.Tensor | undefined;
     let pipe: DiffusionPipeline = this.pipe;
