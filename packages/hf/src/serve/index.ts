@@ -8,5 +8,4 @@ export { JobStore, finalStates, whenFinal, type Job, type JobState, type JobProg
 export { JobQueue, QueueFullError, type QueueObserver } from './job_queue.js';
 export { RequestError, type ErrorBody } from './request_error.js';
 export { imageRequest, generationSchema, parseRequestSize, type ImageRequest, type GenerationBody } from './image_request.js';
-export { ServeMetrics } from './metrics.js';
 export { jobView } from './job_view.js';

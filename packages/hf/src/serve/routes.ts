@@ -3,7 +3,8 @@
 // validator) or by image_request.ts before it reaches a job; ids and file names must be 32 hex
 // digits, looked up in the job store, never joined into a path.
 import { createReadStream, readFileSync } from 'node:fs';
-import { fastifyMultipart } from '@fastify/multipart';
+// the types of @fastify/sse's reply.sse and route option
+import type {} from '@fastify/sse';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { editSchema, formNumbers, generationSchema, imageRequest, parseRequestSize, type GenerationBody, type ImageRequest } from './image_request.js';
 import { jobEvents } from './job_events.js';
@@ -130,6 +131,7 @@ export function registerRoutes(app: FastifyInstance, ctx: RouteContext): void {
 
   // edits: multipart, in a context of their own (no other route parses multipart)
   app.register(async (edits) => {
+    const { fastifyMultipart } = await import('@fastify/multipart');
     await edits.register(fastifyMultipart, { attachFieldsToBody: 'keyValues', limits: { fileSize: 32 * 2 ** 20, files: 2, fields: 20, fieldSize: 64 * 1024 + 8 * options.limits.maxPromptLength, parts: 22 } });
     const schema = { body: editSchema(options.limits) };
     const preValidation = async (request: FastifyRequest) => {

@@ -3,16 +3,14 @@
 // answered as OpenAI's error body naming the field (a schema failure, a RequestError, a body too
 // large or not JSON); anything else is a logged 500, never a crash. close() is the graceful
 // shutdown: no new jobs, the queued ones cancelled, the running one finished (or cancelled), every
-// accepted job answered and journaled, then the listener closed.
-import { fastifySSE } from '@fastify/sse';
+// accepted job answered and journaled, then the listener closed. The HTTP libraries load when a
+// server is made, not with @dtorch/hf (they would add a fifth to every import's time).
 import type { DeviceMesh } from '@dtorch/api';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import { randomId, JobStore } from './job_store.js';
 import { JobQueue } from './job_queue.js';
-import { ServeMetrics } from './metrics.js';
 import { PipelineRunner } from './pipeline_runner.js';
 import { RequestError } from './request_error.js';
-import { registerRoutes } from './routes.js';
 import { checkServeOptions, type CheckedServeOptions, type ServeOptions } from './serve_options.js';
 import { authorized } from './auth.js';
 
@@ -56,6 +54,7 @@ function asRequestError(error: FastifyError): RequestError {
  */
 export async function createImageServer(runner: PipelineRunner, options: ServeOptions = {}, model = 'pipeline'): Promise<ImageServer> {
   const checked = checkServeOptions(options);
+  const [{ default: Fastify }, { fastifySSE }, { ServeMetrics }, { registerRoutes }] = await Promise.all([import('fastify'), import('@fastify/sse'), import('./metrics.js'), import('./routes.js')]);
   const store = new JobStore(checked.outputDir, checked.keepJobs);
   // the metrics observe the queue, which reports to them
   const observer = { step: (s: number) => metrics.stepSeconds.observe(s), batch: (images: number) => metrics.batchImages.observe(images) };
