@@ -357,6 +357,13 @@ describe('dtorch serve: batching over a dp mesh', () => {
         for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
         expect(max, `${a.prompt}: on dp=2 in a batch as on one device alone`).toBeLessThanOrEqual(1);
       }
+      // an edit is one call of n images: on dp=2 an odd n is refused at once, naming n
+      const form = new FormData();
+      form.append('prompt', 'a dog');
+      form.append('image', new Blob([new Uint8Array((await direct('a picture', 1))[0]!)], { type: 'image/png' }), 'image.png');
+      const odd = await fetch(`${server.url}/v1/images/edits`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
+      expect(odd.status).toBe(400);
+      expect(((await odd.json()) as { error: { param: string } }).error.param).toBe('n');
     } finally {
       await server.close();
       dp.dispose();

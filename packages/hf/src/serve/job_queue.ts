@@ -34,6 +34,8 @@ export interface QueueObserver {
   step?(seconds: number): void;
   /** A batch of `images` images ran in `seconds`. */
   batch?(images: number, seconds: number): void;
+  /** A job was accepted into the queue. */
+  accepted?(job: Job): void;
 }
 
 interface Running {
@@ -95,6 +97,7 @@ export class JobQueue {
     if (this.#queued.length >= this.maxQueue) throw new QueueFullError(this.retryAfterSeconds(), this.maxQueue);
     const job = this.store.create(request);
     this.#queued.push(job);
+    this.observer.accepted?.(job);
     this.#wake?.();
     return job;
   }

@@ -66,6 +66,9 @@ async function editRequest(ctx: RouteContext, body: EditBody): Promise<ImageRequ
   }
   const { image, mask: maskBytes, strength, ...fields } = body;
   const request = imageRequest(fields, limits, size);
+  // an edit is one call of n images: on a dp mesh, a multiple of its degree
+  const dp = ctx.runner.dpDegree;
+  if (request.n % dp !== 0) throw new RequestError(400, 'n', `n must be a multiple of ${dp} for an edit on this server (its mesh splits a call's images over a dp dim of ${dp})`);
   return {
     ...request,
     imagePath: ctx.store.saveInput(image),

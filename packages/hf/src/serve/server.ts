@@ -7,8 +7,8 @@
 // server is made, not with @dtorch/hf (they would add a fifth to every import's time).
 import type { DeviceMesh } from '@dtorch/api';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { randomId, JobStore } from './job_store.js';
-import { JobQueue } from './job_queue.js';
+import { finalStates, randomId, JobStore } from './job_store.js';
+import { JobQueue, type QueueObserver } from './job_queue.js';
 import { PipelineRunner } from './pipeline_runner.js';
 import { RequestError } from './request_error.js';
 import { checkServeOptions, type CheckedServeOptions, type ServeOptions } from './serve_options.js';
@@ -57,7 +57,11 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
   const [{ default: Fastify }, { fastifySSE }, { ServeMetrics }, { registerRoutes }] = await Promise.all([import('fastify'), import('@fastify/sse'), import('./metrics.js'), import('./routes.js')]);
   const store = new JobStore(checked.outputDir, checked.keepJobs);
   // the metrics observe the queue, which reports to them
-  const observer = { step: (s: number) => metrics.stepSeconds.observe(s), batch: (images: number) => metrics.batchImages.observe(images) };
+  const observer: QueueObserver = {
+    step: (s) => metrics.stepSeconds.observe(s),
+    batch: (images) => metrics.batchImages.observe(images),
+    accepted: (job) => app.log.info({ job: job.id, images: job.request.n, size: `${job.request.width}x${job.request.height}`, steps: job.request.steps, queue_length: queue.length }, 'job accepted'),
+  };
   const queue = new JobQueue(store, runner, checked.maxQueue, checked.maxBatch, observer);
   const metrics = new ServeMetrics(store, () => queue, () => (runner.pipe as { mesh?: DeviceMesh }).mesh);
   const app = Fastify({
@@ -101,6 +105,13 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
     metrics.requests.inc({ route: request.routeOptions.url ?? 'none', status: String(reply.statusCode) });
   });
   registerRoutes(app, { options: checked, store, queue, runner, metrics, model });
+  // a structured line per job at its end (a final job never changes again: one line each)
+  store.on('change', (job) => {
+    if (!finalStates.includes(job.state)) return;
+    const fields = { job: job.id, state: job.state, images: job.request.n, size: `${job.request.width}x${job.request.height}`, steps: job.request.steps, batch_images: job.batchImages, edit: job.request.imagePath !== undefined, ...(job.timings && { queue_ms: job.timings.queueMs, total_ms: job.timings.totalMs }), ...(job.error && { error: job.error }) };
+    if (job.state === 'failed') app.log.warn(fields, 'job failed');
+    else app.log.info(fields, `job ${job.state}`);
+  });
 
   const address = await app.listen({ host: checked.host, port: checked.port });
   queue.start();
