@@ -232,8 +232,11 @@ describe('dtorch serve: jobs', () => {
   });
 
   it('returns an id at once, streams progress step by step, and ends with the results', async () => {
+    // a job ahead keeps this one queued until its stream is open: the stream sees every step
+    const ahead = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'ahead', size: '256x256', steps: 20 })).body;
     const posted = await request('POST', `${server.url}/v1/jobs`, { prompt: 'a blue square', seed: 3, size: '64x64', steps: 5 });
     expect(posted.status).toBe(202);
+    expect(posted.body.state).toBe('queued');
     expect(posted.body.id).toMatch(/^[0-9a-f]{32}$/);
     expect(posted.headers.get('location')).toBe(`/v1/jobs/${posted.body.id}`);
     const events = await readEvents(`${server.url}/v1/jobs/${posted.body.id}/events`);
@@ -241,10 +244,15 @@ describe('dtorch serve: jobs', () => {
     expect(last.event).toBe('done');
     expect(last.data.state).toBe('succeeded');
     const progress = events.filter((e) => e.event === 'progress').map((e) => e.data.progress);
-    // the stream may begin after the first steps; those it shows count up to 5 of 5
-    expect(progress.length).toBeGreaterThan(0);
+    // opened while the job waited: its state, then every step in order
+    expect(events[0]!.event).toBe('state');
+    expect(events[0]!.data.state).toBe('queued');
+    expect(progress.map((p) => p.step)).toEqual([1, 2, 3, 4, 5]);
+    expect(progress.every((p) => p.steps === 5)).toBe(true);
     expect(progress.at(-1)).toMatchObject({ step: 5, steps: 5, percent: 100 });
-    expect(progress.map((p) => p.step)).toEqual([...progress.map((p) => p.step)].sort((a, b) => a - b));
+    expect(progress.at(-1).steps_per_second).toBeGreaterThan(0);
+    expect(progress.at(-1).eta_seconds).toBe(0);
+    expect((await readEvents(`${server.url}/v1/jobs/${ahead.id}/events`)).at(-1)!.data.state).toBe('succeeded');
     const job = (await request('GET', `${server.url}/v1/jobs/${posted.body.id}`)).body;
     expect(job.state).toBe('succeeded');
     expect(job.timings.denoise_ms).toBeGreaterThan(0);
