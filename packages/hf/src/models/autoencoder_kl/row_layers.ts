@@ -10,6 +10,7 @@ import type * as nn from '@dtorch/nn';
 import type { DownEncoderBlock2D, UNetMidBlock2D, UpDecoderBlock2D } from './blocks.js';
 import type { ResnetBlock2D } from './resnet_block_2d.js';
 import { RowSplit } from './row_split.js';
+import { through } from './through.js';
 import type { Downsample2D, Upsample2D } from './sampling.js';
 import type { Decoder, Encoder } from './vae.js';
 import type { VAEAttention } from './vae_attention.js';
@@ -40,16 +41,6 @@ export class LocalWeights {
 
 type Step = (x: RowSplit) => RowSplit;
 
-/** x through each step in turn, each intermediate freed once the next step has read it (x is left as it is). */
-function pass(x: RowSplit, steps: readonly Step[]): RowSplit {
-  let h = x;
-  for (const step of steps) {
-    const next = step(h);
-    if (h !== x) h.dispose();
-    h = next;
-  }
-  return h;
-}
 
 function pair(v: dt.F.Pair | 'valid' | 'same' | undefined, fallback: number): [number, number] {
   if (v === undefined) return [fallback, fallback];
@@ -130,7 +121,7 @@ export function rowAttention(x: RowSplit, attn: VAEAttention, w: LocalWeights): 
 /** ResnetBlock2D over the pieces: norm, act, conv, norm, act, conv, plus the (1x1-projected) input. */
 export function rowResnet(x: RowSplit, block: ResnetBlock2D, w: LocalWeights): RowSplit {
   const act = (t: RowSplit) => t.map((p) => block.act(p));
-  const out = pass(x, [
+  const out = through(x, [
     (t) => rowGroupNorm(t, block.norm1, w),
     act,
     (t) => rowConv(t, block.conv1, w),
@@ -159,22 +150,22 @@ export function rowDownsample(x: RowSplit, down: Downsample2D, w: LocalWeights):
 
 /** Upsample2D over the pieces: nearest x2 is piece by piece (row i of the output is row i / 2 of the input), then the 3x3 conv. */
 export function rowUpsample(x: RowSplit, up: Upsample2D, w: LocalWeights): RowSplit {
-  return pass(x, [(t) => t.map((p) => dt.F.interpolate(p, { scaleFactor: 2, mode: 'nearest' })), (t) => rowConv(t, up.conv, w)]);
+  return through(x, [(t) => t.map((p) => dt.F.interpolate(p, { scaleFactor: 2, mode: 'nearest' })), (t) => rowConv(t, up.conv, w)]);
 }
 
 const resnetSteps = (resnets: Iterable<ResnetBlock2D>, w: LocalWeights): Step[] => [...resnets].map((r) => (t: RowSplit) => rowResnet(t, r, w));
 
 function rowDownBlock(x: RowSplit, block: DownEncoderBlock2D, w: LocalWeights): RowSplit {
-  return pass(x, [...resnetSteps(block.resnets, w), ...[...(block.downsamplers ?? [])].map((d) => (t: RowSplit) => rowDownsample(t, d, w))]);
+  return through(x, [...resnetSteps(block.resnets, w), ...[...(block.downsamplers ?? [])].map((d) => (t: RowSplit) => rowDownsample(t, d, w))]);
 }
 
 function rowUpBlock(x: RowSplit, block: UpDecoderBlock2D, w: LocalWeights): RowSplit {
-  return pass(x, [...resnetSteps(block.resnets, w), ...[...(block.upsamplers ?? [])].map((u) => (t: RowSplit) => rowUpsample(t, u, w))]);
+  return through(x, [...resnetSteps(block.resnets, w), ...[...(block.upsamplers ?? [])].map((u) => (t: RowSplit) => rowUpsample(t, u, w))]);
 }
 
 function rowMidBlock(x: RowSplit, block: UNetMidBlock2D, w: LocalWeights): RowSplit {
   const attentions: Step[] = [...block.attentions].map((a) => (t: RowSplit) => rowAttention(t, a, w));
-  return pass(x, [(t) => rowResnet(t, block.resnets.at(0), w), ...attentions, (t) => rowResnet(t, block.resnets.at(1), w)]);
+  return through(x, [(t) => rowResnet(t, block.resnets.at(0), w), ...attentions, (t) => rowResnet(t, block.resnets.at(1), w)]);
 }
 
 // norm, SiLU (as vae.ts's head) and conv_out
@@ -184,7 +175,7 @@ function head(norm: nn.GroupNorm, conv: nn.Conv2d, w: LocalWeights): Step[] {
 
 /** Encoder.forward over the pieces (rows split as splitRows does for encoding). */
 export function rowEncoder(x: RowSplit, encoder: Encoder, w: LocalWeights): RowSplit {
-  return pass(x, [
+  return through(x, [
     (t) => rowConv(t, encoder.conv_in, w),
     ...[...encoder.down_blocks].map((b) => (t: RowSplit) => rowDownBlock(t, b, w)),
     (t) => rowMidBlock(t, encoder.mid_block, w),
@@ -194,7 +185,7 @@ export function rowEncoder(x: RowSplit, encoder: Encoder, w: LocalWeights): RowS
 
 /** Decoder.forward over the pieces. */
 export function rowDecoder(x: RowSplit, decoder: Decoder, w: LocalWeights): RowSplit {
-  return pass(x, [
+  return through(x, [
     (t) => rowConv(t, decoder.conv_in, w),
     (t) => rowMidBlock(t, decoder.mid_block, w),
     ...[...decoder.up_blocks].map((b) => (t: RowSplit) => rowUpBlock(t, b, w)),
