@@ -14,6 +14,7 @@ import { readSafetensorsHeader } from '@dtorch/external';
 import { fixtureTensor } from '../fixture_tensors.js';
 import { expectClose, relativeError } from './expect_close.js';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
+import { errorOf } from './error_of.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const io = readSafetensorsHeader(folder('autoencoder_kl_io.safetensors'));
@@ -161,14 +162,6 @@ describe('AutoencoderKL on a dp mesh of 2 CPU devices', () => {
 describe('AutoencoderKL bad input', () => {
   it('a wrong channel count, a non-4-D input, a wrong dtype or mesh, an unknown option: a DTorchError at the call', async () => {
     const vae = await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl'));
-    const errorOf = (fn: () => unknown) => {
-      try {
-        fn();
-      } catch (err) {
-        return err as dt.DTorchError;
-      }
-      throw new Error('expected an error');
-    };
     const threeChannels = dt.zeros([1, 3, 8, 8]);
     const e1 = errorOf(() => vae.decode(threeChannels));
     expect(e1).toBeInstanceOf(dt.DTorchError);

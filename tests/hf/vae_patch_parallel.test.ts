@@ -11,6 +11,7 @@ import { describe, expect, it, vi } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import { relativeError } from './expect_close.js';
+import { errorOf } from './error_of.js';
 
 const folder = (name: string) => fileURLToPath(new URL(`../fixtures/hf/models/${name}`, import.meta.url));
 const one = () => new dt.DeviceMesh('cpu', [0]);
@@ -153,14 +154,6 @@ describe('FluxPipeline decodes split by rows', () => {
 describe('patch-parallel bad input', () => {
   it('a dim the mesh lacks is INVALID_MESH naming its dims; a choice of the wrong type is INVALID_ARGUMENT', async () => {
     const vae = await hf.AutoencoderKL.fromPretrained(folder('autoencoder_kl'), { mesh: new dt.DeviceMesh('cpu', [0, 1], ['ulysses']) });
-    const errorOf = (fn: () => unknown) => {
-      try {
-        fn();
-      } catch (err) {
-        return err as dt.DTorchError;
-      }
-      throw new Error('expected an error');
-    };
     const unknown = errorOf(() => vae.enablePatchParallel('sp'));
     expect(unknown).toBeInstanceOf(dt.DTorchError);
     expect(unknown.code).toBe('INVALID_MESH');

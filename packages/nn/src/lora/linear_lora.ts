@@ -98,6 +98,14 @@ export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: d
 }
 
 /**
+ * x Wᵀ + (A x) Bᵀ + b in one matmul, for a weight W laid as the first columns of `buffer` [W | B]
+ * and the adapters' A stacked in `a` (see the file's comment): [x | A x] times the buffer.
+ */
+export function loraWideProduct(x: dt.Tensor, a: dt.Tensor, buffer: dt.Tensor, bias?: dt.Tensor): dt.Tensor {
+  return dt.F.linear(dt.cat([x, dt.F.linear(x, a)], -1), buffer, bias);
+}
+
+/**
  * `linear.forward(x)` with its running adapters, the base matmul accumulating into their product
  * (see the file's comment); undefined when none would add anything. For linears whose weight is
  * whole on every mesh dim (the split ones add the delta after their own forward).
@@ -109,7 +117,7 @@ export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined 
   // when it sees the product released in the same segment (the caller's tidy ends blocks later)
   return dt.tidy(() => {
     const wide = lora.wide();
-    if (wide) return dt.F.linear(dt.cat([x, dt.F.linear(x, wide.a)], -1), wide.buffer, linear.bias);
+    if (wide) return loraWideProduct(x, wide.a, wide.buffer, linear.bias);
     if (!linear.weight.placements.every((p) => p.isReplicate())) {
       const out = linearProduct(linear, x, linear.bias);
       const delta = lora.delta([x], out);

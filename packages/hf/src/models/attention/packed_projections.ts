@@ -89,7 +89,7 @@ export class PackedProjections {
       const wide = this.#wide;
       if (wide && wide.key === nn.packedLoraKey(linears)) {
         // [x | A x] times [W | B]: the adapters ride in the base matmul's inner dim
-        const product = dt.F.linear(dt.cat([x, dt.F.linear(x, wide.a)], -1), wide.weight, bias);
+        const product = nn.loraWideProduct(x, wide.a, wide.weight, bias);
         return product.split(linears.map((l) => l.outFeatures), -1);
       }
       const weight = dt.cat(linears.map((l) => l.weight), 0);
