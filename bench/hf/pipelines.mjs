@@ -32,15 +32,13 @@
 // enable_model_cpu_offload / apply_group_offloading(block_level, N, use_stream=True) on the
 // transformer and text encoders (docs/offloading.md); the time and peak memory say what it costs.
 // Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, OFFLOAD, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
-import * as nn from '@dtorch/nn';
 import { childRuns, diffusersPython } from './child_runs.mjs';
 import { graphCounters } from './graph_counters.mjs';
-import { fillLikeTorchInit, fillLikeTransformersInit } from './random_init.mjs';
+import { pipelineSpecs as specs, randomPipeline } from './random_pipeline.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const here = dirname(self);
@@ -56,54 +54,14 @@ const quantize = process.env.QUANTIZE || undefined;
 const offload = process.env.OFFLOAD || undefined;
 if (offload !== undefined && !/^(model|group(:[1-9]\d*)?)$/.test(offload)) throw new Error(`pipelines: OFFLOAD must be model, group or group:N, not ${JSON.stringify(offload)}`);
 const withDiffusers = process.env.DIFFUSERS !== '0';
-const specs = withBases(JSON.parse(readFileSync(join(here, 'pipelines.json'), 'utf8')));
-const models = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 const GIB = 1024 ** 3;
 const bench = 'hf_pipeline';
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
-const classes = {
-  FluxTransformer2DModel: [hf.FluxTransformer2DConfig, hf.FluxTransformer2DModel, fillLikeTorchInit],
-  SD3Transformer2DModel: [hf.SD3Transformer2DConfig, hf.SD3Transformer2DModel, fillLikeTorchInit],
-  AutoencoderKL: [hf.AutoencoderKLConfig, hf.AutoencoderKL, fillLikeTorchInit],
-  T5EncoderModel: [hf.T5Config, hf.T5EncoderModel, fillLikeTransformersInit],
-  CLIPTextModel: [hf.CLIPTextConfig, hf.CLIPTextModel, fillLikeTransformersInit],
-  CLIPTextModelWithProjection: [hf.CLIPTextConfig, hf.CLIPTextModelWithProjection, fillLikeTransformersInit],
-};
-
-// Each entry with its base's components and scheduler (a variant names its text-to-image base).
-function withBases(all) {
-  return Object.fromEntries(Object.entries(all).map(([name, spec]) => [name, spec.base ? { ...all[spec.base], ...spec } : spec]));
-}
-
-// One component of pipelines.json on `mesh` with random weights.
-function component(entry, mesh) {
-  const spec = models[entry.model];
-  const tiny = size === 'tiny' ? { ...spec.tiny?.config, ...entry.tiny } : {};
-  const config = { ...spec.config, ...entry.config, ...tiny };
-  const [Config, Model, fill] = classes[entry.class ?? spec.class];
-  const model = nn.skipInit(() => new Model(Config.fromDict(config), { mesh, dtype }));
-  fill(model);
-  model.packProjections(); // as fromPretrained leaves a model: q, k and v in one matmul
-  return model;
-}
-
 // The pipeline of `name` from components, and the generate() options of the issue's run.
 async function build(name) {
-  const spec = specs[name];
   const mesh = new dt.DeviceMesh(device, [0]);
-  const c = spec.components;
-  const parts = { scheduler: hf.FlowMatchEulerDiscreteScheduler.fromConfig(spec.scheduler), transformer: component(c.transformer, mesh), vae: component(c.vae, mesh) };
-  if (quantize) parts.transformer.quantize(quantize);
-  const keys = { text_encoder: ['textEncoder', 'tokenizer'], text_encoder_2: ['textEncoder2', 'tokenizer2'], text_encoder_3: ['textEncoder3', 'tokenizer3'] };
-  for (const [key, [model, tokenizer]] of Object.entries(keys)) {
-    if (!c[key]) continue;
-    parts[model] = component(c[key], mesh);
-    parts[tokenizer] = await hf.tinyTokenizer(c[key].tokenizer);
-  }
-  const Pipeline = hf[spec.pipeline];
-  const pipe = new Pipeline(parts);
-  const call = { ...spec.call, ...(size === 'tiny' ? spec.tiny_call : {}) };
+  const { pipe, call } = await randomPipeline(name, { mesh, dtype, tiny: size === 'tiny', quantize });
   const options = {
     prompt: call.prompt, height: call.height, width: call.width, numInferenceSteps: call.num_inference_steps,
     guidanceScale: call.guidance_scale, maxSequenceLength: call.max_sequence_length, seed: 0, outputType: 'tensor',

@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache,cachefp8,cachecheck,offload also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -118,6 +118,11 @@ if bench cachefp8 && [ "$cuda" = true ]; then
   # the same with FP8 linears (issue 46's FP8 target), DTorch alone: cached against its own uncached FP8 run
   DEVICE=cuda PIPELINES=flux-dev QUANTIZE=fp8 DIFFUSERS=0 CACHES=${CACHES_FP8:-0.12,steps=10} BUDGET_S=${BUDGET_FP8_S:-150} node bench/hf/pipelines.mjs > "$OUT/hf-cache-fp8-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-fp8-cuda.jsonl" | cut -c1-2500
+fi
+if bench serve && [ "$cuda" = true ]; then
+  # dtorch serve's batching (issue 47): 8 concurrent FLUX.1-dev 1024², 28-step requests (random weights), --max-batch 4 against one at a time, images/min
+  DEVICE=cuda MODEL=${SERVE_MODEL:-flux-dev} node bench/serve/gpu_throughput.mjs > "$OUT/serve-gpu.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"error"' "$OUT/serve-gpu.jsonl" | cut -c1-1200
 fi
 printf '{"torch":"%s","cuda":%s,"build":%s,"tests":{%s}}\n' "$version" "$cuda" "$build" "$(IFS=,; echo "${results[*]}")" | tee "$OUT/summary.json"
 # the device tool brings back a limited number of files: the logs travel as one archive

@@ -3,7 +3,8 @@
 // as the pipeline's image-to-image and inpainting variants), the jobs API
 // and its event stream, cancelling, the bounded queue's 429, 400s naming the field, the token
 // (required off loopback; compared whole), result URLs that cannot be guessed or turned into
-// paths, batching (the same images as one by one), and, with the command as a child process,
+// paths, batching (the same images as one by one), LoRA adapters chosen per request (the images
+// of setAdapters with the same weights; batched only with the same choice), and, with the command as a child process,
 // SIGTERM's graceful shutdown and a SIGKILL's interrupted jobs listed failed after a restart.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -412,6 +413,216 @@ describe('dtorch serve: LoRA', () => {
       }
       await server.close();
       lora.dispose();
+    }
+  }, 300_000);
+});
+
+describe('dtorch serve: a LoRA per request', () => {
+  const style = fileURLToPath(new URL('../fixtures/hf/lora/flux-style.safetensors', import.meta.url));
+  const detail = fileURLToPath(new URL('../fixtures/hf/lora/flux-detail.safetensors', import.meta.url));
+  // the server's pipeline (style at 0.7 active, detail loaded and off) and the references' (the same files, set by hand)
+  let served: hf.FluxPipeline;
+  let ref: hf.FluxPipeline;
+  let server: hf.ImageServer;
+  beforeAll(async () => {
+    served = await hf.FluxPipeline.tiny();
+    ref = await hf.FluxPipeline.tiny();
+    for (const p of [served, ref]) {
+      await p.loadLoraWeights(style, { adapterName: 'style' });
+      await p.loadLoraWeights(detail, { adapterName: 'detail' });
+    }
+    served.setAdapters(['style'], [0.7]);
+    server = await hf.createImageServer(new hf.PipelineRunner(served, {}, { loraSources: { style } }), { port: 0, logLevel: 'silent', outputDir: join(work, `out-${dirs++}`), maxBatch: 4 });
+  }, 120_000);
+  afterAll(async () => {
+    await server?.close();
+    served?.dispose();
+    ref?.dispose();
+  });
+
+  // what the reference pipeline makes with adapters `names` at `weights`
+  async function withAdapters(names: string[], weights: number[], prompt: string, seed: number): Promise<Buffer> {
+    ref.setAdapters(names, weights);
+    const { images } = await ref.generate({ prompt, seed, width: 64, height: 64, numInferenceSteps: 3, outputType: 'png' });
+    return (images as Buffer[])[0]!;
+  }
+
+  async function generated(body: object): Promise<{ png: Buffer; job: string }> {
+    const r = await request('POST', `${server.url}/v1/images/generations`, { ...small, ...body, response_format: 'b64_json' });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    return { png: Buffer.from(r.body.data[0].b64_json, 'base64'), job: r.body.dtorch.job_id };
+  }
+
+  // the largest difference of two PNGs' pixels (a batch's float32 GEMMs may round a value differently)
+  function maxPixelDifference(a: Buffer, b: Buffer): number {
+    const [x, y] = [PNG.sync.read(a).data, PNG.sync.read(b).data];
+    let max = 0;
+    for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
+    return max;
+  }
+
+  it('lists the loaded adapters at GET /v1/loras: name, source, default scale, whether they run by default', async () => {
+    const r = await request('GET', `${server.url}/v1/loras`);
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({
+      object: 'list',
+      data: [
+        { object: 'lora', name: 'style', source: style, scale: 0.7, default: true },
+        { object: 'lora', name: 'detail', source: null, scale: 1, default: false },
+      ],
+      fused: false,
+    });
+  });
+
+  it('runs the adapters a request names as setAdapters with the same weights and seed; [] as no adapter; the server\'s when it names none', async () => {
+    const prompt = 'a styled cat';
+    // in an order that changes the adapters before each job, and back
+    const detailed = await generated({ prompt, seed: 9, lora: [{ name: 'detail', scale: 0.8 }] });
+    const none = await generated({ prompt, seed: 9, lora: [] });
+    const byDefault = await generated({ prompt, seed: 9 });
+    const detailByName = await generated({ prompt, seed: 9, lora: 'detail' });
+    const both = await generated({ prompt, seed: 9, lora: [{ name: 'detail', scale: 0.5 }, { name: 'style', scale: 0.8 }] });
+    const byDefaultAgain = await generated({ prompt, seed: 9 });
+
+    const expectedDetail = await withAdapters(['detail'], [0.8], prompt, 9);
+    expect(detailed.png.equals(expectedDetail), 'detail x0.8').toBe(true);
+    const [plain] = await direct(prompt, 9);
+    expect(none.png.equals(plain!), 'lora: [] as a pipeline without adapters').toBe(true);
+    const expectedDefault = await withAdapters(['style'], [0.7], prompt, 9);
+    expect(byDefault.png.equals(expectedDefault), 'the default: style x0.7').toBe(true);
+    expect(byDefaultAgain.png.equals(expectedDefault), 'the default again after other choices').toBe(true);
+    // a name alone: its default scale (1 for one the server does not run by default)
+    expect(detailByName.png.equals(await withAdapters(['detail'], [1], prompt, 9)), 'detail x1').toBe(true);
+    expect(both.png.equals(await withAdapters(['style', 'detail'], [0.8, 0.5], prompt, 9)), 'style x0.8 + detail x0.5').toBe(true);
+    // each choice makes another image (else the comparisons above would prove nothing)
+    const pngs = [detailed, none, byDefault, detailByName, both].map((g) => g.png.toString('base64'));
+    expect(new Set(pngs).size).toBe(5);
+
+    // the job shows its choice, resolved: names and weights, in the order the adapters were loaded
+    const view = async (id: string) => (await request('GET', `${server.url}/v1/jobs/${id}`)).body.request.lora;
+    expect(await view(byDefault.job)).toEqual([{ name: 'style', scale: 0.7 }]);
+    expect(await view(none.job)).toEqual([]);
+    expect(await view(both.job)).toEqual([{ name: 'style', scale: 0.8 }, { name: 'detail', scale: 0.5 }]);
+  }, 300_000);
+
+  it('batches only requests with the same adapters, each image as its adapters make it alone', async () => {
+    // a job of another size runs first, while the others queue up behind it
+    const blocker = (await request('POST', `${server.url}/v1/jobs`, { prompt: 'first', size: '256x256', steps: 20, lora: [] })).body;
+    const asks = [
+      { prompt: 'a red circle', seed: 21, lora: 'detail', names: ['detail'], weights: [1] },
+      { prompt: 'a green triangle', seed: 22, lora: [], names: [], weights: [] },
+      { prompt: 'a blue square', seed: 23, lora: 'detail', names: ['detail'], weights: [1] },
+      { prompt: 'a yellow star', seed: 24, lora: undefined, names: ['style'], weights: [0.7] },
+    ];
+    const jobs = [];
+    for (const a of asks) jobs.push((await request('POST', `${server.url}/v1/jobs`, { prompt: a.prompt, seed: a.seed, ...(a.lora !== undefined && { lora: a.lora }), ...small })).body);
+    const finals = await Promise.all([blocker, ...jobs].map(async (j) => (await readEvents(`${server.url}/v1/jobs/${j.id}/events`)).at(-1)!.data));
+    expect(finals.map((f) => f.state), JSON.stringify(finals.map((f) => f.error))).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded', 'succeeded']);
+    expect(finals.slice(1).map((f) => f.batch_images), 'the two detail requests ran as one batch, the others alone').toEqual([2, 1, 2, 1]);
+    for (const [i, a] of asks.entries()) {
+      const got = Buffer.from(await (await fetch(`${server.url}${finals[i + 1].results[0].url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+      const expected = a.names.length ? await withAdapters(a.names, a.weights, a.prompt, a.seed) : (await direct(a.prompt, a.seed))[0]!;
+      expect(maxPixelDifference(got, expected), `${a.prompt}: with ${JSON.stringify(a.names)} as alone`).toBeLessThanOrEqual(1);
+    }
+  }, 300_000);
+
+  it('runs an edit with the adapters its form names (a name or a JSON list)', async () => {
+    const picture = (await direct('a picture to edit', 21))[0]!;
+    const f = new FormData();
+    for (const [k, v] of Object.entries({ prompt: 'a dog', seed: '4', steps: '3', strength: '0.7', response_format: 'b64_json', lora: '[{"name": "detail", "scale": 0.8}]' })) f.append(k, v);
+    f.append('image', new Blob([new Uint8Array(picture)], { type: 'image/png' }), 'image.png');
+    const res = await fetch(`${server.url}/v1/images/edits`, { method: 'POST', body: f, signal: AbortSignal.timeout(120_000) });
+    const body = (await res.json()) as { data: { b64_json: string }[] };
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    ref.setAdapters(['detail'], [0.8]);
+    const expected = (await hf.FluxImg2ImgPipeline.fromPipe(ref).generate({ prompt: 'a dog', seed: 4, width: 64, height: 64, numInferenceSteps: 3, strength: 0.7, image: picture, outputType: 'png' })).images as Buffer[];
+    expect(Buffer.from(body.data[0]!.b64_json, 'base64').equals(expected[0]!)).toBe(true);
+  }, 300_000);
+
+  it('answers an unknown adapter, a name twice or a bad scale with a 400 naming lora, and goes on serving', async () => {
+    const cases: [unknown, string][] = [
+      [{ prompt: 'a', lora: 'nope' }, 'lora'],
+      [{ prompt: 'a', lora: [{ name: 'nope', scale: 1 }] }, 'lora'],
+      [{ prompt: 'a', lora: ['style', 'nope'] }, 'lora'],
+      [{ prompt: 'a', lora: ['style', { name: 'style', scale: 0.5 }] }, 'lora'],
+      [{ prompt: 'a', lora: [{ name: 'style', scale: 1e9 }] }, 'lora.0.scale'],
+      [{ prompt: 'a', lora: [{ name: 'style', scale: 'strong' }] }, 'lora.0.scale'],
+      [{ prompt: 'a', lora: [{ scale: 0.5 }] }, 'lora.0.name'],
+      [{ prompt: 'a', lora: [{ name: 'style', path: '/etc/passwd' }] }, 'lora.0.path'],
+      [{ prompt: 'a', lora: 3 }, 'lora'],
+      [{ prompt: 'a', lora: { name: 'style' } }, 'lora'],
+    ];
+    for (const [body, param] of cases) {
+      for (const route of ['/v1/images/generations', '/v1/jobs']) {
+        const r = await request('POST', `${server.url}${route}`, body);
+        expect(r.status, `${route} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`).toBe(400);
+        expect(r.body.error.param, `${route} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`).toBe(param);
+      }
+    }
+    const unknown = await request('POST', `${server.url}/v1/jobs`, { prompt: 'a', lora: 'nope' });
+    expect(unknown.body.error.message).toMatch(/no LoRA adapter named "nope".*loaded: "style", "detail"/);
+    // a form's lora that is no JSON list, an unknown name in a form
+    for (const lora of ['[{"name": ', 'nope']) {
+      const f = new FormData();
+      f.append('prompt', 'a dog');
+      f.append('lora', lora);
+      f.append('image', new Blob([new Uint8Array((await direct('a picture', 1))[0]!)], { type: 'image/png' }), 'image.png');
+      const res = await fetch(`${server.url}/v1/jobs/edits`, { method: 'POST', body: f, signal: AbortSignal.timeout(60_000) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { param: string } }).error.param).toBe('lora');
+    }
+    expect((await request('POST', `${server.url}/v1/images/generations`, { prompt: 'still here', lora: 'style', ...small })).status).toBe(200);
+
+    // a server with no adapters: none asked is fine, a name is a 400 naming lora
+    const plain = await serve();
+    try {
+      expect((await request('GET', `${plain.url}/v1/loras`)).body.data).toEqual([]);
+      const r = await request('POST', `${plain.url}/v1/jobs`, { prompt: 'a', lora: 'style' });
+      expect(r.status).toBe(400);
+      expect(r.body.error.param).toBe('lora');
+      expect(r.body.error.message).toMatch(/it has none/);
+      expect((await request('POST', `${plain.url}/v1/images/generations`, { prompt: 'a', lora: [], ...small })).status).toBe(200);
+    } finally {
+      await plain.close();
+    }
+  }, 300_000);
+
+  it('refuses another choice when the adapters are fused into the weights (400 naming lora)', async () => {
+    const fused = await hf.FluxPipeline.tiny();
+    await fused.loadLoraWeights(style, { adapterName: 'style' });
+    fused.fuseLora();
+    const s = await hf.createImageServer(new hf.PipelineRunner(fused), { port: 0, logLevel: 'silent', outputDir: join(work, `out-${dirs++}`) });
+    try {
+      expect((await request('GET', `${s.url}/v1/loras`)).body.fused).toBe(true);
+      for (const lora of [[], 'style:0.5', [{ name: 'style', scale: 0.5 }]]) {
+        const r = await request('POST', `${s.url}/v1/jobs`, { prompt: 'a', lora });
+        expect(r.status, JSON.stringify(r.body)).toBe(400);
+        expect(r.body.error.param).toBe('lora');
+      }
+      expect((await request('POST', `${s.url}/v1/jobs`, { prompt: 'a', lora: [] })).body.error.message).toMatch(/fused into the weights/);
+      // the choice it runs anyway is accepted
+      expect((await request('POST', `${s.url}/v1/images/generations`, { prompt: 'a', lora: 'style', ...small })).status).toBe(200);
+    } finally {
+      await s.close();
+      fused.dispose();
+    }
+  }, 300_000);
+
+  it('the command names adapters with --lora NAME=PATH[:SCALE], runs them by default, and a request chooses among them', async () => {
+    checkBuilt();
+    const child = await startServe(work, ['--model', 'tiny-flux', '--lora', `look=${style}:0.5`, '--lora', `fine=${detail}`, '--output-dir', join(work, 'lora-named-child')]);
+    try {
+      const listed = await request('GET', `${child.url}/v1/loras`);
+      expect(listed.body.data.map((l: { name: string; source: string; scale: number; default: boolean }) => [l.name, l.source, l.scale, l.default])).toEqual([
+        ['look', style, 0.5, true],
+        ['fine', detail, 1, true],
+      ]);
+      const ask = async (body: object) => Buffer.from((await request('POST', `${child.url}/v1/images/generations`, { prompt: 'a styled cat', seed: 9, response_format: 'b64_json', ...small, ...body })).body.data[0].b64_json, 'base64');
+      expect((await ask({ lora: 'fine' })).equals(await withAdapters(['detail'], [1], 'a styled cat', 9)), 'fine alone').toBe(true);
+      expect((await ask({})).equals(await withAdapters(['style', 'detail'], [0.5, 1], 'a styled cat', 9)), 'both, as --lora set them').toBe(true);
+    } finally {
+      child.child.kill('SIGTERM');
+      await child.exited();
     }
   }, 300_000);
 });

@@ -4,11 +4,12 @@
 // puppeteer-core (no browser download: .ci/run installs the chromium package). Type a prompt,
 // submit, see the progress bar reach 100% and the image appear in the result and the gallery; edit
 // a picture with a mask through the file pickers;
-// start a long job and cancel it from the page. Skipped, saying why, only when no chromium binary
+// start a long job and cancel it from the page; choose the LoRA adapter a job runs with. Skipped, saying why, only when no chromium binary
 // exists.
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type ElementHandle, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as hf from '@dtorch/hf';
@@ -25,6 +26,9 @@ describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', ()
 
   beforeAll(async () => {
     pipe = await hf.FluxPipeline.tiny();
+    // an adapter the page offers beside the server's default and none
+    await pipe.loadLoraWeights(fileURLToPath(new URL('../fixtures/hf/lora/flux-style.safetensors', import.meta.url)), { adapterName: 'style' });
+    pipe.setAdapters('style', 0.5);
     server = await hf.createImageServer(new hf.PipelineRunner(pipe), { port: 0, logLevel: 'silent', outputDir: join(work, 'out') }, 'tiny-flux');
     // root in CI: chromium's sandbox needs a user namespace it may not have
     browser = await puppeteer.launch({ executablePath: chromium!, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'], timeout: 120_000 });
@@ -91,6 +95,27 @@ describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', ()
     await page.$eval('#mask', (el) => ((el as HTMLInputElement).value = ''));
   });
 
+  it('chooses the LoRA adapters a job runs with: the server\'s default, none, or one of them', async () => {
+    await page.waitForFunction(() => !document.getElementById('lora')!.hidden);
+    expect(await page.$$eval('#lora option', (els) => els.map((o) => o.textContent))).toEqual(['server default', 'none', 'style x0.5']);
+    await page.$eval('#prompt', (el) => ((el as HTMLTextAreaElement).value = 'a styled cat'));
+    await page.select('#size', '64x64');
+    await page.$eval('#steps', (el) => ((el as HTMLInputElement).value = '2'));
+    const chosen: unknown[] = [];
+    for (const label of ['none', 'style x0.5', 'server default']) {
+      const value = await page.$$eval('#lora option', (els, l) => (els as HTMLOptionElement[]).find((o) => o.textContent === l)!.value, label);
+      await page.select('#lora', value);
+      const before = server.store.list().length;
+      await page.click('#generate');
+      await page.waitForFunction(() => !(document.getElementById('generate') as HTMLButtonElement).disabled);
+      const job = server.store.list()[0]!;
+      expect(server.store.list().length).toBe(before + 1);
+      expect(job.state, JSON.stringify(job.error)).toBe('succeeded');
+      chosen.push(job.request.lora);
+    }
+    expect(chosen).toEqual([[], [{ name: 'style', scale: 0.5 }], [{ name: 'style', scale: 0.5 }]]);
+  });
+
   it('cancels a running job from the page', async () => {
     await page.$eval('#prompt', (el) => ((el as HTMLTextAreaElement).value = 'a long one'));
     await page.select('#size', '256x256');
@@ -102,6 +127,6 @@ describe.skipIf(!chromium)('dtorch serve: the web page in headless chromium', ()
     expect(await page.$eval('#error', (el) => el.textContent)).toMatch(/cancelled/);
     expect(await page.$eval('#generate', (el) => (el as HTMLButtonElement).disabled)).toBe(false);
     expect(server.store.list()[0]!.state).toBe('cancelled');
-    expect(await page.$$eval('#gallery img', (els) => els.length), 'the gallery keeps the earlier images only').toBe(2);
+    expect(await page.$$eval('#gallery img', (els) => els.length), 'the gallery keeps the earlier images only').toBe(5);
   });
 });

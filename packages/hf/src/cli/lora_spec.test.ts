@@ -15,6 +15,27 @@ describe('parseLora', () => {
     expect(two.map((l) => l.name)).toEqual(['style', 'style_2']);
   });
 
+  it('reads name=path-or-id[:scale] as the adapter\'s name, and refuses a bad or repeated name', () => {
+    expect(parseLora('style=./a/b.safetensors:0.8')).toEqual([{ source: './a/b.safetensors', scale: 0.8, name: 'style' }]);
+    expect(parseLora('detail=org/repo/sub/x.safetensors')).toEqual([{ source: 'org/repo', weightName: 'sub/x.safetensors', scale: 1, name: 'detail' }]);
+    // an unnamed flag after a named one takes another name
+    expect(parseLora('b/style.safetensors', parseLora('style=a.safetensors')).map((l) => l.name)).toEqual(['style', 'style_2']);
+    expect(() => parseLora('style=b.safetensors', parseLora('style=a.safetensors'))).toThrow(/named "style" already/);
+    expect(() => parseLora('a b=x.safetensors')).toThrow(/NAME of letters, digits/);
+    expect(() => parseLora('=x.safetensors')).toThrow(/NAME of letters, digits/);
+    const dir = mkdtempSync(join(tmpdir(), 'dtorch-lora-spec-'));
+    const cwd = process.cwd();
+    try {
+      // a file here whose name has an '=' is that file
+      writeFileSync(join(dir, 'a=b.safetensors'), '');
+      process.chdir(dir);
+      expect(parseLora('a=b.safetensors')).toEqual([{ source: 'a=b.safetensors', scale: 1, name: 'a_b' }]);
+    } finally {
+      process.chdir(cwd);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('keeps a ":" that is part of an existing path, and refuses a scale that is no number', () => {
     const dir = mkdtempSync(join(tmpdir(), 'dtorch-lora-spec-'));
     try {

@@ -53,7 +53,7 @@ export interface ServeFlags {
   revision?: string;
   /** --local-files-only. */
   localFilesOnly?: boolean;
-  /** --lora, each flag parsed (parseLora): adapters every job runs with (a request's lora_scale scales them). */
+  /** --lora, each flag parsed (parseLora): the adapters loaded, a job's default; a request may choose among them by name (`lora`) and scale them (`lora_scale`). */
   lora?: LoraSpec[];
   /** --fuse-lora: the LoRAs fused into the weights (lora_scale then has no effect). */
   fuseLora?: boolean;
@@ -90,7 +90,9 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   let server;
   try {
     await applyLoras(pipe, flags);
-    server = await createImageServer(new PipelineRunner(pipe, trained ? { ...trained.defaults } : {}), options, flags.model);
+    // the adapters as loaded are a job's default; a request may choose among them by name
+    const loraSources = Object.fromEntries((flags.lora ?? []).map((l) => [l.name, l.weightName === undefined ? l.source : `${l.source}/${l.weightName}`]));
+    server = await createImageServer(new PipelineRunner(pipe, trained ? { ...trained.defaults } : {}, { loraSources }), options, flags.model);
   } catch (err) {
     pipe.dispose();
     throw err;

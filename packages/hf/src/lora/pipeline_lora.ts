@@ -140,6 +140,18 @@ export function activeAdapters(components: LoraComponents): string[] {
   return loadedNames(components).filter((n) => active.has(n));
 }
 
+/** The active adapters and their weights (what setAdapters set), in the order they were loaded; none while disabled. */
+export function activeAdapterWeights(components: LoraComponents): Map<string, number> {
+  const weights = new Map<string, number>();
+  for (const model of components.values()) if (model && nn.loraEnabled(model)) for (const [name, w] of nn.activeLoraWeights(model)) weights.set(name, w);
+  return new Map(loadedNames(components).filter((n) => weights.has(n)).map((n) => [n, weights.get(n)!] as const));
+}
+
+/** Whether any component has adapters fused into its weights (fuseAdapters). */
+export function adaptersFused(components: LoraComponents): boolean {
+  return [...components.values()].some((m) => m !== null && nn.loraFused(m));
+}
+
 /**
  * Makes `names` the active adapters, with `weights` (one for all, or one each; default 1), as
  * diffusers' set_adapters: each component runs those of them it has.

@@ -14,7 +14,9 @@ import { diffusersLayoutLora, type DiffusersLora } from '../lora/lora_formats.js
 import { fetchLoraFile } from '../lora/lora_source.js';
 import type { LoraFile } from '../lora/lora_state_dict.js';
 import {
+  activeAdapterWeights,
   activeAdapters,
+  adaptersFused,
   addPipelineLora,
   deleteAdapters,
   enableAdapters,
@@ -359,6 +361,16 @@ export abstract class DiffusionPipeline {
   /** The active adapters, in the order they were loaded (diffusers' get_active_adapters); none while disabled. */
   getActiveAdapters(): string[] {
     return activeAdapters(this.loraComponents());
+  }
+
+  /** The active adapters' weights by name, in the order they were loaded (what setAdapters set); empty while disabled. */
+  getAdapterWeights(): Record<string, number> {
+    return Object.fromEntries(activeAdapterWeights(this.loraComponents()));
+  }
+
+  /** Whether adapters are fused into the weights (fuseLora): setAdapters, disableLora and lora scales cannot change them then. */
+  get loraFused(): boolean {
+    return adaptersFused(this.loraComponents());
   }
 
   /** The adapters each component holds (diffusers' get_list_adapters). */

@@ -7,6 +7,7 @@ import { randomInt } from 'node:crypto';
 import type { RunnerSize } from './pipeline_runner.js';
 import type { ServeLimits } from './serve_options.js';
 import { RequestError } from './request_error.js';
+import { loraSchema, ServedLoras, type LoraBody, type LoraWeight } from './lora_choice.js';
 
 /** A job's settings, checked. */
 export interface ImageRequest {
@@ -30,6 +31,8 @@ export interface ImageRequest {
   responseFormat: 'b64_json' | 'url';
   /** Scales the loaded LoRA adapters for this job (generate's loraScale; default 1). */
   loraScale?: number;
+  /** The LoRA adapters this job runs and their weights, in the order they were loaded ([]: none); unset on a server with none loaded. */
+  lora?: readonly LoraWeight[];
   /** An edit's picture: a file the server wrote (never a path from the request). */
   imagePath?: string;
   /** An edit's mask (white: redrawn), as imagePath. */
@@ -58,6 +61,8 @@ export interface GenerationBody {
   negative_prompt?: string;
   /** Scales the server's LoRA adapters (default 1). */
   lora_scale?: number;
+  /** The loaded LoRA adapters to run: a name, or names and `{ name, scale }`; [] for none (default: the server's choice). */
+  lora?: LoraBody;
   /** OpenAI's model: accepted, not used. */
   model?: string;
   /** OpenAI's user: accepted, not used. */
@@ -85,6 +90,7 @@ export function generationSchema(limits: ServeLimits): object {
       guidance: { type: 'number', minimum: -1000, maximum: 1000 },
       negative_prompt: { type: 'string', maxLength: limits.maxPromptLength },
       lora_scale: { type: 'number', minimum: -10, maximum: 10 },
+      lora: loraSchema,
       // accepted for OpenAI's clients, not used: the server runs the one model it loaded
       model: { type: 'string', maxLength: 256 },
       user: { type: 'string', maxLength: 256 },
@@ -108,11 +114,19 @@ const numberFields = ['guidance', 'strength', 'lora_scale'];
 
 /**
  * A form's fields are text: the numeric ones read as numbers where they are numbers (what is not
- * stays text, and the schema names it).
+ * stays text, and the schema names it); `lora` as JSON where it is a JSON list (else a name).
  */
 export function formNumbers(body: Record<string, unknown>): void {
   for (const key of integerFields) if (typeof body[key] === 'string' && /^-?\d{1,16}$/.test(body[key])) body[key] = Number(body[key]);
   for (const key of numberFields) if (typeof body[key] === 'string' && /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(body[key])) body[key] = Number(body[key]);
+  const lora = body['lora'];
+  if (typeof lora === 'string' && lora.trimStart().startsWith('[')) {
+    try {
+      body['lora'] = JSON.parse(lora);
+    } catch {
+      throw new RequestError(400, 'lora', `lora: a form's lora is an adapter's name or a JSON list such as [{"name": "style", "scale": 0.8}], but ${JSON.stringify(lora.slice(0, 80))} is not JSON`);
+    }
+  }
 }
 
 /** `WxH` checked against the limits and the side multiple; a 400 naming `size` otherwise. */
@@ -128,13 +142,17 @@ export function parseRequestSize(size: string, limits: ServeLimits): Required<Ru
   return { width, height };
 }
 
-/** The job's settings from a body Fastify's schema already checked; `defaultSize` when it names none. */
-export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultSize: Required<RunnerSize>): ImageRequest {
+/**
+ * The job's settings from a body Fastify's schema already checked; `defaultSize` when it names
+ * none; its LoRA choice among `loras` (none without them).
+ */
+export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultSize: Required<RunnerSize>, loras?: ServedLoras): ImageRequest {
   const size = body.size === undefined || body.size === 'auto' ? defaultSize : parseRequestSize(body.size, limits);
   if (body.size === undefined && (defaultSize.width > limits.maxSide || defaultSize.height > limits.maxSide)) {
     throw new RequestError(400, 'size', `this model's default size ${defaultSize.width}x${defaultSize.height} is over this server's limit of ${limits.maxSide}; give a size such as ${limits.maxSide}x${limits.maxSide}`);
   }
   if (body.prompt.trim() === '') throw new RequestError(400, 'prompt', 'prompt must not be blank');
+  const lora = (loras ?? ServedLoras.none).resolve(body.lora);
   return {
     prompt: body.prompt,
     ...(body.negative_prompt !== undefined && { negativePrompt: body.negative_prompt }),
@@ -143,7 +161,9 @@ export function imageRequest(body: GenerationBody, limits: ServeLimits, defaultS
     ...(body.steps !== undefined && { steps: body.steps }),
     ...(body.guidance !== undefined && { guidance: body.guidance }),
     ...(body.lora_scale !== undefined && { loraScale: body.lora_scale }),
+    ...(lora !== undefined && { lora }),
     seed: body.seed ?? randomInt(0, 2 ** 47),
     responseFormat: body.response_format ?? 'url',
   };
 }
+

@@ -24,7 +24,7 @@ export function jobView(job: Job): object {
     created_at: job.createdAt,
     started_at: job.startedAt ?? null,
     finished_at: job.finishedAt ?? null,
-    request: { prompt: r.prompt, negative_prompt: r.negativePrompt ?? null, n: r.n, size: `${r.width}x${r.height}`, steps: r.steps ?? null, guidance: r.guidance ?? null, seed: r.seed, response_format: r.responseFormat, lora_scale: r.loraScale ?? null, edit: r.imagePath !== undefined, mask: r.maskPath !== undefined, strength: r.strength ?? null },
+    request: { prompt: r.prompt, negative_prompt: r.negativePrompt ?? null, n: r.n, size: `${r.width}x${r.height}`, steps: r.steps ?? null, guidance: r.guidance ?? null, seed: r.seed, response_format: r.responseFormat, lora_scale: r.loraScale ?? null, lora: r.lora?.map((l) => ({ name: l.name, scale: l.scale })) ?? null, edit: r.imagePath !== undefined, mask: r.maskPath !== undefined, strength: r.strength ?? null },
     progress: progressView(job.progress),
     batch_images: job.batchImages ?? null,
     timings: job.timings ? { queue_ms: job.timings.queueMs, encode_ms: job.timings.encodeMs, prepare_ms: job.timings.prepareMs, denoise_ms: job.timings.denoiseMs, decode_ms: job.timings.decodeMs, total_ms: job.timings.totalMs } : null,

@@ -16,6 +16,7 @@ import { imageSize, imageVariant, sizeMultiple, type ImageVariant } from '../cli
 import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js';
 import type { ImageRequest } from './image_request.js';
 import { RequestError } from './request_error.js';
+import { applyLoraChoice, loraKey, ServedLoras, type LoraWeight } from './lora_choice.js';
 
 /** What a batch gave: each job's PNGs, in order, and the call's timings. */
 export interface BatchOutput {
@@ -33,25 +34,51 @@ export interface RunnerSize {
   height?: number;
 }
 
-/** The jobs that may share one call: same size, steps, guidance, negative prompt and LoRA scale; an edit runs alone. */
+/** The jobs that may share one call: same size, steps, guidance, negative prompt, LoRA adapters and LoRA scale; an edit runs alone. */
 export function batchKey(r: ImageRequest): string {
   if (r.imagePath !== undefined) return JSON.stringify(['edit', r.imagePath]);
-  return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null, r.loraScale ?? null]);
+  return JSON.stringify([r.width, r.height, r.steps ?? null, r.guidance ?? null, r.negativePrompt ?? null, r.loraScale ?? null, r.lora ? loraKey(r.lora) : null]);
+}
+
+/** PipelineRunner's further settings. */
+export interface RunnerOptions {
+  /** Where each loaded LoRA adapter came from, by name (what GET /v1/loras shows as its source). */
+  loraSources?: Readonly<Record<string, string>>;
 }
 
 /** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
 export class PipelineRunner {
   // the image variants, made once over the pipeline's models (fromPipe: nothing loads twice)
   readonly #variants = new Map<boolean, ImageVariant>();
+  /** The LoRA adapters loaded on the pipeline when the runner was made, and the default choice among them (the active ones). */
+  readonly loras: ServedLoras;
+  // the adapters the pipeline runs now (a key of loraKey): changed before a batch only when it asks others
+  #loraNow: string | undefined;
 
   /**
-   * @param pipe The pipeline every job runs on.
+   * @param pipe The pipeline every job runs on, its LoRA adapters loaded (those active now are a job's default).
    * @param defaults What every call starts from (a trained pipeline's defaults), the request on top.
+   * @param options Where the adapters came from.
    */
   constructor(
     readonly pipe: DiffusionPipeline,
     readonly defaults: Partial<GenerateOptions> & RunnerSize = {},
-  ) {}
+    options: RunnerOptions = {},
+  ) {
+    this.loras = ServedLoras.of(pipe, options.loraSources);
+    const now = this.loras.defaultChoice;
+    this.#loraNow = now && loraKey(now);
+  }
+
+  // the pipeline's adapters made `choice` (setAdapters / disableLora), unless they are already
+  #useLoras(choice: readonly LoraWeight[] | undefined): void {
+    if (choice === undefined) return;
+    const key = loraKey(choice);
+    if (key === this.#loraNow) return;
+    this.#loraNow = undefined; // unknown until it has been applied whole
+    applyLoraChoice(this.pipe, choice);
+    this.#loraNow = key;
+  }
 
   // the pipeline's image-to-image variant (inpainting with `mask`); a 400 naming the field when it has none
   #variant(mask: boolean): ImageVariant {
@@ -129,6 +156,7 @@ export class PipelineRunner {
       ...(first.negativePrompt !== undefined && { negativePrompt: first.negativePrompt }),
       ...(first.loraScale !== undefined && { loraScale: first.loraScale }),
     };
+    this.#useLoras(first.lora);
     let latents: dt.Tensor | undefined;
     let pipe: DiffusionPipeline = this.pipe;
     if (first.imagePath !== undefined) {

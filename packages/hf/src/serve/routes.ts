@@ -65,7 +65,7 @@ async function editRequest(ctx: RouteContext, body: EditBody): Promise<ImageRequ
     throw new RequestError(400, 'size', `the picture's size ${size.width}x${size.height} is over this server's limit of ${limits.maxSide}; give a size such as ${limits.maxSide}x${limits.maxSide}`);
   }
   const { image, mask: maskBytes, strength, ...fields } = body;
-  const request = imageRequest(fields, limits, size);
+  const request = imageRequest(fields, limits, size, ctx.runner.loras);
   // an edit is one call of n images: on a dp mesh, a multiple of its degree
   const dp = ctx.runner.dpDegree;
   if (request.n % dp !== 0) throw new RequestError(400, 'n', `n must be a multiple of ${dp} for an edit on this server (its mesh splits a call's images over a dp dim of ${dp})`);
@@ -80,7 +80,7 @@ async function editRequest(ctx: RouteContext, body: EditBody): Promise<ImageRequ
 // a 429 carries Retry-After
 function submit(ctx: RouteContext, body: GenerationBody | ImageRequest, reply: FastifyReply): Job {
   try {
-    return ctx.queue.submit('responseFormat' in body ? body : imageRequest(body, ctx.options.limits, ctx.runner.defaultSize()));
+    return ctx.queue.submit('responseFormat' in body ? body : imageRequest(body, ctx.options.limits, ctx.runner.defaultSize(), ctx.runner.loras));
   } catch (err) {
     if (err instanceof RequestError && err.status === 429) void reply.header('retry-after', String((err as RequestError & { retryAfterSeconds: number }).retryAfterSeconds));
     throw err;
@@ -116,6 +116,13 @@ export function registerRoutes(app: FastifyInstance, ctx: RouteContext): void {
     auth: options.token !== undefined,
     default_size: `${ctx.runner.defaultSize().width}x${ctx.runner.defaultSize().height}`,
     limits: { max_side: options.limits.maxSide, max_steps: options.limits.maxSteps, max_images: options.limits.maxImages, max_prompt_length: options.limits.maxPromptLength },
+  }));
+
+  // the LoRA adapters a request's lora may name
+  app.get('/v1/loras', async () => ({
+    object: 'list',
+    data: ctx.runner.loras.loras.map((l) => ({ object: 'lora', name: l.name, source: l.source, scale: l.scale, default: l.default })),
+    fused: ctx.runner.loras.fused,
   }));
 
   app.get('/metrics', async (_request, reply) => reply.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics()));

@@ -69,8 +69,8 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
     // a prompt of maxPromptLength characters fits many times over; more is a 413 before it is read
     bodyLimit: 64 * 1024 + 8 * checked.limits.maxPromptLength,
     genReqId: () => randomId().slice(0, 16),
-    // types as sent ("2" is not a number); unknown fields refused, not dropped
-    ajv: { customOptions: { coerceTypes: false, allErrors: false, removeAdditional: false } },
+    // types as sent ("2" is not a number); unknown fields refused, not dropped; a field may take two types (lora: a name or a list)
+    ajv: { customOptions: { coerceTypes: false, allErrors: false, removeAdditional: false, allowUnionTypes: true } },
     connectionTimeout: 0,
     requestTimeout: (checked.requestTimeoutSeconds + 30) * 1000,
     forceCloseConnections: 'idle',
