@@ -5,6 +5,7 @@
 //
 //   MODEL=flux-dev DEVICE=cuda node bench/serve/gpu_throughput.mjs
 //   node bench/serve/gpu_throughput.mjs          (tiny-flux on the CPU at 64x64, 4 steps: the same code path)
+//   MODEL=flux-dev TINY_MODEL=1 node bench/serve/gpu_throughput.mjs   (flux-dev's tiny config with random weights: a CPU check of that path)
 //
 // No weights are downloaded: flux-dev is FLUX.1-dev at full size with random weights, built as
 // bench/hf/pipelines.mjs builds it (bench/hf/random_pipeline.mjs; the tiny pipelines'
@@ -16,7 +17,7 @@
 // setting, then one with the ratio.
 //
 // Env: MODEL (tiny-flux | flux-dev | another bench/hf/pipelines.json entry), DEVICE (cpu | cuda),
-// SIZE (1024x1024 for flux-dev, else 64x64), STEPS (28 for flux-dev, else 4), REQUESTS (8), BATCH (4), WARMUP (1).
+// SIZE (1024x1024 for flux-dev, else 64x64), STEPS (28 for flux-dev, else 4), REQUESTS (8), BATCH (4), WARMUP (1), TINY_MODEL (0).
 import { execSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -28,7 +29,9 @@ import { randomPipeline } from '../hf/random_pipeline.mjs';
 const env = process.env;
 const MODEL = env.MODEL ?? 'tiny-flux';
 const DEVICE = env.DEVICE ?? 'cpu';
-const full = MODEL !== 'tiny-flux';
+const random = MODEL !== 'tiny-flux';
+const tinyModel = env.TINY_MODEL === '1';
+const full = random && !tinyModel;
 const SIZE = env.SIZE ?? (full ? '1024x1024' : '64x64');
 const STEPS = Number(env.STEPS ?? (full ? 28 : 4));
 const REQUESTS = Number(env.REQUESTS ?? 8);
@@ -46,7 +49,7 @@ dt.setCaptureStacks(false); // as under NODE_ENV=production
 
 function emit(record) {
   const gpu = DEVICE === 'cuda' ? { gpu: dt.cuda.devices()[0]?.name ?? null } : { cores: availableParallelism() };
-  console.log(JSON.stringify({ bench: 'serve_throughput', model: MODEL, randomWeights: full, device: DEVICE, dtype, size: SIZE, steps: STEPS, requests: REQUESTS, node: process.version, commit, ...gpu, ...record }));
+  console.log(JSON.stringify({ bench: 'serve_throughput', model: MODEL, randomWeights: random, ...(tinyModel && { tinyModel }), device: DEVICE, dtype, size: SIZE, steps: STEPS, requests: REQUESTS, node: process.version, commit, ...gpu, ...record }));
 }
 
 async function post(url, body) {
@@ -91,7 +94,7 @@ async function measure(pipe, maxBatch, work) {
 const work = mkdtempSync(join(tmpdir(), 'dtorch-serve-throughput-'));
 const mesh = new dt.DeviceMesh(DEVICE, [0]);
 const builtAt = performance.now();
-const pipe = full ? (await randomPipeline(MODEL, { mesh, dtype })).pipe : await hf.FluxPipeline.tiny({ mesh, dtype });
+const pipe = random ? (await randomPipeline(MODEL, { mesh, dtype, tiny: tinyModel })).pipe : await hf.FluxPipeline.tiny({ mesh, dtype });
 await dt.sync();
 const buildS = Number(((performance.now() - builtAt) / 1000).toFixed(1));
 try {
