@@ -85,6 +85,16 @@ Examples:
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a red hat" --image cat.png --mask hat-mask.png --strength 0.9 --out hat.png
   dtorch generate --model black-forest-labs/FLUX.1-dev --prompt "a cat" --out cat.png --devices cuda:0 --dtype bfloat16`;
 
+const serveClusterHelp = `
+Behind a cluster (docs/serve.md): --cluster-workers N makes the server a cluster's main node; it
+waits for N workers (\`dtorch worker --main HOST:PORT --token-file FILE\` on each host), and
+--devices names devices by their cluster-wide index (this process's first, then each worker's in
+join order). A lost worker fails the running job; the pipeline is built again on the devices left
+if they are enough for --parallel, else new jobs get a 503 until workers enough join again.
+
+Example:
+  dtorch serve --model tiny-flux --cluster-workers 1 --cluster-listen 0.0.0.0:7070 --cluster-token-file ~/.dtorch-token --token-file ~/.serve-token --host 0.0.0.0 --devices cpu:0,1 --parallel ulysses=2`;
+
 /** The `dtorch` command and its subcommands, generate, serve, info and worker; `version`: @dtorch/hf's. */
 export function program(version: string): Command {
   const cli = new Command('dtorch')
@@ -150,6 +160,12 @@ export function program(version: string): Command {
     .addOption(new Option('--log-level <level>', 'the JSON log\'s level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'))
     .option('--revision <rev>', 'the hub revision (branch, tag or commit)')
     .option('--local-files-only', 'use the HF cache only, no download')
+    .option('--cluster-workers <n>', 'be the main node of a cluster: wait for n `dtorch worker`s to join before loading; --devices then names the cluster\'s devices (docs/cluster.md)', integer('--cluster-workers', 1, 65_536))
+    .option('--cluster-listen <host:port>', 'where workers join (default 127.0.0.1:0: loopback, a free port, printed); an address beyond this host needs --cluster-token-file')
+    .option('--cluster-token-file <file>', 'a file whose first line is the token workers present (default: DTORCH_CLUSTER_TOKEN)')
+    .option('--cluster-join-timeout <seconds>', 'how long to wait for the workers (default 60)', integer('--cluster-join-timeout', 1, 86_400))
+    .option('--cluster-main-devices <devices>', 'this process\'s own devices in the cluster, numbered first: cpu:0-1 | cuda:0-7 (default every GPU and cpu:0)')
+    .addHelpText('after', serveClusterHelp)
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('./serve.js');
       await runServe(flags);

@@ -11,6 +11,7 @@ import { stepRate } from '../cli/progress.js';
 import type { StepInfo } from '../pipelines/diffusion_pipeline.js';
 import type { ImageRequest } from './image_request.js';
 import { finalStates, type Job, type JobStore } from './job_store.js';
+import { ClusterRunner } from './cluster_runner.js';
 import { batchKey, type PipelineRunner } from './pipeline_runner.js';
 import { RequestError } from './request_error.js';
 
@@ -91,9 +92,12 @@ export class JobQueue {
     return Math.max(1, Math.ceil(batches * (this.#batchSeconds ?? 1)));
   }
 
-  /** A new queued job for `request`; a 429 when the queue is full, a 503 once shutdown began. */
+  /** A new queued job for `request`; a 429 when the queue is full, a 503 once shutdown began or while a cluster's pipeline cannot run. */
   submit(request: ImageRequest): Job {
     if (this.#closing) throw new RequestError(503, null, 'the server is shutting down and takes no new jobs', 'SHUTTING_DOWN');
+    // behind a cluster: a 503 once a lost worker left the mesh fewer devices than it needs
+    const refused = this.runner instanceof ClusterRunner ? this.runner.refusal() : undefined;
+    if (refused) throw refused;
     if (this.#queued.length >= this.maxQueue) throw new QueueFullError(this.retryAfterSeconds(), this.maxQueue);
     const job = this.store.create(request);
     this.#queued.push(job);

@@ -52,7 +52,9 @@ export class ServeMetrics {
         const m = mesh();
         if (!m) return;
         if (m.deviceType === 'cuda') {
-          for (const d of m.devices) this.set({ device: `cuda:${d}` }, dt.cuda.memoryStats(d).allocatedBytes);
+          // behind a cluster, this host's GPUs only (node 0's, numbered as on the host); the workers' are not known here
+          const own = dt.cluster.isRunning() ? new Set(dt.cluster.devices('cuda').filter((d) => d.node === 0).map((d) => d.index)) : undefined;
+          for (const d of m.devices) if (!own || own.has(d)) this.set({ device: `cuda:${d}` }, dt.cuda.memoryStats(d).allocatedBytes);
         } else {
           for (const d of dt.memory().perDevice) this.set({ device: d.device }, d.allocatedBytes);
         }

@@ -48,6 +48,7 @@ export interface RunnerOptions {
 
 /** The service's pipeline and the settings its jobs start from (a trained pipeline's defaults). */
 export class PipelineRunner {
+  #pipe: DiffusionPipeline;
   // the image variants, made once over the pipeline's models (fromPipe: nothing loads twice)
   readonly #variants = new Map<boolean, ImageVariant>();
   /** The LoRA adapters loaded on the pipeline when the runner was made, and the default choice among them (the active ones). */
@@ -61,13 +62,30 @@ export class PipelineRunner {
    * @param options Where the adapters came from.
    */
   constructor(
-    readonly pipe: DiffusionPipeline,
+    pipe: DiffusionPipeline,
     readonly defaults: Partial<GenerateOptions> & RunnerSize = {},
     options: RunnerOptions = {},
   ) {
+    this.#pipe = pipe;
     this.loras = ServedLoras.of(pipe, options.loraSources);
     const now = this.loras.defaultChoice;
     this.#loraNow = now && loraKey(now);
+  }
+
+  /** The pipeline every job runs on. */
+  get pipe(): DiffusionPipeline {
+    return this.#pipe;
+  }
+
+  /**
+   * Jobs from now on run on `pipe`, built as the first one (the same model and adapters; a server
+   * behind a cluster builds it again on the devices left after a lost worker). The caller frees
+   * the old one.
+   */
+  replacePipeline(pipe: DiffusionPipeline): void {
+    this.#pipe = pipe;
+    this.#variants.clear();
+    this.#loraNow = undefined; // a job's choice is applied again
   }
 
   // the pipeline's adapters made `choice` (setAdapters / disableLora), unless they are already

@@ -12,6 +12,7 @@ import type { JobQueue } from './job_queue.js';
 import { whenFinal, type Job, type JobStore } from './job_store.js';
 import { filePath, jobView } from './job_view.js';
 import type { ServeMetrics } from './metrics.js';
+import { ClusterRunner } from './cluster_runner.js';
 import type { PipelineRunner } from './pipeline_runner.js';
 import { RequestError } from './request_error.js';
 import type { CheckedServeOptions } from './serve_options.js';
@@ -90,7 +91,7 @@ function submit(ctx: RouteContext, body: GenerationBody | ImageRequest, reply: F
 // OpenAI's answer of the images API for a final job (an error unless it succeeded)
 function imagesResponse(ctx: RouteContext, request: FastifyRequest, job: Job): object {
   if (job.state !== 'succeeded') {
-    const status = job.error?.code === 'SHUTDOWN' ? 503 : job.state === 'cancelled' ? 409 : 500;
+    const status = job.error?.code === 'SHUTDOWN' || job.error?.code === 'NODE_LOST' ? 503 : job.state === 'cancelled' ? 409 : 500;
     throw new RequestError(status, null, `the job ${job.id} ${job.state}: ${job.error?.message ?? ''}`, job.error?.code);
   }
   const data = job.files.map((name) => {
@@ -107,16 +108,22 @@ export function registerRoutes(app: FastifyInstance, ctx: RouteContext): void {
 
   app.get('/', async (_request, reply) => reply.type('text/html; charset=utf-8').header('content-security-policy', "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'").send(page));
 
-  app.get('/healthz', async () => ({
-    status: queue.closing ? 'shutting_down' : 'ok',
-    model: ctx.model,
-    queue_length: queue.length,
-    max_queue: options.maxQueue,
-    max_batch: options.maxBatch,
-    auth: options.token !== undefined,
-    default_size: `${ctx.runner.defaultSize().width}x${ctx.runner.defaultSize().height}`,
-    limits: { max_side: options.limits.maxSide, max_steps: options.limits.maxSteps, max_images: options.limits.maxImages, max_prompt_length: options.limits.maxPromptLength },
-  }));
+  app.get('/healthz', async (_request, reply) => {
+    // behind a cluster: its workers, and the pipeline's state after a lost one (a 503 while it cannot run)
+    const cluster = ctx.runner instanceof ClusterRunner ? ctx.runner.health() : undefined;
+    if (cluster?.state === 'unavailable') void reply.code(503);
+    return {
+      status: queue.closing ? 'shutting_down' : cluster && cluster.state !== 'ready' ? cluster.state : 'ok',
+      model: ctx.model,
+      queue_length: queue.length,
+      max_queue: options.maxQueue,
+      max_batch: options.maxBatch,
+      auth: options.token !== undefined,
+      default_size: `${ctx.runner.defaultSize().width}x${ctx.runner.defaultSize().height}`,
+      limits: { max_side: options.limits.maxSide, max_steps: options.limits.maxSteps, max_images: options.limits.maxImages, max_prompt_length: options.limits.maxPromptLength },
+      ...(cluster && { cluster: { state: cluster.state, reason: cluster.reason, address: cluster.address, mesh: cluster.mesh, workers_up: cluster.workersUp, workers_lost: cluster.workersLost, lost: cluster.lost, rebuilds: cluster.rebuilds } }),
+    };
+  });
 
   // the LoRA adapters a request's lora may name
   app.get('/v1/loras', async () => ({

@@ -9,6 +9,7 @@ import type { DeviceMesh } from '@dtorch/api';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { finalStates, randomId, JobStore } from './job_store.js';
 import { JobQueue, type QueueObserver } from './job_queue.js';
+import { ClusterRunner } from './cluster_runner.js';
 import { PipelineRunner } from './pipeline_runner.js';
 import { RequestError } from './request_error.js';
 import { checkServeOptions, type CheckedServeOptions, type ServeOptions } from './serve_options.js';
@@ -64,6 +65,7 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
   };
   const queue = new JobQueue(store, runner, checked.maxQueue, checked.maxBatch, observer);
   const metrics = new ServeMetrics(store, () => queue, () => (runner.pipe as { mesh?: DeviceMesh }).mesh);
+  if (runner instanceof ClusterRunner) await runner.registerMetrics(metrics.registry);
   const app = Fastify({
     logger: checked.logLevel === 'silent' ? false : { level: checked.logLevel },
     // a prompt of maxPromptLength characters fits many times over; more is a 413 before it is read
@@ -80,7 +82,8 @@ export async function createImageServer(runner: PipelineRunner, options: ServeOp
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const answer = asRequestError(error);
-    if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
+    // a 503 is an answer (shutting down, a cluster's pipeline that cannot run), not a failure to log
+    if (answer.status >= 500 && answer.status !== 503) request.log.error({ err: error }, 'request failed');
     // a body over the limit by its Content-Length: Fastify closes the connection unread, and the
     // client, still writing, loses the 413 to a reset; up to 64 MiB the rest is read and dropped
     // instead (Node does so for a kept connection), so that the client reads its answer
