@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace dtorch::bindings {
 
@@ -31,6 +32,17 @@ Napi::Error translateCurrentException(Napi::Env env) {
   } catch (...) {
     return makeError(env, common::code::kInternal, "unknown native exception");
   }
+}
+
+void logDropped(const char* what) {
+  std::string why;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+  }
+  DTORCH_LOG(common::LogLevel::kWarn, what << " was dropped: " << (why.empty() ? "JS could not take it (the process is exiting)" : why));
 }
 
 }  // namespace dtorch::bindings

@@ -34,4 +34,20 @@ auto guarded(const Napi::CallbackInfo& info, Body&& body) -> decltype(body()) {
   }
 }
 
+// For use inside catch(...) in a callback that must not throw: logs what `what` lost and why.
+void logDropped(const char* what);
+
+// Runs `body` for a thread-safe function's callback, which runs with no JS call on the stack; also
+// while the environment tears down (after 'exit', Node turns its loop once more to close handles),
+// when JS can no longer run and every call into it fails. A Napi::Error escaping there is
+// std::terminate; what fails is logged instead (the promise it would have settled has no reader).
+template <typename Body>
+void guardedCallback(const char* what, Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+    logDropped(what);
+  }
+}
+
 }  // namespace dtorch::bindings

@@ -60,6 +60,11 @@ std::string_view bytesOf(const Napi::Value& value) {
   return {b.Data(), b.Length()};
 }
 
+// The wake's call of onOutgoing (unref'd, it may come in as the environment tears down).
+void callOnOutgoing(Napi::Env, Napi::Function onOutgoing) {
+  guardedCallback("a wake of the op stream", [&] { onOutgoing.Call({}); });
+}
+
 // join(node, epoch, storeHandle | undefined, devices, onOutgoing, glooHost)
 Napi::Value join(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
@@ -73,7 +78,7 @@ Napi::Value join(const Napi::CallbackInfo& info) {
     s.wake = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "dtorch-op-stream", 0, 1);
     s.wake.Unref(env);
     Napi::ThreadSafeFunction wake = s.wake;
-    engine.outbox().setNotify([wake]() mutable { wake.NonBlockingCall(); });
+    engine.outbox().setNotify([wake]() mutable { wake.NonBlockingCall(callOnOutgoing); });
     s.joined = true;
     return env.Undefined();
   });

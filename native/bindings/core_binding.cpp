@@ -117,10 +117,14 @@ void onDelivery(Napi::Env env, Napi::Function, CoreState* s, Delivery* delivery)
   if (it == s->pending.end()) return;
   Napi::Promise::Deferred deferred = it->second;
   s->pending.erase(it);
-  if (s->pending.empty()) s->deliveries.Unref(env);
-  Napi::HandleScope scope(env);
-  if (owned->result.ok) deferred.Resolve(fetchedToJs(env, owned->result));
-  else deferred.Reject(failureToJs(env, owned->result).Value());
+  // a read that comes in while the environment tears down (done by the engine's stop on 'exit')
+  // settles nothing: JS cannot run any more
+  guardedCallback("a read's result", [&] {
+    if (s->pending.empty()) s->deliveries.Unref(env);
+    Napi::HandleScope scope(env);
+    if (owned->result.ok) deferred.Resolve(fetchedToJs(env, owned->result));
+    else deferred.Reject(failureToJs(env, owned->result).Value());
+  });
 }
 
 // A completion whose result resolves a promise on the JS thread. `recordRead(completion)`
@@ -708,7 +712,11 @@ Napi::Value shutdownNow(const Napi::CallbackInfo& info) {
 void shutdownEnv(void* arg) {
   auto* s = static_cast<CoreState*>(arg);
   s->closed = true;
-  s->engine->shutdown();
+  try {  // no JS call on the stack: an exception here would end the process
+    s->engine->shutdown();
+  } catch (...) {
+    logDropped("the engine's stop at teardown");
+  }
   s->deliveries.Release();
 }
 

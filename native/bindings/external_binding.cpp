@@ -87,8 +87,10 @@ Napi::Promise queue(Napi::Env env, std::function<void()> work, std::function<Nap
       *outcome = {false, common::code::kInternal, e.what()};
     }
     tsfn.BlockingCall([deferred, done, outcome](Napi::Env e, Napi::Function) {
-      if (outcome->ok) deferred->Resolve(done(e));
-      else deferred->Reject(makeError(e, outcome->code, outcome->message).Value());
+      guardedCallback("a rendezvous store call's result", [&] {
+        if (outcome->ok) deferred->Resolve(done(e));
+        else deferred->Reject(makeError(e, outcome->code, outcome->message).Value());
+      });
     });
     tsfn.Release();
   }).detach();
