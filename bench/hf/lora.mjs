@@ -14,7 +14,8 @@
 // where the unfused adapters' time goes: the kernels that grew most over a traced base step (kernels_added).
 //   DEVICE=cuda node bench/hf/lora.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/lora.mjs
-// Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs).
+// Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs),
+// VARIANTS (DTorch's side once per ';'-separated list of VAR=value settings, each line tagged with its variant).
 import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -34,6 +35,7 @@ const ranks = (process.env.RANKS ?? '16,64').split(',').map(Number);
 const iters = Number(process.env.ITERS ?? 10);
 const warmup = Number(process.env.WARMUP ?? 3);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
+const variants = (process.env.VARIANTS ?? '').split(';').map((v) => v.trim());
 const dir = process.env.LORA_DIR ?? join(tmpdir(), 'dtorch-bench-lora');
 const modelName = 'flux-dev';
 const bench = 'hf_lora';
@@ -164,14 +166,18 @@ async function main() {
   const { python, env } = diffusersPython(root);
   emit(children.run(python, ['-W', 'ignore', join(here, 'lora.py'), '--model', modelName, '--device', device, '--size', size, '--ranks', ranks.join(','),
     '--iters', String(iters), '--warmup', String(warmup), '--dir', dir], env, { side: 'diffusers_eager' }));
-  if (children.left() > 10) emit(children.run(process.execPath, [self], { LORA_WORKER: '1', LORA_DIR: dir }, { side: 'dtorch_compiled' }));
-  for (const rank of ranks) {
-    const ours = lines.find((l) => l.side === 'dtorch_compiled' && l.rank === rank);
+  // DTorch's side once per variant (VARIANTS: ';'-separated environments, e.g. 'DTORCH_FUSION=0')
+  for (const variant of variants) {
+    const env = Object.fromEntries(variant.split(/\s+/).filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+    if (children.left() > 10) emit(children.run(process.execPath, [self], { LORA_WORKER: '1', LORA_DIR: dir, ...env }, { side: 'dtorch_compiled' }).map((l) => ({ ...l, variant })));
+  }
+  for (const [rank, variant] of ranks.flatMap((r) => variants.map((v) => [r, v]))) {
+    const ours = lines.find((l) => l.side === 'dtorch_compiled' && l.rank === rank && l.variant === variant);
     const theirs = lines.find((l) => l.side === 'diffusers_eager' && l.rank === rank);
     const mib = theirs?.file_mib ?? null;
     const full = size === 'full' && device === 'cuda';
     console.log(JSON.stringify({
-      bench, summary: true, model: modelName, device, dtype, size, rank, file_mib: mib,
+      bench, summary: true, model: modelName, device, dtype, size, rank, variant, file_mib: mib,
       dtorch_base_ms: ours?.base_ms ?? null, dtorch_unfused_ms: ours?.unfused_ms ?? null, dtorch_fused_ms: ours?.fused_ms ?? null,
       dtorch_overhead_unfused: ours?.overhead_unfused ?? null, diffusers_base_ms: theirs?.base_ms ?? null, diffusers_unfused_ms: theirs?.unfused_ms ?? null,
       diffusers_fused_ms: theirs?.fused_ms ?? null, diffusers_overhead_unfused: theirs?.overhead_unfused ?? null,

@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -92,8 +92,13 @@ if bench fp8 && [ "$cuda" = true ]; then
   DEVICE=cuda node bench/hf/fp8_step.mjs > "$OUT/hf-fp8-step-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e 'rror' "$OUT/hf-fp8-step-cuda.jsonl" | cut -c1-1500
 fi
+if bench loragemm && [ "$cuda" = true ]; then
+  # the matmuls a LoRA adds to Flux-dev's linears, each way of running them, shape by shape (PyTorch)
+  for r in $(echo "${RANKS:-16}" | tr , " "); do python3 bench/gpu/lora_gemms.py --rank "$r" > "$OUT/lora-gemms-r$r-cuda.jsonl" 2>&1; done
+  grep -h -e '"summary": true' -e 'rror' "$OUT"/lora-gemms-r*-cuda.jsonl | cut -c1-1500
+fi
 if bench lora && [ "$cuda" = true ]; then
-  # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS)
+  # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS; VARIANTS: DTorch's side once per setting)
   DEVICE=cuda node bench/hf/lora.mjs > "$OUT/hf-lora-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-lora-cuda.jsonl" | cut -c1-1200
 fi

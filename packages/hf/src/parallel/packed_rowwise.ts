@@ -17,16 +17,16 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     const first = parts[0]!;
     const splitByFeatures = first.placements.some((p) => p.isShard(first.shape.length - 1));
     // the linear's LoRA adapters ride on its forward, which this product does not call: unsplit,
-    // their product (the bias in its epilogue) comes first and each part's matmul adds into it
-    let sum = splitByFeatures ? undefined : nn.loraDelta(linear, parts, undefined, linear.bias);
-    const biasDone = sum !== undefined;
+    // their products accumulate into the parts' sum at the end (the base matmuls keep their own
+    // kernels and the bias its epilogue); split, their delta is added to the reduced sum
+    let sum: dt.Tensor | undefined;
     // FP8 weights: each part quantized per token over its own width (finer scales than the
     // concatenated row's, and no pass over the parts first); a part split by features takes its
     // amax over all its ranks, so a mesh gives one device's numbers
     let offset = 0;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
-      const bias = part === first && !splitByFeatures && !biasDone ? linear.bias : undefined;
+      const bias = part === first && !splitByFeatures ? linear.bias : undefined;
       const amax = linear.weight_scale && splitByFeatures ? nn.rowAmax([part]) : undefined;
       const product = nn.linearProduct(linear, part, bias, linear.weight.narrow(1, offset, width), amax);
       sum = sum ? product.add(sum) : product;
@@ -34,7 +34,8 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     }
     const reduced = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
     const whole = linear.bias && splitByFeatures ? reduced.add(linear.bias) : reduced;
-    const delta = splitByFeatures ? nn.loraDelta(linear, parts, whole) : undefined;
+    if (!splitByFeatures) return nn.linearLora(linear)?.accumulate(parts, whole) ?? whole;
+    const delta = nn.loraDelta(linear, parts, whole);
     return delta ? whole.add(delta) : whole;
   });
 }

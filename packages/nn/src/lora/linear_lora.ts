@@ -18,9 +18,12 @@
 // Each active adapter keeps B times its scale (weight · alpha / rank), made when the weights are
 // set: the product needs no multiply per call (one kernel fewer per linear and step).
 //
-// Run time: the delta (A x, then B h with the bias in its epilogue) is written first and the base
-// matmul accumulates into it, 2 × out numbers a token beyond the base. A linear that widens its
-// output (in < out: an MLP's first linear, the adaLN modulations) costs less laid wide (layout()):
+// Run time: the base matmul runs as without adapters (its kernel, its bias epilogue), then each
+// adapter's B h (h = A x) accumulates into its output in place (linear_add), 2 × out numbers a
+// token beyond the base. (Writing the delta first and letting the base accumulate into it moves
+// the base to other cuBLAS kernels; on an H100 the step was no faster that way: bench/results/hf-lora.)
+// A linear that widens its output (in < out: an MLP's first linear, the adaLN modulations) costs
+// less laid wide (layout()):
 // the weight becomes the first `in` columns of a buffer [W | B₁ … Bₖ], and one matmul of [x | A x]
 // with it gives W x + B A x + b in one pass over the output (2 × in more a token, for the join),
 // with the matmul's epilogue (a GELU after it) as without adapters.
@@ -93,8 +96,8 @@ export function linearLora(linear: Linear): LinearLora | undefined {
  * or parts side by side along the last dim (a linear over concatenated inputs); undefined when
  * none would add anything. Placed as `like` (the base output) lies.
  */
-export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: dt.Tensor, bias?: dt.Tensor): dt.Tensor | undefined {
-  return registry.get(linear)?.delta(inputs, like, bias);
+export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: dt.Tensor): dt.Tensor | undefined {
+  return registry.get(linear)?.delta(inputs, like);
 }
 
 /**
@@ -106,7 +109,7 @@ export function loraWideProduct(x: dt.Tensor, a: dt.Tensor, buffer: dt.Tensor, b
 }
 
 /**
- * `linear.forward(x)` with its running adapters, the base matmul accumulating into their product
+ * `linear.forward(x)` with its running adapters, their products accumulating into the base's
  * (see the file's comment); undefined when none would add anything. For linears whose weight is
  * whole on every mesh dim (the split ones add the delta after their own forward).
  */
@@ -123,8 +126,7 @@ export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined 
       const delta = lora.delta([x], out);
       return delta ? out.add(delta) : out;
     }
-    const delta = lora.delta([x], undefined, linear.bias);
-    return delta && linearProduct(linear, x).add(delta);
+    return lora.accumulate([x], linearProduct(linear, x, linear.bias));
   });
 }
 
@@ -376,30 +378,30 @@ export class LinearLora {
   }
 
   /**
-   * See {@link loraDelta}: with `bias`, the bias rides on the last matmul's epilogue; without
-   * `like`, the delta is placed as its product falls.
+   * `out` (the base product, bias included) plus each running adapter's B (A x) for `inputs`, each
+   * product accumulating into the sum (fused: the small matmul adds into `out` in place, and the
+   * base matmul keeps its own kernel and epilogue). For a weight whole on every mesh dim.
    */
-  delta(inputs: readonly dt.Tensor[], like?: dt.Tensor, bias?: dt.Tensor): dt.Tensor | undefined {
+  accumulate(inputs: readonly dt.Tensor[], out: dt.Tensor): dt.Tensor {
+    let sum = out;
+    for (const { a, b } of this.running()) sum = dt.F.linear(projectRank(inputs, a), b).add(sum);
+    return sum;
+  }
+
+  /**
+   * See {@link loraDelta}: without `like`, the delta is placed as its product falls.
+   */
+  delta(inputs: readonly dt.Tensor[], like?: dt.Tensor): dt.Tensor | undefined {
     const running = this.running();
     if (running.length === 0) return undefined;
     const tp = tpDim(this.linear.weight.mesh);
     let sum: dt.Tensor | undefined;
     for (const { a, b } of running) {
-      // the rank-r projection A x: for split inputs, each part meets its own columns of A
-      let h: dt.Tensor | undefined;
-      let offset = 0;
-      for (const part of inputs) {
-        const width = part.shape.at(-1)!;
-        const columns = inputs.length === 1 ? a : a.narrow(1, offset, width);
-        const x = tp >= 0 && columns.placements[tp]!.isShard() ? toTp(part, dt.Shard(-1)) : part;
-        const product = dt.F.linear(x, columns);
-        h = h ? h.add(product) : product;
-        offset += width;
-      }
+      let h = projectRank(inputs, a, tp);
       // the r numbers of each token, whole on 'tp' (summed or gathered: small), scaled, then B
-      if (tp >= 0 && !h!.placements[tp]!.isReplicate()) h = toTp(h!, dt.Replicate());
+      if (tp >= 0 && !h.placements[tp]!.isReplicate()) h = toTp(h, dt.Replicate());
       // a later adapter's matmul accumulates into the sum (fused as the base's is)
-      sum = sum ? dt.F.linear(h!, b).add(sum) : dt.F.linear(h!, b, bias);
+      sum = sum ? dt.F.linear(h, b).add(sum) : dt.F.linear(h, b);
     }
     if (!like) return sum;
     const placed = sum!.placements.every((p, d) => p.equals(like.placements[d]!)) ? sum! : sum!.redistribute(like.placements);
@@ -425,6 +427,22 @@ export class LinearLora {
     const active = this.#active.get(name);
     if (active && active.scaledB !== this.#adapters.get(name)?.b) active.scaledB.dispose();
   }
+}
+
+// The rank-r projection A x of one input, or of parts side by side (each part meets its own
+// columns of A); on a mesh with a 'tp' dim (`tp`), a part meets A's columns split as they lie.
+function projectRank(inputs: readonly dt.Tensor[], a: dt.Tensor, tp = -1): dt.Tensor {
+  let h: dt.Tensor | undefined;
+  let offset = 0;
+  for (const part of inputs) {
+    const width = part.shape.at(-1)!;
+    const columns = inputs.length === 1 ? a : a.narrow(1, offset, width);
+    const x = tp >= 0 && columns.placements[tp]!.isShard() ? toTp(part, dt.Shard(-1)) : part;
+    const product = dt.F.linear(x, columns);
+    h = h ? h.add(product) : product;
+    offset += width;
+  }
+  return h!;
 }
 
 // `t` on the weight's mesh with `placements`, in its dtype; `t` itself is released when a new

@@ -2,7 +2,7 @@
 // every running adapter's A stacked into one [Σ rank, in] and every B (times its scale) placed
 // on its linear's rows of one block-diagonal [Σ out, Σ rank]. The packed product then reads its
 // input once for all the adapters (where one linear at a time reads it once per adapter) and
-// writes one delta, which the base matmul accumulates into (linear_lora.ts). The zero blocks cost
+// accumulates once into the base matmul's output (linear_lora.ts). The zero blocks cost
 // Σ rank multiply-adds per output element: small beside the base's `in`.
 import * as dt from '@dtorch/api';
 import type { Linear } from '../layers/linear.js';

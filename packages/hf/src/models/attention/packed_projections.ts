@@ -15,8 +15,8 @@
 // block-diagonal B with the scales). With float weights, pack() lays the weights in a buffer
 // [Σ out, in + Σ rank] whose last columns are B, each linear's weight a view of its first `in`
 // columns; forward() then computes h = A x and one matmul of [x | h] with the whole buffer:
-// y = W x + B h + b in one pass over the output. Each adapted output would otherwise be written
-// by the adapters' product and read back by the base matmul (2 × out per token, where [x | h]
+// y = W x + B h + b in one pass over the output. Each adapted output would otherwise be read and
+// written again by the adapters' product accumulating into it (2 × out per token, where [x | h]
 // costs 2 × in more: q/k/v's output is 3 × their input). A change of adapters replaces the
 // weights' handles (nn.LinearLora), so forward() runs the linears one by one until pack() lays
 // the buffer again with the new B.
@@ -96,9 +96,9 @@ export class PackedProjections {
       const scale = linears[0]!.weight_scale ? dt.cat(linears.map((l) => l.weight_scale!), 0) : undefined;
       const base = (b?: dt.Tensor) => (scale ? dt.F.fp8Linear(x, weight, scale, b) : dt.F.linear(x, weight, b));
       // the linears' LoRA adapters (which ride on a forward the packed matmul does not call) as
-      // one product, the bias in its epilogue, which the base matmul accumulates into
+      // one product, accumulating into the base matmul's output (its bias in the epilogue)
       const lora = this.#loraFactors(linears);
-      const product = lora ? base().add(dt.F.linear(dt.F.linear(x, lora.a), lora.b, bias)) : base(bias);
+      const product = lora ? dt.F.linear(dt.F.linear(x, lora.a), lora.b).add(base(bias)) : base(bias);
       return product.split(linears.map((l) => l.outFeatures), -1);
     });
   }
