@@ -373,8 +373,10 @@ export function fromLocalBuffers(
     }
     offsets.push(offset);
   });
-  const host = new Uint8Array(elements * size);
-  for (const [piece, offset] of distinct) host.set(piece, offset * size);
+  // one distinct piece (one device, or all ranks alike) goes as it is: the engine copies it at
+  // record time anyway, so joining the pieces first would be a second pass over every byte
+  const host = distinct.size === 1 ? pieces[0]! : new Uint8Array(elements * size);
+  if (host !== pieces[0]) for (const [piece, offset] of distinct) host.set(piece, offset * size);
   const e = engine();
   let i = writeShape(writeShape(writeCreationHeader(r.mesh, r.placements, r.dtype), [elements]), globalShape);
   e.reserveArgs(i + offsets.length); // one offset per rank
