@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as hf from '@dtorch/hf';
 import type * as nn from '@dtorch/nn';
+import { settleGarbage } from '../settle_garbage.js';
 
 const call = { prompt: 'a red circle', height: 32, width: 32, numInferenceSteps: 2, seed: 7, outputType: 'tensor' as const };
 
@@ -288,6 +289,7 @@ describe('offloading a pipeline with LoRA adapters', () => {
       if (fuse) pipe.fuseLora();
       const expected = await imagesOf(pipe);
       await dt.sync();
+      await settleGarbage(); // what earlier tests left to the collector goes now, not between the counts below
       const resident = deviceBytes(['cpu:1'])[0]!;
       await (kind === 'model' ? pipe.enableModelCpuOffload() : pipe.enableGroupOffload());
       const offloaded = deviceBytes(['cpu:1'])[0]!;

@@ -46,5 +46,6 @@ export {
   unfuseLora,
   loraFused,
   unloadLora,
+  disposeLora,
   type LoraWeights,
 } from './lora/model_lora.js';

@@ -6,7 +6,7 @@ import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { DTorchError, ErrorCode, checkKnownOptions, log } from '@dtorch/common';
 import { SafetensorsCheckpoint, openRepo, type RepoFiles } from '@dtorch/external';
-import { hasPackedProjections, inPackedGroup } from '../models/attention/packed_projections.js';
+import { hasPackedProjections, inPackedGroup, releasePackedLora } from '../models/attention/packed_projections.js';
 import type { PretrainedConfig } from '../configs/pretrained_config.js';
 import { checkPretrainedOptions, checkQuantization, inSubfolder, repoOptions, type FromPretrainedOptions, type Quantization } from './options.js';
 import { fetchWeights } from './weight_files.js';
@@ -145,6 +145,16 @@ export abstract class PreTrainedModel extends nn.Module {
     // that pays (nn.LinearLora.layout), a group's members on their own
     for (const [, m] of this.namedModules()) if (m instanceof nn.Linear) nn.linearLora(m)?.layout(!inPackedGroup(m));
     return packed;
+  }
+
+  /**
+   * Disposes every parameter and buffer, and what the LoRA adapters hold beside them (their
+   * factors, a packed group's [W | B] buffer): nothing of the model outlives it until the GC.
+   */
+  override dispose(): void {
+    for (const [, m] of this.namedModules()) if (m instanceof nn.Linear) releasePackedLora(m);
+    nn.disposeLora(this);
+    super.dispose();
   }
 
   /** Packs the groups the model itself owns (projections across its blocks); how many. */

@@ -323,6 +323,24 @@ export class LinearLora {
     registry.delete(this.linear);
   }
 
+  /**
+   * Releases every tensor the adapters hold (their factors, scaled B, a wide buffer, the weight
+   * fuse() kept), without laying the weight back on its own: for a linear being disposed.
+   */
+  dispose(): void {
+    for (const name of this.#active.keys()) this.#dropActive(name);
+    this.#active.clear();
+    for (const { a, b } of this.#adapters.values()) dt.dispose([a, b]);
+    this.#adapters.clear();
+    this.#wide?.buffer.dispose();
+    this.#wide?.a.dispose();
+    this.#wide = undefined;
+    this.keepFused();
+    this.#hook?.remove();
+    this.#hook = undefined;
+    registry.delete(this.linear);
+  }
+
   /** The adapters that add to the output now (active, enabled, not fused): A and the scaled B. */
   running(): RunningAdapter[] {
     if (!this.#enabled) return [];

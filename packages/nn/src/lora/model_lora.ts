@@ -164,6 +164,11 @@ export function unloadLora(model: Module): void {
   for (const [, lora] of [...adapted(model)]) lora.clear();
 }
 
+/** Releases every adapter of `model` and what they hold, for a model being disposed (no weight is laid back). */
+export function disposeLora(model: Module): void {
+  for (const [, lora] of [...adapted(model)]) lora.dispose();
+}
+
 function checkNotFused(model: Module, where: string): void {
   if (loraFused(model)) throw new DTorchError(ErrorCode.InvalidArgument, `${where}: LoRA adapters are fused into the weights; call unfuseLora() first`);
 }

@@ -140,6 +140,9 @@ const groups = new WeakMap<nn.Linear, PackedProjections>();
 /** Whether `linear` runs in a packed group now (its own forward is not called then). */
 export const inPackedGroup = (linear: nn.Linear): boolean => groups.get(linear)?.packed === true;
 
+/** Releases the LoRA factors and [W | B] buffer of the packed group `linear` was packed into, if any (its model is being disposed). */
+export const releasePackedLora = (linear: nn.Linear): void => groups.get(linear)?.releaseLora();
+
 // The linears' parameter ids, in order (a replaced value has a new id; an offloaded one, disposed, has none: -1).
 const idOf = (t: dt.Tensor): number => (t.isDisposed ? -1 : t.id);
 const ids = (linears: readonly nn.Linear[]): number[] => linears.flatMap((l) => (l.bias ? [idOf(l.weight), idOf(l.bias)] : [idOf(l.weight)]));
