@@ -302,6 +302,14 @@ describe('dtorch serve: jobs', () => {
   }, 300_000);
 });
 
+// the largest difference of two PNGs' pixels (a batch's float32 GEMMs may round a value differently)
+function maxPixelDifference(a: Buffer, b: Buffer): number {
+  const [x, y] = [PNG.sync.read(a).data, PNG.sync.read(b).data];
+  let max = 0;
+  for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
+  return max;
+}
+
 describe('dtorch serve: batching', () => {
   it('runs queued requests of one size as one batch, with the images they make one by one', async () => {
     const server = await serve({ maxBatch: 4 });
@@ -361,10 +369,7 @@ describe('dtorch serve: batching over a dp mesh', () => {
       for (const [i, a] of asks.entries()) {
         const [expected] = await direct(a.prompt, a.seed);
         const got = Buffer.from(await (await fetch(`${server.url}${finals[i + 1].results[0].url}`, { signal: AbortSignal.timeout(60_000) })).arrayBuffer());
-        const [x, y] = [PNG.sync.read(got).data, PNG.sync.read(expected!).data];
-        let max = 0;
-        for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
-        expect(max, `${a.prompt}: on dp=2 in a batch as on one device alone`).toBeLessThanOrEqual(1);
+        expect(maxPixelDifference(got, expected!), `${a.prompt}: on dp=2 in a batch as on one device alone`).toBeLessThanOrEqual(1);
       }
       // an edit is one call of n images: on dp=2 an odd n is refused at once, naming n
       const form = new FormData();
@@ -451,14 +456,6 @@ describe('dtorch serve: a LoRA per request', () => {
     const r = await request('POST', `${server.url}/v1/images/generations`, { ...small, ...body, response_format: 'b64_json' });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     return { png: Buffer.from(r.body.data[0].b64_json, 'base64'), job: r.body.dtorch.job_id };
-  }
-
-  // the largest difference of two PNGs' pixels (a batch's float32 GEMMs may round a value differently)
-  function maxPixelDifference(a: Buffer, b: Buffer): number {
-    const [x, y] = [PNG.sync.read(a).data, PNG.sync.read(b).data];
-    let max = 0;
-    for (let j = 0; j < x.length; j++) max = Math.max(max, Math.abs(x[j]! - y[j]!));
-    return max;
   }
 
   it('lists the loaded adapters at GET /v1/loras: name, source, default scale, whether they run by default', async () => {

@@ -23,6 +23,7 @@ import { FluxKontextPipeline } from '../pipelines/flux/flux_kontext_pipeline.js'
 import type { InpaintOptions } from '../pipelines/variants/inpaint.js';
 import { checkOutputs, writeOutputs } from './output_files.js';
 import { StepProgress } from './progress.js';
+import { invalid } from './invalid_flag.js';
 
 /** The flags of `dtorch generate`, as commander hands them over (already parsed where a parser is given). */
 export interface GenerateFlags {
@@ -74,10 +75,6 @@ export interface GenerateFlags {
   strength?: number;
   /** --mask: white where --image is redrawn (the model's inpainting variant runs). */
   mask?: string;
-}
-
-function invalid(message: string): DTorchError {
-  return new DTorchError(ErrorCode.InvalidArgument, message);
 }
 
 /** `1024x768` (width x height) or `512` (square). */

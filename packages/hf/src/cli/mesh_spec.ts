@@ -4,7 +4,7 @@
 // `dp=` that would use it, never a dim added behind the user's back. Without --devices the first
 // GPUs are taken (the first CPU devices when there is none), as many as the degrees need.
 import * as dt from '@dtorch/api';
-import { DTorchError, ErrorCode } from '@dtorch/common';
+import { invalid } from './invalid_flag.js';
 
 /** The mesh dims the pipelines act on. */
 export const parallelDims = ['dp', 'cfg', 'ulysses', 'ring', 'tp'] as const;
@@ -25,10 +25,6 @@ export interface ParallelSpec {
   name: ParallelDim;
   /** The dim's size, at least 1. */
   degree: number;
-}
-
-function invalid(message: string): DTorchError {
-  return new DTorchError(ErrorCode.InvalidArgument, message);
 }
 
 function wholeNumber(text: string, what: string): number {

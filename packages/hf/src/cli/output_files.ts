@@ -5,11 +5,8 @@
 // --no-overwrite.
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { DTorchError, ErrorCode } from '@dtorch/common';
-
-function invalid(message: string): DTorchError {
-  return new DTorchError(ErrorCode.InvalidArgument, message);
-}
+import { DTorchError } from '@dtorch/common';
+import { invalid } from './invalid_flag.js';
 
 // the file system's reason, short: "EACCES: permission denied"
 function reason(err: unknown): string {

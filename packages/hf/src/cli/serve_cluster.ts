@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import { parseDevices, type DeviceSpec } from './mesh_spec.js';
+import { invalid } from './invalid_flag.js';
 
 /** The cluster flags of `dtorch serve`. */
 export interface ServeClusterFlags {
@@ -21,10 +22,6 @@ export interface ServeClusterFlags {
   clusterJoinTimeout?: number;
   /** --cluster-main-devices: this process's own devices in the cluster (default every GPU and cpu:0). */
   clusterMainDevices?: string;
-}
-
-function invalid(message: string): DTorchError {
-  return new DTorchError(ErrorCode.InvalidArgument, message);
 }
 
 /** Refuses a cluster flag given without --cluster-workers (it would be ignored). */

@@ -317,8 +317,7 @@ export class LinearLora {
 
   /** Removes every adapter (fused ones stay in the weight: see keepFused()), and lays the weight on its own again. */
   clear(): void {
-    this.keepFused();
-    for (const name of this.names) this.remove(name);
+    this.#removeAll();
     this.layout(false);
     registry.delete(this.linear);
   }
@@ -328,17 +327,23 @@ export class LinearLora {
    * fuse() kept), without laying the weight back on its own: for a linear being disposed.
    */
   dispose(): void {
-    for (const name of this.#active.keys()) this.#dropActive(name);
-    this.#active.clear();
-    for (const { a, b } of this.#adapters.values()) dt.dispose([a, b]);
-    this.#adapters.clear();
+    this.#removeAll();
+    this.#dropWide();
+    this.#laidWeightId = undefined;
+    registry.delete(this.linear);
+  }
+
+  // Forgets the fused state (the weight as it is stays) and removes every adapter.
+  #removeAll(): void {
+    this.keepFused();
+    for (const name of this.names) this.remove(name);
+  }
+
+  // Releases the [W | B] buffer and stacked A a layout made.
+  #dropWide(): void {
     this.#wide?.buffer.dispose();
     this.#wide?.a.dispose();
     this.#wide = undefined;
-    this.keepFused();
-    this.#hook?.remove();
-    this.#hook = undefined;
-    registry.delete(this.linear);
   }
 
   /** The adapters that add to the output now (active, enabled, not fused): A and the scaled B. */
@@ -358,9 +363,7 @@ export class LinearLora {
   layout(wide: boolean): boolean {
     const l = this.linear;
     if (wide && this.#wide?.weightId === l.weight.id) return true; // laid already, nothing changed since
-    this.#wide?.buffer.dispose();
-    this.#wide?.a.dispose();
-    this.#wide = undefined;
+    this.#dropWide();
     const running = this.running();
     const pays =
       wide &&
