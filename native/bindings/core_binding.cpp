@@ -647,6 +647,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("rmsNormKernel", s.rmsNormKernel);
   out.Set("scalarOpKernel", s.scalarOpKernel);
   out.Set("rotaryKernel", s.rotaryKernel);
+  out.Set("loraJoin", s.loraJoin);
   return out;
 }
 

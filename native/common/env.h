@@ -25,6 +25,7 @@ struct Settings {
   bool rmsNormKernel = true;             // DTORCH_RMS_NORM_KERNEL
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
   bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL
+  bool loraJoin = true;                  // DTORCH_LORA_JOIN: fuse an unfused LoRA adapter's [x | A x] (lora_join)
 };
 
 // The settings of this process, parsed once. While a value is malformed every call throws the

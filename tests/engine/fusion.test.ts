@@ -116,6 +116,56 @@ describe('producer-consumer fusion', () => {
     dt.dispose([h, scale, shift, ...kept]);
   });
 
+  it("runs a LoRA adapter's join, cat([x, linear(x, A)], -1), as one kernel (lora_join)", async () => {
+    const a = dt.randn([3, 8], { seed: 14, mesh: one });
+    const x3 = dt.randn([2, 5, 8], { seed: 15, mesh: one });
+    for (const input of [x, x3]) {
+      const fused = await run(() => dt.cat([input, dt.F.linear(input, a)], -1));
+      let kept: dt.Tensor | undefined;
+      const unfused = await run(() => dt.cat([input, (kept = dt.keep(dt.F.linear(input, a)))], -1));
+      expect([fused.kernels, unfused.kernels]).toEqual([1, 2]);
+      expect(fused.value).toEqual(unfused.value);
+      kept!.dispose();
+    }
+    // not the join: another dim, the product first, a bias, another input
+    const b3 = dt.randn([3], { seed: 16, mesh: one });
+    const square = dt.randn([8, 8], { seed: 22, mesh: one });
+    const y = dt.randn([5, 8], { seed: 17, mesh: one });
+    const counts = [];
+    for (const f of [
+      () => dt.cat([x, dt.F.linear(x, square)], 0),
+      () => dt.cat([dt.F.linear(x, a), x], -1),
+      () => dt.cat([x, dt.F.linear(x, a, b3)], -1),
+      () => dt.cat([y, dt.F.linear(x, a)], -1),
+    ]) {
+      counts.push((await run(f)).kernels);
+    }
+    expect(counts).toEqual([2, 2, 2, 2]);
+    dt.dispose([a, x3, b3, square, y]);
+  });
+
+  it("writes a modulated norm straight into the adapter's join (layer_norm_modulate_join)", async () => {
+    const h = dt.randn([2, 5, 8], { seed: 18, mesh: one });
+    const [scale, shift] = [dt.randn([2, 1, 8], { seed: 19, mesh: one }), dt.randn([2, 1, 8], { seed: 20, mesh: one })];
+    const a = dt.randn([4, 8], { seed: 21, mesh: one });
+    const modulated = () => dt.F.layerNorm(h, [8]).mul(scale.add(1)).add(shift);
+    const joined = (n: dt.Tensor) => dt.cat([n, dt.F.linear(n, a)], -1);
+    const whole = await run(() => joined(modulated()));
+    // the norm kept by the program: the modulated norm, then the join (2 kernels), the same bits
+    const kept: dt.Tensor[] = [];
+    const unfused = await run(() => joined(dt.keep(kept[kept.push(modulated()) - 1]!)));
+    // the norm read once more after the join: the norm stays apart (norm, lora_join, sum, add)
+    const readAgain = await run(() =>
+      dt.tidy(() => {
+        const n = modulated();
+        return joined(n).add(n.sum());
+      })
+    );
+    expect([whole.kernels, unfused.kernels, readAgain.kernels]).toEqual([1, 2, 4]);
+    expect(whole.value).toEqual(unfused.value);
+    dt.dispose([h, scale, shift, a, ...kept]);
+  });
+
   it('leaves pairs alone where fusing would change the program', async () => {
     const linearGelu = (approximate: 'tanh' | 'none', bias?: dt.Tensor) => dt.F.gelu(dt.F.linear(x, w, bias), { approximate });
     expect((await run(() => linearGelu('none', b))).kernels).toBe(2); // exact GELU: no epilogue for it
@@ -174,6 +224,39 @@ describe('producer-consumer fusion', () => {
       const worst = Math.max(...Array.from(fused.value, (v, i) => Math.abs(v - unfused.value[i]!) / Math.max(1, Math.abs(unfused.value[i]!))));
       expect(worst).toBeLessThanOrEqual(tolerance);
       dt.dispose([xs, ws, bs, scale, shift, xr, wr, ...keep]);
+    });
+
+    it.skipIf(mc.skip !== false)(`joins a modulated norm and an adapter's A x on a sharded mesh as one device does: ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const tokens = mesh.shape.map((_, d) => (d === mesh.ndim - 1 ? dt.Shard(1) : dt.Replicate()));
+      const gpu = mesh.deviceType === 'cuda';
+      const dtype = gpu ? 'bfloat16' : 'float32';
+      const make = (shape: number[], seed: number, placements?: dt.Placement[]) => dt.randn(shape, { seed, mesh, placements, dtype });
+      const h = make([2, 8, 64], 1, tokens); // tokens split over the last mesh dim
+      const [scale, shift, a] = [make([2, 1, 64], 2), make([2, 1, 64], 3), make([16, 64], 4)];
+      // the norm's output dies at the join (fused), or the program keeps it (`keep`: two kernels)
+      const joined = (t: dt.Tensor[], keep = (n: dt.Tensor) => n) => () => {
+        const n = keep(dt.F.layerNorm(t[0]!, [64]).mul(t[1]!.add(1)).add(t[2]!));
+        return dt.cat([n, dt.F.linear(n, t[3]!)], -1);
+      };
+      const fused = await run(joined([h, scale, shift, a]));
+      const kept: dt.Tensor[] = [];
+      const unfused = await run(joined([h, scale, shift, a], (n) => dt.keep(kept[kept.push(n) - 1]!)));
+      expect(unfused.kernels - fused.kernels).toBe(mesh.size); // the norm and the join: one kernel on every rank
+      // the same ops on one device, fused the same way
+      const device = new dt.DeviceMesh(mesh.deviceType, [mesh.devices[0]!]);
+      const local = [h, scale, shift, a].map((t) => dt.keep(t.redistribute(device, [dt.Replicate()])));
+      const single = await run(joined(local));
+      // unfused: the same bits on CPUs, one bfloat16 ulp on GPUs (A x may run another cuBLAS kernel
+      // in place); one device: its gemm may sum in another order for another number of rows
+      for (const [other, tolerance] of [
+        [unfused, gpu ? 2 ** -7 : 0],
+        [single, gpu ? 2 ** -7 : 1e-5],
+      ] as const) {
+        const worst = Math.max(...Array.from(fused.value, (v, i) => Math.abs(v - other.value[i]!) / Math.max(1, Math.abs(other.value[i]!))));
+        expect(worst).toBeLessThanOrEqual(tolerance);
+      }
+      dt.dispose([h, scale, shift, a, ...kept, ...local]);
     });
   }
 });

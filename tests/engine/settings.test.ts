@@ -39,6 +39,7 @@ const flags = {
   DTORCH_RMS_NORM_KERNEL: 'rmsNormKernel',
   DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
   DTORCH_ROTARY_KERNEL: 'rotaryKernel',
+  DTORCH_LORA_JOIN: 'loraJoin',
 } as const;
 
 describe('native settings', () => {
@@ -59,6 +60,7 @@ describe('native settings', () => {
       rmsNormKernel: true,
       scalarOpKernel: true,
       rotaryKernel: true,
+      loraJoin: true,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

@@ -421,24 +421,12 @@ void runAddcmul(KernelContext& ctx) { ctx.outputs.push_back(addcmulOf(ctx, ctx.i
 // parameter-free norm over the last dim: one pass (DTorch's row kernel). Elsewhere layer_norm,
 // then addcmul as above: bit-identical to the ops it replaces on CPUs.
 // bOffset 1: layer_norm_modulate's b + 1 (the add it replaces: at::add(b, 1), rounded to b's type).
-void runLayerNormAddcmulOffset(KernelContext& ctx, double bOffset) {
-  const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &b = ctx.input(2);
-  const NormArgs a = normArgs(ctx, 3);
-  if (a.shape.size() == 1 && !a.weight && !a.bias) {
-    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, a.eps, bOffset)) {
-      ctx.outputs.push_back(*fused);
-      return;
-    }
-  }
-  const at::Tensor scale = bOffset == 0 ? b : at::add(b, bOffset);
-  ctx.outputs.push_back(addcmulOf(ctx, c, at::layer_norm(x, a.shape, a.weight, a.bias, a.eps), scale));
-}
-void runLayerNormAddcmul(KernelContext& ctx) { runLayerNormAddcmulOffset(ctx, 0); }
+void runLayerNormAddcmul(KernelContext& ctx) { ctx.outputs.push_back(modulatedLayerNorm(ctx, 0)); }
 
 // ---- layer_norm_modulate(c, x, s, weight?, bias?): c + layer_norm(x) · (1 + s), formed by
 // fusing add(s, 1) into the layer_norm_addcmul that reads it: adaLN's norm(x) · (1 + scale) +
 // shift whole, in one pass on GPUs (1 + scale rounded as the add rounds it: the same bits).
-void runLayerNormModulate(KernelContext& ctx) { runLayerNormAddcmulOffset(ctx, 1); }
+void runLayerNormModulate(KernelContext& ctx) { ctx.outputs.push_back(modulatedLayerNorm(ctx, 1)); }
 
 void inferMaskedFill(const InferContext& ctx, Outputs& out) {
   if (ctx.inputs[1]->dtype != DType::Bool) {
@@ -459,6 +447,16 @@ void maskedFillRows(const InferContext& ctx, SignatureRows& rows) { broadcastInp
 void runMaskedFill(KernelContext& ctx) { ctx.outputs.push_back(at::masked_fill(ctx.input(0), ctx.input(1), scalarOf(ctx, 0))); }
 
 }  // namespace
+
+at::Tensor modulatedLayerNorm(const KernelContext& ctx, double bOffset, const at::Tensor* into) {
+  const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &b = ctx.input(2);
+  const NormArgs a = normArgs(ctx, 3);
+  if (a.shape.size() == 1 && !a.weight && !a.bias) {
+    if (std::optional<at::Tensor> fused = external::cuda::layerNormAddcmul(x, c, b, a.eps, bOffset, into)) return *fused;
+  }
+  const at::Tensor scale = bOffset == 0 ? b : at::add(b, bOffset);
+  return addcmulOf(ctx, c, at::layer_norm(x, a.shape, a.weight, a.bias, a.eps), scale);
+}
 
 void registerElementwiseOps(OpRegistry& registry) {
   for (const UnaryEntry& u : kUnary) {

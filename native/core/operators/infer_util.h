@@ -63,6 +63,13 @@ struct NormArgs {
 };
 NormArgs normArgs(const KernelContext& ctx, size_t firstOptional);
 
+// c + layer_norm(x) · (b + bOffset) for a node whose inputs are (c, x, b, weight?, bias?, ...)
+// and whose attributes are the norm's (layer_norm_addcmul, layer_norm_modulate and its join):
+// DTorch's row kernel on GPUs, written into `into` (a view of x's shape) where it can; else
+// layer_norm, then addcmul, bit-identical to those ops on CPUs. The result is `into` itself only
+// when the kernel wrote there.
+at::Tensor modulatedLayerNorm(const KernelContext& ctx, double bOffset, const at::Tensor* into = nullptr);
+
 // The infer of ops that only the controller's fusion forms (runner/fusion.h): recording one fails.
 void inferFormedByFusion(const InferContext& ctx, Outputs& out);
 

@@ -17,6 +17,7 @@ OpRegistry::OpRegistry() {
   registerAttentionOps(*this);
   registerOverlappedLinearOps(*this);
   registerFp8LinearOps(*this);
+  registerLoraJoinOps(*this);
 }
 
 const OpRegistry& OpRegistry::instance() {

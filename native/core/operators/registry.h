@@ -41,5 +41,6 @@ void registerImageOps(OpRegistry& registry);
 void registerAttentionOps(OpRegistry& registry);
 void registerOverlappedLinearOps(OpRegistry& registry);
 void registerFp8LinearOps(OpRegistry& registry);
+void registerLoraJoinOps(OpRegistry& registry);
 
 }  // namespace dtorch::core

@@ -23,6 +23,7 @@ struct Rule {
   int (*slot)(const Node& producer, const Node& consumer, int64_t t);
   c10::SmallVector<int64_t, 4> (*inputsOf)(const Node& producer, const Node& consumer, int slot);
   KeptAttrs attrs = KeptAttrs::kNone;
+  bool loraJoin = false;  // DTORCH_LORA_JOIN=0 turns the rule off (to compare: bench/hf/lora.mjs VARIANTS)
 };
 
 // Which input of an add (alpha 1, two distinct inputs) is the producer's output t.
@@ -70,6 +71,25 @@ const Rule kRules[] = {
        return in;
      },
      KeptAttrs::kConsumer},
+    // linear(x, A) (bias-free) -> cat([x, ·], last dim): lora_join(x, A), an unfused LoRA
+    // adapter's [x | A x] with A x written in place (@dtorch/nn loraWideProduct)
+    {"linear", "cat", "lora_join",
+     [](const Node& p, const Node& c, int64_t t) {
+       if (p.inputs.size() != 2 || c.inputs.size() != 2 || c.inputs[1] != t || c.inputs[0] != p.inputs[0] || c.outputMetas.empty()) return -1;
+       const auto dim = static_cast<int64_t>(c.attrs[0]), ndim = static_cast<int64_t>(c.outputMetas[0].shape.size());
+       return dim == -1 || dim == ndim - 1 ? 1 : -1;
+     },
+     [](const Node& p, const Node&, int) { return p.inputs; }, KeptAttrs::kNone, /*loraJoin=*/true},
+    // layer_norm_modulate(c, x, s, ...) -> lora_join(·, A): layer_norm_modulate_join(c, x, s, ...,
+    // A), the norm's rows written into the joined buffer on GPUs (formed just above)
+    {"layer_norm_modulate", "lora_join", "layer_norm_modulate_join",
+     [](const Node&, const Node& c, int64_t t) { return c.inputs[0] == t && c.inputs[1] != t ? 0 : -1; },
+     [](const Node& p, const Node& c, int) {
+       c10::SmallVector<int64_t, 4> in(p.inputs.begin(), p.inputs.end());
+       in.push_back(c.inputs[1]);
+       return in;
+     },
+     KeptAttrs::kProducer, /*loraJoin=*/true},
 };
 
 struct ResolvedRule {
@@ -125,7 +145,7 @@ int SegmentFusion::fuse(Segment& segment) {
     // gives an addcmul, which a layer norm before the mul then joins)
     for (size_t rule = 0; rule < resolvedRules().size(); ++rule) {
       const ResolvedRule& r = resolvedRules()[rule];
-      if (consumer.op != r.consumer || !r.fused) continue;
+      if (consumer.op != r.consumer || !r.fused || (r.rule->loraJoin && !common::settings().loraJoin)) continue;
       const Node* producer = nullptr;
       int64_t t = 0;
       int slot = -1;
@@ -143,7 +163,15 @@ int SegmentFusion::fuse(Segment& segment) {
         }
       }
       if (!producer) continue;
-      consumer.inputs = r.rule->inputsOf(*producer, consumer, slot);
+      // the fused node reads its inputs in place of the pair: an input both read (x in cat([x,
+      // linear(x, A)])) is read once now; the producer's other reads pass to it (counts stand)
+      c10::SmallVector<int64_t, 4> inputs = r.rule->inputsOf(*producer, consumer, slot);
+      for (int64_t id : consumer.inputs) {
+        if (id != t) --*s.reads.find(id);
+      }
+      for (int64_t id : producer->inputs) --*s.reads.find(id);
+      for (int64_t id : inputs) ++*s.reads.find(id);
+      consumer.inputs = std::move(inputs);
       consumer.inputMeshId = producer->inputMeshId;
       consumer.op = r.fused;
       if (r.rule->attrs == KeptAttrs::kProducer) consumer.attrs = producer->attrs;

@@ -36,26 +36,41 @@ std::optional<NormRows> normRowsOf(const at::Tensor& x) {
 
 bool sameKind(const at::Tensor& t, const at::Tensor& x) { return t.scalar_type() == x.scalar_type() && t.device() == x.device(); }
 
-at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k::RowOperand b, double eps, bool roundNorm, double bOffset = 0) {
-  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+// The row stride of `into` (x's shape, rows one after another across the batch, 16-byte aligned
+// rows), or nullopt when the kernel cannot write there.
+std::optional<int64_t> rowStrideOf(const at::Tensor& into, const at::Tensor& x) {
+  if (into.sizes() != x.sizes() || into.scalar_type() != x.scalar_type() || into.device() != x.device() || into.stride(-1) != 1) return std::nullopt;
+  const int64_t stride = into.stride(-2);
+  if (x.dim() == 3 && x.size(0) > 1 && into.stride(0) != stride * x.size(1)) return std::nullopt;
+  const auto bytes = static_cast<int64_t>(x.element_size());
+  if ((stride * bytes) % 16 != 0 || reinterpret_cast<uintptr_t>(into.data_ptr()) % 16 != 0) return std::nullopt;
+  return stride;
+}
+
+at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k::RowOperand b, double eps, bool roundNorm, double bOffset = 0,
+                      const at::Tensor* into = nullptr, int64_t intoRowStride = 0) {
+  at::Tensor y = into ? *into : at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   const int error = k::layerNormAddcmulRows(r.type, x.data_ptr(), c, b, y.data_ptr(), r.batch, r.rows, r.d, static_cast<float>(eps),
                                             c10::cuda::getCurrentCUDAStream(x.device().index()).stream(), roundNorm,
-                                            static_cast<float>(bOffset));
+                                            static_cast<float>(bOffset), intoRowStride);
   TORCH_CHECK(error == 0, "layer_norm: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
 }
 
 }  // namespace
 
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset) {
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset,
+                                           const at::Tensor* into) {
   if (!sameKind(c, x) || !sameKind(b, x)) return std::nullopt;
   const std::optional<NormRows> rows = normRowsOf(x);
   if (!rows) return std::nullopt;
+  const std::optional<int64_t> intoRowStride = into ? rowStrideOf(*into, x) : std::optional<int64_t>(0);
+  if (!intoRowStride) return std::nullopt;
   // c and b broadcast to x (the op checked they broadcast together); one larger than x is not ours
   if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
   const std::optional<k::RowOperand> shift = rowOperandOf(c, x.sizes()), scale = rowOperandOf(b, x.sizes());
   if (!shift || !scale) return std::nullopt;
-  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true, bOffset);
+  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true, bOffset, into, *intoRowStride);
 }
 
 std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
@@ -69,7 +84,9 @@ std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor&
 
 #else
 
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double) { return std::nullopt; }
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double, const at::Tensor*) {
+  return std::nullopt;
+}
 std::optional<at::Tensor> layerNormAffine(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
 
 #endif

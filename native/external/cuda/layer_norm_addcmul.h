@@ -13,8 +13,12 @@ namespace dtorch::external::cuda {
 // contiguous or not [rows, d] / [batch, rows, d], a row too long or not a multiple of 16 bytes,
 // c or b misaligned or broadcast along d, a build without CUDA): the caller runs at::layer_norm,
 // then addcmul. bOffset 1: c + layer_norm(x) · (b + 1), the sum rounded to the type as
-// at::add(b, 1) rounds it (adaLN's 1 + scale, in the same pass).
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset = 0);
+// at::add(b, 1) rounds it (adaLN's 1 + scale, in the same pass). `into`: a view of x's shape to
+// write (the first columns of a wider buffer: lora_join's [x | A x]) instead of a new tensor;
+// nullopt too when the kernel cannot write there (its rows not 16-byte aligned, or not one after
+// another across the batch).
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset = 0,
+                                           const at::Tensor* into = nullptr);
 
 // layer_norm(x) · weight + bias over x's last dim, computed in float as at::layer_norm does (its
 // statistics summed in another order: within a rounding of LibTorch's); nullopt as above, or

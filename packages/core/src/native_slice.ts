@@ -116,6 +116,8 @@ export interface NativeSettings {
   scalarOpKernel: boolean;
   /** DTORCH_ROTARY_KERNEL: `applyRotaryEmb` on GPUs in DTorch's one-pass kernel rather than LibTorch's separate ones (default true). */
   rotaryKernel: boolean;
+  /** DTORCH_LORA_JOIN: an unfused LoRA adapter's `[x | A x]` as one kernel (`lora_join`, the modulated norm before it writing into it on GPUs) rather than a linear and a cat (default true). */
+  loraJoin: boolean;
 }
 
 /**

@@ -103,6 +103,8 @@ export const opTable = Object.freeze({
   layer_norm_addcmul: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
   /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
   layer_norm_modulate: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
+  layer_norm_modulate_join: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
   /** 2 tensor inputs; attributes: alpha. */
   le: op(2, 'alpha'),
   /** 1 tensor input; attributes: value, kind, alpha. */
@@ -131,6 +133,8 @@ export const opTable = Object.freeze({
   logical_or: op(2, 'alpha'),
   /** 1 tensor input; attributes: value, kind, alpha. */
   logical_or_scalar: op(1, 'value, kind, alpha'),
+  /** Formed by the controller's fusion, not recorded: 2 tensor inputs. */
+  lora_join: op(2, '(formed by fusion)'),
   /** 2 tensor inputs; attributes: alpha. */
   lt: op(2, 'alpha'),
   /** 1 tensor input; attributes: value, kind, alpha. */

@@ -27,7 +27,7 @@ __device__ inline float warpSum(float v) {
 // bOffset, rounded to T, multiplies instead of b (its own instances: the others stay as they were).
 template <typename T, int LOADS, typename Index, bool ROUND_NORM, bool B_OFFSET>
 __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* __restrict__ x, RowOperand c, RowOperand b, T* __restrict__ y,
-                                                                       Index rows, int64_t lines, int d, float eps, float bOffset) {
+                                                                       Index rows, int64_t lines, int d, int64_t yRowStride, float eps, float bOffset) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t line = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / kLanes;  // batch * rows + row
   const int lane = static_cast<int>(threadIdx.x % kLanes);
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
     }
   }
   const float rstd = rsqrtf(warpSum(squares) / static_cast<float>(d) + eps);
-  T* out = y + line * d;
+  T* out = y + line * yRowStride;
 #pragma unroll
   for (int l = 0; l < LOADS; ++l) {
     const int col = (l * kLanes + lane) * VEC;
@@ -80,42 +80,44 @@ __global__ void __launch_bounds__(kThreads) layerNormAddcmulRowsKernel(const T* 
 }
 
 template <typename T, int LOADS, bool ROUND_NORM, bool B_OFFSET>
-void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, float eps, float bOffset, cudaStream_t stream) {
+void launchWith(const T* x, RowOperand c, RowOperand b, T* y, int64_t batch, int64_t rows, int d, int64_t yRowStride, float eps, float bOffset,
+                cudaStream_t stream) {
   const int64_t lines = batch * rows;
   const auto blocks = static_cast<unsigned>((lines * kLanes + kThreads - 1) / kThreads);
   if (lines <= UINT32_MAX) {
-    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, eps, bOffset);
+    layerNormAddcmulRowsKernel<T, LOADS, uint32_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint32_t>(rows), lines, d, yRowStride, eps, bOffset);
   } else {
-    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, eps, bOffset);
+    layerNormAddcmulRowsKernel<T, LOADS, uint64_t, ROUND_NORM, B_OFFSET><<<blocks, kThreads, 0, stream>>>(x, c, b, y, static_cast<uint64_t>(rows), lines, d, yRowStride, eps, bOffset);
   }
 }
 
 template <typename T, bool ROUND_NORM, bool B_OFFSET>
-int launchRows(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, float bOffset, cudaStream_t stream) {
+int launchRows(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, int64_t yRowStride, float eps, float bOffset,
+               cudaStream_t stream) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t loads = (d / VEC + kLanes - 1) / kLanes;  // per lane
   const auto* xs = static_cast<const T*>(x);
   T* ys = static_cast<T*>(y);
   const int n = static_cast<int>(d);
   // the fewest loads that cover the row: a lane's registers hold LOADS x 16 bytes of it
-  if (loads <= 1) launchWith<T, 1, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= 2) launchWith<T, 2, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= 4) launchWith<T, 4, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= 6) launchWith<T, 6, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= 8) launchWith<T, 8, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= 12) launchWith<T, 12, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
-  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, eps, bOffset, stream);
+  if (loads <= 1) launchWith<T, 1, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= 2) launchWith<T, 2, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= 4) launchWith<T, 4, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= 6) launchWith<T, 6, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= 8) launchWith<T, 8, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= 12) launchWith<T, 12, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
+  else if (loads <= kMaxLoads) launchWith<T, kMaxLoads, ROUND_NORM, B_OFFSET>(xs, c, b, ys, batch, rows, n, yRowStride, eps, bOffset, stream);
   else return static_cast<int>(cudaErrorInvalidValue);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <typename T>
-int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps, bool roundNorm, float bOffset,
-           cudaStream_t stream) {
+int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, int64_t yRowStride, float eps, bool roundNorm,
+           float bOffset, cudaStream_t stream) {
   // an affine norm has no offset; adaLN's modulation with or without one
-  if (!roundNorm) return launchRows<T, false, false>(x, c, b, y, batch, rows, d, eps, 0.f, stream);
-  return bOffset != 0.f ? launchRows<T, true, true>(x, c, b, y, batch, rows, d, eps, bOffset, stream)
-                        : launchRows<T, true, false>(x, c, b, y, batch, rows, d, eps, 0.f, stream);
+  if (!roundNorm) return launchRows<T, false, false>(x, c, b, y, batch, rows, d, yRowStride, eps, 0.f, stream);
+  return bOffset != 0.f ? launchRows<T, true, true>(x, c, b, y, batch, rows, d, yRowStride, eps, bOffset, stream)
+                        : launchRows<T, true, false>(x, c, b, y, batch, rows, d, yRowStride, eps, 0.f, stream);
 }
 
 }  // namespace
@@ -123,15 +125,16 @@ int launch(const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, in
 int maxLayerNormRow(FloatType type) { return (type == FloatType::kFloat32 ? 4 : 8) * kLanes * kMaxLoads; }
 
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream, bool roundNorm, float bOffset) {
+                         void* stream, bool roundNorm, float bOffset, int64_t yRowStride) {
+  if (yRowStride == 0) yRowStride = d;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (type) {
     case FloatType::kFloat32:
-      return launch<float>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
+      return launch<float>(x, c, b, y, batch, rows, d, yRowStride, eps, roundNorm, bOffset, s);
     case FloatType::kBFloat16:
-      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
+      return launch<__nv_bfloat16>(x, c, b, y, batch, rows, d, yRowStride, eps, roundNorm, bOffset, s);
     case FloatType::kFloat16:
-      return launch<__half>(x, c, b, y, batch, rows, d, eps, roundNorm, bOffset, s);
+      return launch<__half>(x, c, b, y, batch, rows, d, yRowStride, eps, roundNorm, bOffset, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

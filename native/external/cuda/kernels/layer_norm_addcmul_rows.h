@@ -15,13 +15,14 @@ namespace dtorch::external::cuda::kernels {
 // The longest row the kernel takes (elements of `type`).
 int maxLayerNormRow(FloatType type);
 
-// x and y contiguous [batch, rows, d]; d a multiple of 16 bytes' worth of elements, at most
+// x contiguous [batch, rows, d]; y the same, or rows `yRowStride` elements apart (0: d) one after
+// another across the batch (the first d columns of a wider buffer); d a multiple of 16 bytes' worth of elements, at most
 // maxLayerNormRow; every pointer and stride 16-byte aligned (the caller checks). Returns the
 // CUDA error of the launch (0: none). roundNorm false: the norm is not rounded before the
 // multiply-add, which is then an affine layer norm's (b its weight, c its bias), as
 // at::layer_norm computes it in float. bOffset: b + bOffset, rounded to the type, multiplies
 // instead of b (adaLN's 1 + scale, the add it replaces folded in).
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
-                         void* stream, bool roundNorm = true, float bOffset = 0.f);
+                         void* stream, bool roundNorm = true, float bOffset = 0.f, int64_t yRowStride = 0);
 
 }  // namespace dtorch::external::cuda::kernels
