@@ -1,9 +1,14 @@
 // HostCopy: the parameters and buffers of some modules kept in host memory, so that they can leave
-// their devices and come back (model CPU offload, group offloading). Each tensor is kept as each
-// rank's own piece (ranks that hold the same piece share one buffer), read once with toLocal, and
-// made again with dt.fromLocalBuffers on its mesh with its placements: a tensor-parallel weight's
-// shards move as they lie, no rank ever gathers the whole. On a GPU the engine stages each piece in
-// pinned memory and copies it without waiting (native core/operators/creation.cpp, toDevice).
+// their devices and come back (model CPU offload, group offloading).
+//
+// A tensor on one device moves within the engine: redistributed onto the host's CPU device
+// (cpu:0) and back, its bytes copied between the devices by the workers as they lie (bfloat16
+// stays bfloat16), without a read into JavaScript or a wait: offloading only records the move.
+// A tensor on several devices is kept as each rank's own piece (ranks that hold the same piece
+// share one buffer), read once with toLocal, and made again with dt.fromLocalBuffers on its mesh
+// with its placements: a tensor-parallel weight's shards move as they lie, no rank ever gathers
+// the whole. On a GPU the engine stages each piece in pinned memory and copies it without waiting
+// (native core/operators/creation.cpp, toDevice).
 //
 // Offloaded, a parameter is disposed and its module keeps the disposed object (its shape, dtype
 // and mesh are still readable); onload() installs a new Parameter in every slot that held it (tied
@@ -13,8 +18,17 @@
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 
-// One tensor in host memory: its pieces and how to make it again.
-interface HostTensor {
+// One tensor in host memory: a tensor on the host's CPU device (HOST), or its pieces in
+// JavaScript; and how to make it again.
+type HostTensor = EngineHosted | HostPieces;
+
+interface EngineHosted {
+  readonly tensor: dt.Tensor;
+  readonly mesh: dt.DeviceMesh;
+  readonly placements: readonly dt.Placement[];
+}
+
+interface HostPieces {
   readonly pieces: Uint8Array[];
   // the pieces' dtype: bfloat16 narrowed exactly from the read's float32; other 16- and 8-bit
   // floats stay float32 (exact too) and are converted back as they are made
@@ -59,6 +73,10 @@ export class HostCopy {
     const seen = new Set<Uint8Array>();
     let bytes = 0;
     for (const { host } of this.#known.values()) {
+      if ('tensor' in host) {
+        bytes += host.tensor.nbytes;
+        continue;
+      }
       for (const piece of host.pieces) {
         if (!seen.has(piece)) bytes += piece.byteLength;
         seen.add(piece);
@@ -77,7 +95,8 @@ export class HostCopy {
     for (const [key, slot] of slots) {
       const tensor = tensorOf(slot);
       if (tensor.isDisposed || this.#unchanged(key, tensor)) continue;
-      reads.push(readPieces(tensor).then((host) => void this.#known.set(key, { host, tensor, id: tensor.id })));
+      if (movesInEngine(tensor)) this.#keep(key, toHost(tensor), tensor);
+      else reads.push(readPieces(tensor).then((host) => this.#keep(key, host, tensor)));
     }
     await Promise.all(reads);
     this.#forgetGone(slots);
@@ -94,7 +113,7 @@ export class HostCopy {
     for (const [key, slot] of slots) {
       const tensor = tensorOf(slot);
       if (tensor.isDisposed) continue;
-      if (!this.#unchanged(key, tensor)) this.#known.set(key, { host: readPiecesSync(tensor), tensor, id: tensor.id });
+      if (!this.#unchanged(key, tensor)) this.#keep(key, movesInEngine(tensor) ? toHost(tensor) : readPiecesSync(tensor), tensor);
       tensor.dispose();
     }
     this.#forgetGone(slots);
@@ -107,7 +126,10 @@ export class HostCopy {
       const known = this.#known.get(key);
       if (!known || !tensorOf(slot).isDisposed) continue;
       const { host } = known;
-      const value = dt.fromLocalBuffers(host.pieces, host.source, host.shape, { mesh: host.mesh, placements: host.placements, dtype: host.dtype });
+      const value =
+        'tensor' in host
+          ? dt.keep(host.tensor.redistribute(host.mesh, host.placements))
+          : dt.fromLocalBuffers(host.pieces, host.source, host.shape, { mesh: host.mesh, placements: host.placements, dtype: host.dtype });
       const tensor = slot.buffer ? value : new nn.Parameter(value);
       for (const { owner, name } of slot.places) {
         if (slot.buffer) owner.setTensor(name, tensor);
@@ -137,6 +159,7 @@ export class HostCopy {
 
   /** Forgets the host copies (the modules keep what is on their devices). */
   clear(): void {
+    for (const { host } of this.#known.values()) release(host);
     this.#known.clear();
   }
 
@@ -145,9 +168,20 @@ export class HostCopy {
     return known !== undefined && known.tensor === tensor && known.id === tensor.id;
   }
 
+  // `host` as what slot `key` holds, read from `tensor` (the copy it replaces released)
+  #keep(key: string, host: HostTensor, tensor: dt.Tensor): void {
+    const old = this.#known.get(key);
+    if (old) release(old.host);
+    this.#known.set(key, { host, tensor, id: tensor.id });
+  }
+
   // host copies of tensors the modules no longer hold (an adapter deleted)
   #forgetGone(slots: Map<string, Slot>): void {
-    for (const key of this.#known.keys()) if (!slots.has(key)) this.#known.delete(key);
+    for (const [key, { host }] of this.#known) {
+      if (slots.has(key)) continue;
+      release(host);
+      this.#known.delete(key);
+    }
   }
 
   // Every parameter and buffer of the modules, each tensor once with all the places that hold it.
@@ -179,6 +213,24 @@ function tensorOf(slot: Slot): dt.Tensor {
   return (owner as unknown as Record<string, dt.Tensor>)[name]!;
 }
 
+// The host's CPU device, where tensors of one device wait (made once: a mesh is a handle).
+let hostMesh: dt.DeviceMesh | undefined;
+const HOST = (): dt.DeviceMesh => (hostMesh ??= new dt.DeviceMesh('cpu', [0]));
+
+// Whether `t` moves within the engine: it lies on one device, and not on the host's own.
+function movesInEngine(t: dt.Tensor): boolean {
+  return t.mesh.size === 1 && !(t.mesh.deviceType === 'cpu' && t.mesh.devices[0] === 0);
+}
+
+// `t` copied onto the host's CPU device, recorded now (the copy runs after the work before it).
+function toHost(t: dt.Tensor): EngineHosted {
+  return { tensor: dt.keep(t.redistribute(HOST(), [dt.Replicate()])), mesh: t.mesh, placements: t.placements };
+}
+
+function release(host: HostTensor): void {
+  if ('tensor' in host) host.tensor.dispose();
+}
+
 // Each rank's piece of `t`; ranks that hold the same piece (a Replicate dim) read it once.
 function pieceGroups(t: dt.Tensor): number[][] {
   const partial = t.placements.some((p) => p.isPartial());
@@ -193,13 +245,13 @@ function pieceGroups(t: dt.Tensor): number[][] {
   return [...groups.values()];
 }
 
-async function readPieces(t: dt.Tensor): Promise<HostTensor> {
+async function readPieces(t: dt.Tensor): Promise<HostPieces> {
   const groups = pieceGroups(t);
   const arrays = await Promise.all(groups.map((ranks) => readLocal(t, ranks[0]!, (local) => local.data())));
   return hostTensor(t, groups, arrays);
 }
 
-function readPiecesSync(t: dt.Tensor): HostTensor {
+function readPiecesSync(t: dt.Tensor): HostPieces {
   const groups = pieceGroups(t);
   return hostTensor(t, groups, groups.map((ranks) => readLocal(t, ranks[0]!, (local) => local.dataSync())));
 }
@@ -213,7 +265,7 @@ function readLocal<R>(t: dt.Tensor, rank: number, read: (local: dt.Tensor) => R)
   }
 }
 
-function hostTensor(t: dt.Tensor, groups: number[][], arrays: HostArray[]): HostTensor {
+function hostTensor(t: dt.Tensor, groups: number[][], arrays: HostArray[]): HostPieces {
   const source: dt.DType = t.dtype === 'bfloat16' ? 'bfloat16' : WIDENED.has(t.dtype) ? 'float32' : t.dtype;
   const pieces: Uint8Array[] = new Array<Uint8Array>(t.mesh.size);
   groups.forEach((ranks, i) => {
