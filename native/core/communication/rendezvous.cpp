@@ -30,7 +30,11 @@ std::atomic<int64_t> timeoutOverrideMs{0};
 
 at::Tensor Contribution::readable(const c10::Device& device) const {
   external::cuda::waitFor(ready, tensor);
-  return tensor.device() == device ? tensor : tensor.to(device);
+  if (tensor.device() == device) return tensor;
+  // pinned host memory onto a GPU: queued on this thread's stream without waiting (the host
+  // allocator keeps the pinned block until the copy has read it)
+  const bool pinned = device.is_cuda() && !tensor.is_cuda() && tensor.is_pinned();
+  return tensor.to(device, /*non_blocking=*/pinned);
 }
 
 void finishReads(c10::ArrayRef<Contribution> read) {

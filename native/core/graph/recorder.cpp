@@ -156,10 +156,6 @@ Recorder::Recorded Recorder::redistribute(int64_t id, int meshId, const Placemen
   const TensorMeta source = meta(id);
   if (source.meshId == meshId) return recordRedistribute(id, placements);
   const DeviceMesh& target = meshes_.get(meshId);
-  if (target.kind != meshes_.get(source.meshId).kind) {
-    common::fail(common::code::kMeshMismatch, "redistribute: moving between a cpu and a cuda mesh is not supported yet; "
-                                                  "read the values and create the tensor on the other mesh");
-  }
   const ClusterMembership& cluster = ClusterMembership::instance();
   if (!cluster.holdsAll(target) || !cluster.holdsAll(meshes_.get(source.meshId))) {
     common::fail(common::code::kMeshMismatch, "redistribute: moving a tensor to another mesh when either mesh has ranks on another node "

@@ -32,11 +32,20 @@ struct RedistributeState final : OpState {
 };
 
 struct TransferState final : OpState {
-  explicit TransferState(int receivers) : box(std::make_shared<Mailbox>(receivers)) {}
+  TransferState(int receivers, bool toHost) : box(std::make_shared<Mailbox>(receivers)), toHost(toHost), receivers(receivers) {}
   void send(int, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
+    if (toHost && piece && piece->is_cuda()) {
+      // from a GPU to CPU workers: the sender copies into pinned host memory on its read stream
+      // without waiting, and the copy is handed over once it is done (a later move back to a GPU
+      // copies from pinned memory without waiting either)
+      external::cuda::copyToHost(*piece, [box = box](at::Tensor host) { box->put(std::move(host), nullptr); });
+      return;
+    }
     box->put(piece ? *piece : at::Tensor(), std::move(error));
   }
   std::shared_ptr<Mailbox> box;
+  bool toHost;    // a GPU mesh's tensor onto a CPU mesh
+  int receivers;  // the target mesh's ranks
 };
 
 // gather: every input rank sends its piece; the one output rank puts the full tensor together.
@@ -153,8 +162,9 @@ void inferTransfer(const InferContext& ctx, Outputs& out) {
   const TensorMeta& in = *ctx.inputs[0];
   if (!allReplicate(in.placements)) ctx.fail(common::code::kInternal, "transfer needs a Replicate input");
   TensorMeta meta = in;
+  const DeviceMesh& source = ctx.meshes.get(in.meshId);
   const DeviceMesh& target = replicateOn(ctx, meta, ctx.intAttr(0));
-  ctx.state = std::make_shared<TransferState>(target.size());
+  ctx.state = std::make_shared<TransferState>(target.size(), source.kind == DeviceKind::kCuda && target.kind == DeviceKind::kCpu);
   out.push_back(std::move(meta));
 }
 
@@ -162,7 +172,9 @@ void runTransfer(KernelContext& ctx) {
   const auto& state = static_cast<const TransferState&>(*ctx.node.state);
   const Contribution sent = state.box->take(collectiveTimeout());
   const at::Tensor here = sent.readable(ctx.device);
-  ctx.outputs.push_back(here.is_same(sent.tensor) ? here.clone() : here);  // each rank owns its copy
+  // each rank owns its copy (the host copy a GPU made for a single CPU receiver is its own already)
+  const bool owned = !here.is_same(sent.tensor) || (state.toHost && state.receivers == 1);
+  ctx.outputs.push_back(owned ? here : here.clone());
   finishReads(sent);
 }
 

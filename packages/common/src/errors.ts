@@ -19,7 +19,7 @@ export const ErrorCode = {
   UnknownOp: 'UNKNOWN_OP',
   /** Placements (Shard, Replicate, Partial) that do not fit the tensor or the op: the wrong count for the mesh, a sharded dim the tensor lacks, a layout no op signature takes. */
   PlacementMismatch: 'PLACEMENT_MISMATCH',
-  /** Operands on different device meshes (as DTensor's same-mesh rule), or a move between a cpu and a cuda mesh. */
+  /** Operands on different device meshes (as DTensor's same-mesh rule), or a move between meshes that span several nodes of a cluster. */
   MeshMismatch: 'MESH_MISMATCH',
   /** A device mesh that cannot be built or used: no devices, a repeated device, a shape that does not hold the devices, an unknown mesh dim, or a size a model cannot be split over. */
   InvalidMesh: 'INVALID_MESH',
