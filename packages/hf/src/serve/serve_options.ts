@@ -2,7 +2,7 @@
 // token, the limits every request is checked against, the queue and batch sizes, the output
 // folder. checkServeOptions refuses a bad setting before anything loads, with a DTorchError that
 // names it, and a non-loopback host without a token (the service would be open to the network).
-import { DTorchError, ErrorCode } from '@dtorch/common';
+import { invalid } from '../cli/invalid_flag.js';
 import { isLoopback } from './auth.js';
 
 /** The limits each request is checked against (a request over one is a 400 naming the field). */
@@ -55,10 +55,6 @@ export interface CheckedServeOptions extends Required<Omit<ServeOptions, 'token'
 
 /** The default limits. */
 export const defaultLimits: ServeLimits = { maxSide: 1024, maxSteps: 50, maxImages: 4, maxPromptLength: 2000 };
-
-function invalid(message: string): DTorchError {
-  return new DTorchError(ErrorCode.InvalidArgument, message);
-}
 
 function wholeNumber(name: string, value: unknown, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
