@@ -32,15 +32,16 @@ at::Tensor joinedBuffer(const KernelContext& ctx, const at::Tensor& x, const at:
 at::Tensor headOf(const at::Tensor& joined, int64_t in) { return joined.narrow(-1, 0, in); }
 
 // joined's last r columns = x · aᵀ, for x [..., in] (the joined buffer's head, or the same
-// values where they lie contiguous). GPUs: the matmul writes in place (cuBLAS's leading
-// dimension). CPUs: into a buffer of its own, then copied in: a CPU gemm may sum in another order
-// for another leading dimension (seen for ranks 2 and 9), and the bits are to equal the unfused
-// linear's.
+// values where they lie contiguous). GPUs, rows 16-byte aligned: the matmul writes in place
+// (cuBLAS's leading dimension; the unfused linear's bits, seen on an H200). Elsewhere into a
+// buffer of its own, then copied in: a CPU gemm (ranks 2 and 9) and cuBLAS at an odd leading
+// dimension sum in another order, and the bits are to equal the unfused linear's.
 void downInto(const at::Tensor& joined, const at::Tensor& x, const at::Tensor& a) {
   const int64_t width = joined.size(-1), in = x.size(-1);
   at::Tensor tail = joined.view({-1, width}).narrow(1, in, a.size(0));
   const at::Tensor rows = x.reshape({-1, in});  // a view where the rows lie evenly (the head)
-  if (joined.is_cuda()) at::mm_out(tail, rows, a.t());
+  const bool aligned = (width * static_cast<int64_t>(joined.element_size())) % 16 == 0;
+  if (joined.is_cuda() && aligned) at::mm_out(tail, rows, a.t());
   else tail.copy_(at::mm(rows, a.t()));
 }
 
