@@ -1,14 +1,16 @@
 // HostCopy: the parameters and buffers of some modules kept in host memory, so that they can leave
 // their devices and come back (model CPU offload, group offloading).
 //
-// A tensor on one device moves within the engine: redistributed onto the host's CPU device
+// A tensor whole on every rank (one device, or replicated: every weight of a sequence-parallel
+// or data-parallel mesh) moves within the engine: redistributed onto the host's CPU device
 // (cpu:0) and back, its bytes copied between the devices by the workers as they lie (bfloat16
-// stays bfloat16), without a read into JavaScript or a wait: offloading only records the move.
-// A tensor on several devices is kept as each rank's own piece (ranks that hold the same piece
-// share one buffer), read once with toLocal, and made again with dt.fromLocalBuffers on its mesh
-// with its placements: a tensor-parallel weight's shards move as they lie, no rank ever gathers
-// the whole. On a GPU the engine stages each piece in pinned memory and copies it without waiting
-// (native core/operators/creation.cpp, toDevice).
+// stays bfloat16; from a GPU into pinned memory, and back without waiting), once however many
+// ranks hold it, without a read into JavaScript or a wait: offloading only records the move.
+// A sharded tensor is kept as each rank's own piece (ranks that hold the same piece share one
+// buffer), read once with toLocal, and made again with dt.fromLocalBuffers on its mesh with its
+// placements: a tensor-parallel weight's shards move as they lie, no rank ever gathers the whole.
+// On a GPU the engine stages each piece in pinned memory and copies it without waiting (native
+// core/operators/creation.cpp, toDevice).
 //
 // Offloaded, a parameter is disposed and its module keeps the disposed object (its shape, dtype
 // and mesh are still readable); onload() installs a new Parameter in every slot that held it (tied
@@ -217,9 +219,9 @@ function tensorOf(slot: Slot): dt.Tensor {
 let hostMesh: dt.DeviceMesh | undefined;
 const HOST = (): dt.DeviceMesh => (hostMesh ??= new dt.DeviceMesh('cpu', [0]));
 
-// Whether `t` moves within the engine: it lies on one device, and not on the host's own.
+// Whether `t` moves within the engine: whole on every rank, and not on the host's own device.
 function movesInEngine(t: dt.Tensor): boolean {
-  return t.mesh.size === 1 && !(t.mesh.deviceType === 'cpu' && t.mesh.devices[0] === 0);
+  return t.placements.every((p) => p.isReplicate()) && !(t.mesh.deviceType === 'cpu' && t.mesh.devices.includes(0));
 }
 
 // `t` copied onto the host's CPU device, recorded now (the copy runs after the work before it).
