@@ -31,10 +31,15 @@ std::atomic<int64_t> timeoutOverrideMs{0};
 at::Tensor Contribution::readable(const c10::Device& device) const {
   external::cuda::waitFor(ready, tensor);
   if (tensor.device() == device) return tensor;
-  // pinned host memory onto a GPU: queued on this thread's stream without waiting (the host
-  // allocator keeps the pinned block until the copy has read it)
-  const bool pinned = device.is_cuda() && !tensor.is_cuda() && tensor.is_pinned();
-  return tensor.to(device, /*non_blocking=*/pinned);
+  // pinned host memory onto a GPU: queued on this thread's stream without waiting, the host
+  // tensor held until the copy has read it (its worker can neither free nor overwrite it in place
+  // meanwhile)
+  if (device.is_cuda() && !tensor.is_cuda() && tensor.is_pinned()) {
+    at::Tensor copy = tensor.to(device, /*non_blocking=*/true);
+    external::cuda::keepUntilDone({tensor});
+    return copy;
+  }
+  return tensor.to(device);
 }
 
 void finishReads(c10::ArrayRef<Contribution> read) {
