@@ -2,17 +2,19 @@
 // it with [W | B] gives W x + B A x), as one op instead of a linear and a cat:
 //
 // ---- lora_join(x, a): cat([x, linear(x, a)], -1), formed by fusing a bias-free linear into the
-// cat that puts its input before it. The down projection writes straight into the joined
-// buffer's last columns, so A x never goes through memory on its own.
+// cat that puts its input before it: the same kernels as those ops (a matmul, then one batched
+// copy of both parts; a copy of x into the buffer's strided columns by itself ran 2.5 times
+// slower on an H200: bench/results/hf-lora/h200-join-variants-3a5fcbb.jsonl's kernel trace), and
+// the step that lets the norm before it join:
 //
 // ---- layer_norm_modulate_join(c, x, s, weight?, bias?, a): lora_join of layer_norm_modulate's
 // output (adaLN's modulated norm, which feeds the widening linears of Flux's and SD3's blocks),
-// formed by fusing the norm into the lora_join that reads it. On GPUs the norm's row kernel
-// writes its rows into the joined buffer's first columns and A reads them there: the join copies
-// nothing (a [tokens, in] read and write fewer per adapted linear).
+// formed by fusing the norm into the lora_join that reads it (x read by nothing else). On GPUs
+// the norm's row kernel writes its rows into the joined buffer's first columns and A reads them
+// there: the join copies nothing (a [tokens, in] read and write fewer per adapted linear).
 //
 // Elsewhere (or where the row kernel cannot write there) the norm runs as it does unfused and is
-// copied in; either way the bits equal the unfused ops on CPUs.
+// joined as lora_join joins; either way the bits equal the unfused ops on CPUs.
 #include <ATen/ATen.h>
 
 #include "core/operators/infer_util.h"
@@ -28,21 +30,11 @@ at::Tensor joinedBuffer(const KernelContext& ctx, const at::Tensor& x, const at:
   return at::empty(sizes, x.options().dtype(ctx.outputMeta().dtype).memory_format(at::MemoryFormat::Contiguous));
 }
 
-// The first `in` columns of `joined` (a view: rows in + r apart).
-at::Tensor headOf(const at::Tensor& joined, int64_t in) { return joined.narrow(-1, 0, in); }
-
-// joined's last r columns = x · aᵀ, for x [..., in] (the joined buffer's head, or the same
-// values where they lie contiguous). GPUs, rows 16-byte aligned: the matmul writes in place
-// (cuBLAS's leading dimension; the unfused linear's bits, seen on an H200). Elsewhere into a
-// buffer of its own, then copied in: a CPU gemm (ranks 2 and 9) and cuBLAS at an odd leading
-// dimension sum in another order, and the bits are to equal the unfused linear's.
-void downInto(const at::Tensor& joined, const at::Tensor& x, const at::Tensor& a) {
-  const int64_t width = joined.size(-1), in = x.size(-1);
-  at::Tensor tail = joined.view({-1, width}).narrow(1, in, a.size(0));
-  const at::Tensor rows = x.reshape({-1, in});  // a view where the rows lie evenly (the head)
-  const bool aligned = (width * static_cast<int64_t>(joined.element_size())) % 16 == 0;
-  if (joined.is_cuda() && aligned) at::mm_out(tail, rows, a.t());
-  else tail.copy_(at::mm(rows, a.t()));
+// x · aᵀ for x [..., in]: [..., r], as the unfused bias-free linear computes it.
+at::Tensor downOf(const at::Tensor& x, const at::Tensor& a) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes.back() = a.size(0);
+  return at::mm(x.reshape({-1, x.size(-1)}), a.t()).view(sizes);
 }
 
 // Whether the joined buffer can be filled in place: one floating dtype throughout (else the
@@ -52,36 +44,39 @@ bool joinsInPlace(const KernelContext& ctx, const at::Tensor& x, const at::Tenso
          at::isFloatingType(x.scalar_type());
 }
 
-// The unfused ops: linear, then cat.
-at::Tensor joinUnfused(const KernelContext& ctx, const at::Tensor& x, const at::Tensor& a) {
-  return at::cat({x, at::linear(x, a)}, -1).to(ctx.outputMeta().dtype);
+// [x | x aᵀ]: the unfused ops (linear, then cat), or the same kernels into a buffer of the
+// output's dtype.
+at::Tensor joined(const KernelContext& ctx, const at::Tensor& x, const at::Tensor& a) {
+  if (!joinsInPlace(ctx, x, a)) return at::cat({x, at::linear(x, a)}, -1).to(ctx.outputMeta().dtype);
+  at::Tensor out = joinedBuffer(ctx, x, a);
+  at::cat_out(out, {x, downOf(x, a)}, -1);
+  return out;
 }
 
-void runLoraJoin(KernelContext& ctx) {
-  const at::Tensor &x = ctx.input(0), &a = ctx.input(1);
-  if (!joinsInPlace(ctx, x, a)) {
-    ctx.outputs.push_back(joinUnfused(ctx, x, a));
-    return;
-  }
-  at::Tensor joined = joinedBuffer(ctx, x, a);
-  at::Tensor head = headOf(joined, x.size(-1));
-  head.copy_(x);
-  downInto(joined, x, a);
-  ctx.outputs.push_back(joined);
-}
+void runLoraJoin(KernelContext& ctx) { ctx.outputs.push_back(joined(ctx, ctx.input(0), ctx.input(1))); }
 
 void runLayerNormModulateJoin(KernelContext& ctx) {
   const at::Tensor &x = ctx.input(1), &a = ctx.input(ctx.inputs.size() - 1);
-  if (!joinsInPlace(ctx, x, a) || a.scalar_type() != ctx.input(0).scalar_type()) {
-    ctx.outputs.push_back(joinUnfused(ctx, modulatedLayerNorm(ctx, 1), a));
+  if (x.is_cuda() && joinsInPlace(ctx, x, a) && a.scalar_type() == ctx.input(0).scalar_type()) {
+    at::Tensor out = joinedBuffer(ctx, x, a);
+    const int64_t width = out.size(-1), in = x.size(-1);
+    at::Tensor head = out.narrow(-1, 0, in);
+    const at::Tensor normed = modulatedLayerNorm(ctx, 1, &head);
+    if (normed.is_same(head)) {
+      // the norm's rows are in the buffer: A x from them, in place where the rows are 16-byte
+      // aligned (the unfused linear's bits, seen on an H200); else into its own buffer, copied
+      // in (cuBLAS at an odd leading dimension sums in another order)
+      at::Tensor tail = out.view({-1, width}).narrow(1, in, a.size(0));
+      const at::Tensor rows = out.view({-1, width}).narrow(1, 0, in);
+      if ((width * static_cast<int64_t>(out.element_size())) % 16 == 0) at::mm_out(tail, rows, a.t());
+      else tail.copy_(at::mm(rows, a.t()));
+      ctx.outputs.push_back(out);
+      return;
+    }
+    ctx.outputs.push_back(joined(ctx, normed, a));
     return;
   }
-  at::Tensor joined = joinedBuffer(ctx, x, a);
-  at::Tensor head = headOf(joined, x.size(-1));
-  const at::Tensor normed = modulatedLayerNorm(ctx, 1, &head);
-  if (!normed.is_same(head)) head.copy_(normed);  // the row kernel did not write there: copied
-  downInto(joined, normed, a);
-  ctx.outputs.push_back(joined);
+  ctx.outputs.push_back(joined(ctx, modulatedLayerNorm(ctx, 1), a));
 }
 
 }  // namespace

@@ -215,7 +215,7 @@ function tensorOf(slot: Slot): dt.Tensor {
   return (owner as unknown as Record<string, dt.Tensor>)[name]!;
 }
 
-// The host's CPU device, where tensors of one device wait (made once: a mesh is a handle).
+// The host's CPU device, where whole tensors wait (made once: a mesh is a handle).
 let hostMesh: dt.DeviceMesh | undefined;
 const HOST = (): dt.DeviceMesh => (hostMesh ??= new dt.DeviceMesh('cpu', [0]));
 
