@@ -63,17 +63,15 @@ void runLayerNormModulateJoin(KernelContext& ctx) {
     at::Tensor head = out.narrow(-1, 0, in);
     const at::Tensor normed = modulatedLayerNorm(ctx, 1, &head);
     if (normed.is_same(head)) {
-      // the norm's rows are in the buffer: A x from them, in place where the rows are 16-byte
-      // aligned (the unfused linear's bits, seen on an H200); else into its own buffer, copied
-      // in (cuBLAS at an odd leading dimension sums in another order)
+      // the norm's rows are in the buffer (its rows 16-byte aligned, or the kernel would not
+      // write there): A x from them, in place (cuBLAS's leading dimension; the unfused linear's
+      // bits, seen on an H200)
       at::Tensor tail = out.view({-1, width}).narrow(1, in, a.size(0));
-      const at::Tensor rows = out.view({-1, width}).narrow(1, 0, in);
-      if ((width * static_cast<int64_t>(out.element_size())) % 16 == 0) at::mm_out(tail, rows, a.t());
-      else tail.copy_(at::mm(rows, a.t()));
+      at::mm_out(tail, out.view({-1, width}).narrow(1, 0, in), a.t());
       ctx.outputs.push_back(out);
       return;
     }
-    ctx.outputs.push_back(joined(ctx, normed, a));
+    ctx.outputs.push_back(joined(ctx, normed, a));  // an odd width: the norm's rows were not aligned
     return;
   }
   ctx.outputs.push_back(joined(ctx, modulatedLayerNorm(ctx, 1), a));
