@@ -86,9 +86,28 @@ std::optional<at::Tensor> linearPerBatch(const at::Tensor& x, const at::Tensor& 
   }
   return y;
 }
+// x [..., K] whose rows are evenly spaced, each contiguous, further apart than K (the first
+// columns of a wider buffer: a LoRA join a Flux single block's q/k/v matmul shares with proj_mlp),
+// with a bias: at::linear fuses the bias only for a contiguous x (else it multiplies, then adds
+// the bias in a pass over the output of its own); one addmm reads the rows where they lie (BLAS's
+// leading dimension), the bias in its epilogue: the bits of a contiguous x.
+std::optional<at::Tensor> linearStridedRows(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
+  if (!bias || x.dim() < 2 || x.numel() == 0 || x.is_contiguous() || x.stride(-1) != 1 || x.stride(-2) < x.size(-1)) return std::nullopt;
+  for (int64_t d = x.dim() - 3; d >= 0; --d) {
+    if (x.size(d) > 1 && x.stride(d) != x.stride(d + 1) * x.size(d + 1)) return std::nullopt;  // rows not evenly spaced
+  }
+  const at::Tensor rows = x.as_strided({x.numel() / x.size(-1), x.size(-1)}, {x.stride(-2), 1});
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = w.size(0);
+  return at::addmm(*bias, rows, w.t()).view(shape);
+}
 void runLinear(KernelContext& ctx) {
   const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;
   if (std::optional<at::Tensor> y = linearPerBatch(ctx.input(0), ctx.input(1), bias)) {
+    ctx.outputs.push_back(*y);
+    return;
+  }
+  if (std::optional<at::Tensor> y = linearStridedRows(ctx.input(0), ctx.input(1), bias)) {
     ctx.outputs.push_back(*y);
     return;
   }

@@ -116,7 +116,7 @@ export interface NativeSettings {
   scalarOpKernel: boolean;
   /** DTORCH_ROTARY_KERNEL: `applyRotaryEmb` on GPUs in DTorch's one-pass kernel rather than LibTorch's separate ones (default true). */
   rotaryKernel: boolean;
-  /** DTORCH_LORA_JOIN: an unfused LoRA adapter's `[x | A x]` as the fused `lora_join` op (whose buffer the modulated norm before it writes into on GPUs) rather than a linear and a cat (default true). */
+  /** DTORCH_LORA_JOIN: an unfused LoRA adapter's `[x | A x]` as the fused `lora_join` op (whose buffer the modulated norm before it writes into on GPUs) rather than a linear and a cat, and one join for a Flux single block's q/k/v and proj_mlp adapters (default true). */
   loraJoin: boolean;
 }
 

@@ -27,6 +27,13 @@
 // the weight becomes the first `in` columns of a buffer [W | B₁ … Bₖ], and one matmul of [x | A x]
 // with it gives W x + B A x + b in one pass over the output (2 × in more a token, for the join),
 // with the matmul's epilogue (a GELU after it) as without adapters.
+//
+// Linears that read the input of such a linear too (Flux's single blocks: the packed q/k/v and
+// proj_mlp both read the normed tokens) can share its join (shareLoraJoin): the linear is laid
+// [W | 0 | B…] and its A stacked under theirs, so one [x | A' x | A x] feeds both matmuls (theirs
+// reads its first columns where they lie): x is read once for every adapter, and the norm before
+// it writes its rows into the join (the controller's layer_norm_modulate_join forms only where
+// nothing else reads them). The zero block costs their rank in multiply-adds per output.
 import * as dt from '@dtorch/api';
 import { DTorchError, ErrorCode } from '@dtorch/common';
 import type { RemovableHandle } from '../forward_hooks.js';
@@ -68,10 +75,12 @@ interface Active {
 interface Wide {
   /** [out, in + Σ rank]: W, then each running adapter's scaled B. */
   readonly buffer: dt.Tensor;
-  /** [Σ rank, in]: the running adapters' A, stacked. */
+  /** [lead rank + Σ rank, in]: the lead's A (shareLoraJoin), then the running adapters' A, stacked. */
   readonly a: dt.Tensor;
   /** The weight's id when laid: a later change (or replacement) of the weight makes the layout stale. */
   readonly weightId: number;
+  /** The A of the linears sharing the join, laid before this one's columns (zeros in `buffer`): not owned here. */
+  readonly lead: dt.Tensor | undefined;
 }
 
 /** Where the linear's weight (and an FP8 weight's scales) were before fusing, and which adapters went into it. */
@@ -84,6 +93,7 @@ interface Fused {
 }
 
 const registry = new WeakMap<Linear, LinearLora>();
+const sharedJoins = new WeakMap<Linear, () => dt.Tensor | undefined>(); // shareLoraJoin's leads
 let versions = 0; // every change of any linear's adapters takes the next number (see version)
 
 /** The LoRA adapters of `linear`, or undefined when it has none. */
@@ -100,12 +110,26 @@ export function loraDelta(linear: Linear, inputs: readonly dt.Tensor[], like?: d
   return registry.get(linear)?.delta(inputs, like);
 }
 
+/** [x | A x] for the adapters' A stacked in `a`: the input a wide layout's buffer multiplies (one lora_join op). */
+export function loraJoin(x: dt.Tensor, a: dt.Tensor): dt.Tensor {
+  return dt.cat([x, dt.F.linear(x, a)], -1);
+}
+
 /**
  * x Wᵀ + (A x) Bᵀ + b in one matmul, for a weight W laid as the first columns of `buffer` [W | B]
  * and the adapters' A stacked in `a` (see the file's comment): [x | A x] times the buffer.
  */
 export function loraWideProduct(x: dt.Tensor, a: dt.Tensor, buffer: dt.Tensor, bias?: dt.Tensor): dt.Tensor {
-  return dt.F.linear(dt.cat([x, dt.F.linear(x, a)], -1), buffer, bias);
+  return dt.F.linear(loraJoin(x, a), buffer, bias);
+}
+
+/**
+ * Lets `linear`, when laid wide (LinearLora.layout), share its join with linears that read the
+ * same input before it: `lead()` gives their adapters' A, stacked as their own buffer's B columns
+ * are (undefined while they have none laid). See the file's comment.
+ */
+export function shareLoraJoin(linear: Linear, lead: () => dt.Tensor | undefined): void {
+  sharedJoins.set(linear, lead);
 }
 
 /**
@@ -362,7 +386,8 @@ export class LinearLora {
    */
   layout(wide: boolean): boolean {
     const l = this.linear;
-    if (wide && this.#wide?.weightId === l.weight.id) return true; // laid already, nothing changed since
+    const lead = wide ? sharedJoins.get(l)?.() : undefined;
+    if (wide && this.#wide?.weightId === l.weight.id && this.#wide.lead === lead) return true; // laid already, nothing changed since
     this.#dropWide();
     const running = this.running();
     const pays =
@@ -377,10 +402,15 @@ export class LinearLora {
       this.#laidWeightId = undefined;
       return false;
     }
-    const { buffer, a } = dt.tidy(() => ({ buffer: dt.cat([l.weight, ...running.map((r) => r.b)], 1), a: dt.cat(running.map((r) => r.a), 0) }));
+    const { buffer, a } = dt.tidy(() => {
+      // a shared join's lead columns meet zeros here (see the file's comment)
+      const zeros = lead ? [dt.zeros([l.outFeatures, lead.shape[0]!], { mesh: l.weight.mesh, dtype: l.weight.dtype })] : [];
+      const factors = running.map((r) => r.a);
+      return { buffer: dt.cat([l.weight, ...zeros, ...running.map((r) => r.b)], 1), a: dt.cat(lead ? [lead, ...factors] : factors, 0) };
+    });
     const view = buffer.narrow(1, 0, l.inFeatures);
     l.setTensor('weight', view); // the Parameter takes the view's value: the old weight is released
-    this.#wide = { buffer: dt.keep(buffer), a: dt.keep(a), weightId: l.weight.id };
+    this.#wide = { buffer: dt.keep(buffer), a: dt.keep(a), weightId: l.weight.id, lead };
     this.#laidWeightId = l.weight.id;
     return true;
   }
@@ -388,10 +418,12 @@ export class LinearLora {
   /** The buffer [W | B…] and stacked A the forward multiplies while the weight lies as layout() left it; else undefined. */
   wide():
     | {
-        /** W, then each running adapter's scaled B: `[out, in + Σ rank]`. */
+        /** W, then zeros for a shared join's lead, then each running adapter's scaled B: `[out, in + lead rank + Σ rank]`. */
         readonly buffer: dt.Tensor;
-        /** The running adapters' A, stacked: `[Σ rank, in]`. */
+        /** The lead's A, then the running adapters' A, stacked: `[lead rank + Σ rank, in]`. */
         readonly a: dt.Tensor;
+        /** The lead A it was laid with (shareLoraJoin), the same tensor `lead()` gave; undefined without. */
+        readonly lead: dt.Tensor | undefined;
       }
     | undefined {
     const wide = this.#wide;

@@ -20,6 +20,9 @@
 // costs 2 × in more: q/k/v's output is 3 × their input). A change of adapters replaces the
 // weights' handles (nn.LinearLora), so forward() runs the linears one by one until pack() lays
 // the buffer again with the new B.
+//
+// Another linear reading the same input may join it once for both (nn.shareLoraJoin): its join
+// [x | A x | A' x] starts with the columns this group's matmul reads (forwardJoined).
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 
@@ -80,12 +83,35 @@ export class PackedProjections {
     return this.#isPacked(this.#of());
   }
 
+  /**
+   * The running adapters' A, stacked as the [W | B] buffer's B columns are, while pack() laid
+   * them and nothing changed since; else undefined (forwardJoined needs it).
+   */
+  loraA(): dt.Tensor | undefined {
+    const linears = this.#of();
+    const wide = this.#wide;
+    return wide && this.#isPacked(linears) && wide.key === nn.packedLoraKey(linears) ? wide.a : undefined;
+  }
+
+  /**
+   * forward() of the input whose join [x | A x | …] (A: loraA()) another linear made: the one
+   * matmul reads its first in + rank columns where they lie. Only while loraA() is defined.
+   */
+  forwardJoined(joined: dt.Tensor): dt.Tensor[] {
+    const linears = this.#of();
+    const wide = this.#wide!;
+    return dt.tidy(() => {
+      const product = dt.F.linear(joined.narrow(-1, 0, wide.weight.shape[1]!), wide.weight, packedBias(linears));
+      return product.split(linears.map((l) => l.outFeatures), -1);
+    });
+  }
+
   /** Each linear's output for `x`: one matmul, split, while packed; else each linear's forward. */
   forward(x: dt.Tensor): dt.Tensor[] {
     const linears = this.#of(); // once per call: the list is rebuilt by each read
     if (!this.#isPacked(linears)) return linears.map((l) => l.forward(x));
     return dt.tidy(() => {
-      const bias = linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined;
+      const bias = packedBias(linears);
       const wide = this.#wide;
       if (wide && wide.key === nn.packedLoraKey(linears)) {
         // [x | A x] times [W | B]: the adapters ride in the base matmul's inner dim
@@ -142,6 +168,9 @@ export const inPackedGroup = (linear: nn.Linear): boolean => groups.get(linear)?
 
 /** Releases the LoRA factors and [W | B] buffer of the packed group `linear` was packed into, if any (its model is being disposed). */
 export const releasePackedLora = (linear: nn.Linear): void => groups.get(linear)?.releaseLora();
+
+// The packed linears' biases side by side (a view of their buffer), or undefined without.
+const packedBias = (linears: readonly nn.Linear[]): dt.Tensor | undefined => (linears[0]!.bias ? dt.cat(linears.map((l) => l.bias!), 0) : undefined);
 
 // The linears' parameter ids, in order (a replaced value has a new id; an offloaded one, disposed, has none: -1).
 const idOf = (t: dt.Tensor): number => (t.isDisposed ? -1 : t.id);

@@ -96,10 +96,12 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
   /**
    * Attention over `hidden` [B, S, D] (single-stream: the joint sequence; double-stream: the image
    * tokens, with `encoder` [B, T, D] the text tokens joined before them). Returns the attended
-   * image part (projected unless preOnly) and, with `encoder`, the projected text part.
+   * image part (projected unless preOnly) and, with `encoder`, the projected text part. With
+   * `joined`, `hidden` is [x | A x | …], the LoRA join a single block shares (imageLoraA()).
    */
-  forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables): [dt.Tensor, dt.Tensor | undefined] {
-    const [xq, xk, xv] = this.#imageQkv.forward(hidden) as [dt.Tensor, dt.Tensor, dt.Tensor];
+  forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables, joined = false): [dt.Tensor, dt.Tensor | undefined] {
+    const qkv = joined ? this.#imageQkv.forwardJoined(hidden) : this.#imageQkv.forward(hidden);
+    const [xq, xk, xv] = qkv as [dt.Tensor, dt.Tensor, dt.Tensor];
     let q = this.#heads(xq, this.norm_q);
     let k = this.#heads(xk, this.norm_k);
     let v = this.#heads(xv);
@@ -119,6 +121,15 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
     if (!encoder) return [out, undefined];
     const [text, image] = this.jointAttention.split(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
     return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];
+  }
+
+  /**
+   * The image q/k/v adapters' A, stacked beside their packed weights (PackedProjections.loraA),
+   * or undefined: a single block's proj_mlp shares their join (nn.shareLoraJoin), and forward()
+   * with `joined` then reads that join as `hidden`.
+   */
+  imageLoraA(): dt.Tensor | undefined {
+    return this.#imageQkv.loraA();
   }
 
   /** Packs each stream's q, k and v projections into one buffer, run as one matmul (PackedProjections). */

@@ -1,0 +1,57 @@
+// linear(x, W, b) where x's rows are the first columns of a wider buffer (a Flux single block's
+// q/k/v matmul reads the LoRA join it shares with proj_mlp: FluxSingleTransformerBlock): LibTorch's
+// at::linear fuses the bias only for a contiguous x, else it multiplies and adds the bias in a
+// pass of its own (another rounding in 16-bit floats, another read and write of the output). The
+// kernel runs one addmm on the rows where they lie (native/core/operators/nn.cpp,
+// linearStridedRows): the bits of the same linear on a contiguous copy, on CPUs; on GPUs no copy
+// of x and no separate bias pass in the trace.
+import { describe, expect, it } from 'vitest';
+import * as dt from '@dtorch/api';
+import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
+
+const onGpu = cudaSkip(1);
+
+async function values(t: dt.Tensor): Promise<number[]> {
+  const v = Array.from((await t.data()) as Float32Array); // 16-bit floats widen exactly
+  t.dispose();
+  return v;
+}
+
+// [batch, 40, 48 + 16] joined rows, their first 48 columns, a [72, 48] weight and its bias
+function operands(mesh: dt.DeviceMesh, batch: number, dtype: dt.DType) {
+  const joined = dt.tidy(() => dt.randn([batch, 40, 64], { seed: 41, mesh }).to(dtype));
+  const w = dt.tidy(() => dt.randn([72, 48], { seed: 42, mesh }).mul(0.1).to(dtype));
+  const b = dt.tidy(() => dt.randn([72], { seed: 43, mesh }).to(dtype));
+  return { joined, w, b, part: () => joined.narrow(-1, 0, 48) };
+}
+
+describe('linear over the first columns of a wider buffer', () => {
+  it('equals linear on a contiguous copy bit for bit, on a CPU device', async () => {
+    const cpu = new dt.DeviceMesh('cpu', [0]);
+    for (const dtype of ['bfloat16', 'float32'] as const) {
+      for (const batch of [1, 2]) {
+        const { joined, w, b, part } = operands(cpu, batch, dtype);
+        const got = await values(dt.tidy(() => dt.F.linear(part(), w, b)));
+        const expected = await values(dt.tidy(() => dt.F.linear(part().contiguous(), w, b)));
+        expect(got.length).toBe(batch * 40 * 72);
+        expect(got, `${dtype}, batch ${batch}`).toEqual(expected);
+        dt.dispose([joined, w, b]);
+      }
+    }
+  });
+
+  it.skipIf(onGpu)(`runs one matmul with the bias in its epilogue, without copying x${skipNote(onGpu)}`, async () => {
+    const gpu = cudaMesh(1);
+    const { joined, w, b, part } = operands(gpu, 2, 'bfloat16');
+    const trace = await dt.cuda.traceKernels(async () => {
+      await values(dt.tidy(() => dt.F.linear(part(), w, b)));
+    }, { top: 50 });
+    const names = trace.top.map((k) => k.name);
+    expect(names.filter((n) => n.includes('direct_copy')), 'no copy of x').toEqual([]);
+    expect(names.filter((n) => /add_kernel|AddFunctor|CUDAFunctor_add/.test(n)), 'no separate bias add').toEqual([]);
+    const got = await values(dt.tidy(() => dt.F.linear(part(), w, b)));
+    const expected = await values(dt.tidy(() => dt.F.linear(part().contiguous(), w, b)));
+    expect(got).toEqual(expected);
+    dt.dispose([joined, w, b]);
+  });
+});
