@@ -73,7 +73,7 @@ interface Active {
 
 /** A linear laid wide (LinearLora.layout): its weight the first `in` columns of `buffer`. */
 interface Wide {
-  /** [out, in + Σ rank]: W, then each running adapter's scaled B. */
+  /** [out, in + lead rank + Σ rank]: W, zeros for the lead's columns (shareLoraJoin), then each running adapter's scaled B. */
   readonly buffer: dt.Tensor;
   /** [lead rank + Σ rank, in]: the lead's A (shareLoraJoin), then the running adapters' A, stacked. */
   readonly a: dt.Tensor;
