@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,loradown,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -96,6 +96,11 @@ if bench loragemm && [ "$cuda" = true ]; then
   # the matmuls a LoRA adds to Flux-dev's linears, each way of running them, shape by shape (PyTorch)
   for r in $(echo "${RANKS:-16}" | tr , " "); do python3 bench/gpu/lora_gemms.py --rank "$r" > "$OUT/lora-gemms-r$r-cuda.jsonl" 2>&1; done
   grep -h -e '"summary": true' -e 'rror' "$OUT"/lora-gemms-r*-cuda.jsonl | cut -c1-1500
+fi
+if bench loradown && [ "$cuda" = true ]; then
+  # A x of an unfused LoRA: cuBLAS against a skinny tensor-core kernel of our own, shape by shape (PyTorch, one inline extension)
+  (cd bench/gpu && python3 lora_down.py) > "$OUT/lora-down-cuda.jsonl" 2>&1
+  grep -h -e '"summary": true' -e 'rror' "$OUT/lora-down-cuda.jsonl" | cut -c1-1500
 fi
 if bench lora && [ "$cuda" = true ]; then
   # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS; VARIANTS: DTorch's side once per setting)
