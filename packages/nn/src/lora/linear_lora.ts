@@ -386,7 +386,8 @@ export class LinearLora {
    */
   layout(wide: boolean): boolean {
     const l = this.linear;
-    const lead = wide ? sharedJoins.get(l)?.() : undefined;
+    // DTORCH_LORA_JOIN=0: each linear joins its input apart, laid without the lead's zeros
+    const lead = wide && dt.nativeSettings().loraJoin ? sharedJoins.get(l)?.() : undefined;
     if (wide && this.#wide?.weightId === l.weight.id && this.#wide.lead === lead) return true; // laid already, nothing changed since
     this.#dropWide();
     const running = this.running();

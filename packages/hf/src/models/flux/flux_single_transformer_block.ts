@@ -8,10 +8,6 @@ import { packedLinear } from '../../parallel/packed_rowwise.js';
 import { AdaLayerNormZeroSingle, gated } from '../normalization/ada_layer_norm.js';
 import { FluxAttention, type RotaryTables } from './flux_attention.js';
 
-// DTORCH_LORA_JOIN, read once (the engine reads it once per process)
-let loraJoin: boolean | undefined;
-const loraJoinSetting = (): boolean => (loraJoin ??= dt.nativeSettings().loraJoin);
-
 /** diffusers' FluxSingleTransformerBlock (single stream): attention and MLP side by side over the joint sequence; checkpoint keys single_transformer_blocks.N.*. */
 export class FluxSingleTransformerBlock extends nn.Module {
   /** The MLP's width: dim x mlpRatio (4). */
@@ -47,7 +43,7 @@ export class FluxSingleTransformerBlock extends nn.Module {
   // proj_mlp's wide layout, where it leads with q/k/v's adapters as they lie now.
   #sharedJoin(): { readonly buffer: dt.Tensor; readonly a: dt.Tensor } | undefined {
     const wide = nn.linearLora(this.proj_mlp)?.wide();
-    return wide?.lead && wide.lead === this.attn.imageLoraA() && loraJoinSetting() ? wide : undefined;
+    return wide?.lead && wide.lead === this.attn.imageLoraA() ? wide : undefined;
   }
 
   /** The joint sequence [B, T + S, D] after the block. */
