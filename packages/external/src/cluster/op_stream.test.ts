@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as zmq from 'zeromq';
 import { OpStreamClient, OpStreamServer, newOpStreamKey, type OpStreamReject } from './op_stream.js';
@@ -422,8 +423,15 @@ describe('OpStreamServer and OpStreamClient', () => {
     const outcome = await Promise.all(segments);
     expect(outcome.includes(false)).toBe(true); // those still queued were dropped
     expect(Date.now() - started).toBeLessThan(1000);
-    // a client whose main node is gone, with replies blocked behind its high-water mark
-    const orphan = track(OpStreamClient.connect({ host: '127.0.0.1', port: server.port, key, sendHighWaterMark: 5 }));
+    // a client whose main node hangs, with replies blocked behind its high-water mark. The peer is a
+    // TCP listener that never speaks ZeroMQ: a connect to the closed server's port could land on
+    // itself (TCP simultaneous open on a free local port) or on a port another test bound since,
+    // and then every reply would be taken.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((ready) => silent.listen(0, '127.0.0.1', ready));
+    const silentPort = (silent.address() as { port: number }).port;
+    const orphan = track(OpStreamClient.connect({ host: '127.0.0.1', port: silentPort, key, sendHighWaterMark: 5 }));
     const stuck = Array.from({ length: 50 }, () => orphan.send(Buffer.alloc(16)));
     await new Promise((r) => setTimeout(r, 50));
     started = Date.now();
@@ -432,6 +440,8 @@ describe('OpStreamServer and OpStreamClient', () => {
     expect((await Promise.all(stuck)).includes(false)).toBe(true);
     server.close(); // twice is fine
     orphan.close();
+    for (const socket of held) socket.destroy();
+    silent.close();
   }, 10_000);
 
   it('forget() drops a node: its unsent segments, its later replies, and its key', async () => {
