@@ -11,7 +11,8 @@
 // 0.05 at rank 16), fuse_s (at most 1 s), load_s and load_mib_per_s (200 MB in at most 1 s), and
 // whether the memory came back (dt.memory() and the allocator's bytes before the load and after
 // the unload). Also how many graphs the switch of adapters captured again (graphs_*), and on GPUs
-// where the unfused adapters' time goes: the kernels that grew most over a traced base step (kernels_added).
+// where the unfused adapters' time goes: the kernels that grew most over a traced base step (kernels_added),
+// and what the timed matmuls chose so far (matmul_tuning: dt.cuda.matmulTuningStats).
 //   DEVICE=cuda node bench/hf/lora.mjs
 //   DEVICE=cpu SIZE=tiny node bench/hf/lora.mjs
 // Env: RANKS (16,64), ITERS (10), WARMUP (3), BUDGET_S (480), DIFFUSERS_SRC, PYTHON (as diffusion_models.mjs),
@@ -121,7 +122,7 @@ async function measure() {
   const base = await time(once);
   const baseKernels = await kernels(once);
   const common = { bench, side: 'dtorch_compiled', model: modelName, device, dtype, size };
-  console.log(JSON.stringify({ ...common, phase: 'base', latency_ms: base.ms, median_ms: base.median_ms, graphs: graphCounters() }));
+  console.log(JSON.stringify({ ...common, phase: 'base', latency_ms: base.ms, median_ms: base.median_ms, graphs: graphCounters(), matmul_tuning: dt.cuda.matmulTuningStats() }));
   for (const rank of ranks) {
     const file = join(dir, `${modelName}-${size}-r${rank}.safetensors`);
     await dt.sync();
@@ -148,6 +149,7 @@ async function measure() {
       held_gib_before_load: before.allocated === null ? null : +(before.allocated / GIB).toFixed(3),
       held_gib_after_unload: after.allocated === null ? null : +(after.allocated / GIB).toFixed(3),
       graphs_before_unfused: graphsBefore, graphs_after_unfused: graphsUnfused, graphs: graphCounters(), kernels_added: growth,
+      matmul_tuning: dt.cuda.matmulTuningStats(),
     }));
   }
   model.dispose();

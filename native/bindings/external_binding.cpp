@@ -4,6 +4,7 @@
 #include "bindings/binding_util.h"
 #include "bindings/store_handles.h"
 #include "external/cuda/cuda_memory.h"
+#include "external/cuda/tuned_matmul.h"
 #include "external/nccl/communicator.h"
 #include "external/torch/kernel_trace.h"
 #include "external/torch/rendezvous_store.h"
@@ -366,6 +367,18 @@ Napi::Object initExternal(Napi::Env env) {
       out.Set("allocatedBytes", static_cast<double>(stats.allocatedBytes));
       out.Set("peakAllocatedBytes", static_cast<double>(stats.peakAllocatedBytes));
       out.Set("reservedBytes", static_cast<double>(stats.reservedBytes));
+      return out;
+    });
+  }));
+  // the timed matmuls' counters, this process (all zero without CUDA or with tuning off)
+  slice.Set("cudaMatmulTuningStats", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info, [&] {
+      const auto stats = external::cuda::matmulTuningStats();
+      Napi::Object out = Napi::Object::New(info.Env());
+      out.Set("shapes", static_cast<double>(stats.shapes));
+      out.Set("candidates", static_cast<double>(stats.candidates));
+      out.Set("tunedCalls", static_cast<double>(stats.tunedCalls));
+      out.Set("heuristicCalls", static_cast<double>(stats.heuristicCalls));
       return out;
     });
   }));

@@ -40,6 +40,7 @@ const flags = {
   DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
   DTORCH_ROTARY_KERNEL: 'rotaryKernel',
   DTORCH_LORA_JOIN: 'loraJoin',
+  DTORCH_MATMUL_TUNING: 'matmulTuning',
 } as const;
 
 describe('native settings', () => {
@@ -61,6 +62,7 @@ describe('native settings', () => {
       scalarOpKernel: true,
       rotaryKernel: true,
       loraJoin: true,
+      matmulTuning: true,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

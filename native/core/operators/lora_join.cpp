@@ -19,6 +19,7 @@
 
 #include "core/operators/infer_util.h"
 #include "core/operators/registry.h"
+#include "external/cuda/tuned_matmul.h"
 
 namespace dtorch::core {
 namespace {
@@ -30,11 +31,20 @@ at::Tensor joinedBuffer(const KernelContext& ctx, const at::Tensor& x, const at:
   return at::empty(sizes, x.options().dtype(ctx.outputMeta().dtype).memory_format(at::MemoryFormat::Contiguous));
 }
 
+// rows · aᵀ into `out` ([rows, r]): on GPUs the cuBLASLt kernel timed fastest for the shape, as
+// the unfused bias-free linear runs it there (tuned_matmul.h); else at::mm.
+void downInto(at::Tensor& out, const at::Tensor& rows, const at::Tensor& a) {
+  if (!external::cuda::tunedLinear(rows, a, nullptr, external::cuda::MatmulEpilogue::kNone, &out)) at::mm_out(out, rows, a.t());
+}
+
 // x · aᵀ for x [..., in]: [..., r], as the unfused bias-free linear computes it.
 at::Tensor downOf(const at::Tensor& x, const at::Tensor& a) {
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
   sizes.back() = a.size(0);
-  return at::mm(x.reshape({-1, x.size(-1)}), a.t()).view(sizes);
+  const at::Tensor rows = x.reshape({-1, x.size(-1)});
+  at::Tensor out = at::empty({rows.size(0), a.size(0)}, rows.options().memory_format(at::MemoryFormat::Contiguous));
+  downInto(out, rows, a);
+  return out.view(sizes);
 }
 
 // Whether the joined buffer can be filled in place: one floating dtype throughout (else the
@@ -67,7 +77,7 @@ void runLayerNormModulateJoin(KernelContext& ctx) {
       // write there): A x from them, in place (cuBLAS's leading dimension; the unfused linear's
       // bits, seen on an H200)
       at::Tensor tail = out.view({-1, width}).narrow(1, in, a.size(0));
-      at::mm_out(tail, out.view({-1, width}).narrow(1, 0, in), a.t());
+      downInto(tail, out.view({-1, width}).narrow(1, 0, in), a);
       ctx.outputs.push_back(out);
       return;
     }

@@ -15,6 +15,7 @@
 #include "external/cuda/layer_norm_addcmul.h"
 #include "external/cuda/rms_norm.h"
 #include "external/cuda/rotary_emb.h"
+#include "external/cuda/tuned_matmul.h"
 
 namespace dtorch::core {
 namespace {
@@ -86,24 +87,48 @@ std::optional<at::Tensor> linearPerBatch(const at::Tensor& x, const at::Tensor& 
   }
   return y;
 }
-// x [..., K] whose rows are evenly spaced, each contiguous, further apart than K (the first
-// columns of a wider buffer: a LoRA join a Flux single block's q/k/v matmul shares with proj_mlp),
-// with a bias: at::linear fuses the bias only for a contiguous x (else it multiplies, then adds
-// the bias in a pass over the output of its own); one addmm reads the rows where they lie (BLAS's
-// leading dimension), the bias in its epilogue: the bits of a contiguous x.
-std::optional<at::Tensor> linearStridedRows(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
-  if (!bias || x.dim() < 2 || x.numel() == 0 || x.is_contiguous() || x.stride(-1) != 1 || x.stride(-2) < x.size(-1)) return std::nullopt;
+// x [..., K] as a [rows, K] matrix without a copy: x contiguous, or its rows evenly spaced, each
+// contiguous, further apart than K (the first columns of a wider buffer: a LoRA join a Flux single
+// block's q/k/v matmul shares with proj_mlp); nullopt otherwise.
+std::optional<at::Tensor> rowsOf(const at::Tensor& x) {
+  if (x.dim() < 2 || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
+  if (x.is_contiguous()) return x.view({-1, x.size(-1)});
+  if (x.stride(-2) < x.size(-1)) return std::nullopt;
   for (int64_t d = x.dim() - 3; d >= 0; --d) {
     if (x.size(d) > 1 && x.stride(d) != x.stride(d + 1) * x.size(d + 1)) return std::nullopt;  // rows not evenly spaced
   }
-  const at::Tensor rows = x.as_strided({x.numel() / x.size(-1), x.size(-1)}, {x.stride(-2), 1});
+  return x.as_strided({x.numel() / x.size(-1), x.size(-1)}, {x.stride(-2), 1});
+}
+std::vector<int64_t> linearShape(const at::Tensor& x, const at::Tensor& w) {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
-  return at::addmm(*bias, rows, w.t()).view(shape);
+  return shape;
+}
+// x's rows further apart than K, with a bias: at::linear fuses the bias only for a contiguous x
+// (else it multiplies, then adds the bias in a pass over the output of its own); one addmm reads
+// the rows where they lie (BLAS's leading dimension), the bias in its epilogue: the bits of a
+// contiguous x.
+std::optional<at::Tensor> linearStridedRows(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
+  if (!bias || x.is_contiguous()) return std::nullopt;
+  const std::optional<at::Tensor> rows = rowsOf(x);
+  return rows ? std::optional<at::Tensor>(at::addmm(*bias, *rows, w.t()).view(linearShape(x, w))) : std::nullopt;
+}
+// GPUs, 16-bit floats: the cuBLASLt kernel timed fastest for the shape (tuned_matmul.h), on x's
+// rows where they lie, the bias (and a GELU) in its epilogue.
+std::optional<at::Tensor> linearTuned(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, external::cuda::MatmulEpilogue epilogue) {
+  if (!x.is_cuda()) return std::nullopt;
+  const std::optional<at::Tensor> rows = rowsOf(x);
+  std::optional<at::Tensor> y = rows ? external::cuda::tunedLinear(*rows, w, bias, epilogue) : std::nullopt;
+  return y ? std::optional<at::Tensor>(y->view(linearShape(x, w))) : std::nullopt;
 }
 void runLinear(KernelContext& ctx) {
   const std::optional<at::Tensor> bias = ctx.inputs.size() == 3 ? std::optional<at::Tensor>(ctx.input(2)) : std::nullopt;
   if (std::optional<at::Tensor> y = linearPerBatch(ctx.input(0), ctx.input(1), bias)) {
+    ctx.outputs.push_back(*y);
+    return;
+  }
+  using external::cuda::MatmulEpilogue;
+  if (std::optional<at::Tensor> y = linearTuned(ctx.input(0), ctx.input(1), bias ? &*bias : nullptr, bias ? MatmulEpilogue::kBias : MatmulEpilogue::kNone)) {
     ctx.outputs.push_back(*y);
     return;
   }
@@ -121,10 +146,12 @@ void runLinear(KernelContext& ctx) {
 void runLinearGelu(KernelContext& ctx) {
   const at::Tensor &x = ctx.input(0), &w = ctx.input(1), &b = ctx.input(2);
   if (x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && w.size(0) > 1 && at::isReducedFloatingType(x.scalar_type())) {
-    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-    shape.back() = w.size(0);
+    if (std::optional<at::Tensor> y = linearTuned(x, w, &b, external::cuda::MatmulEpilogue::kGeluBias)) {
+      ctx.outputs.push_back(*y);
+      return;
+    }
     const at::Tensor y = at::_addmm_activation(b, x.reshape({-1, x.size(-1)}), w.t(), 1, 1, /*use_gelu=*/true);
-    ctx.outputs.push_back(y.view(shape));
+    ctx.outputs.push_back(y.view(linearShape(x, w)));
     return;
   }
   at::Tensor y = at::linear(x, w, b);

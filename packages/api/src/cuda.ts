@@ -1,6 +1,7 @@
 // dt.cuda: what this process can use of CUDA, as torch.cuda reports it.
 import {
   checkKernelTraceCounts,
+  cudaMatmulTuningStats,
   cudaMemoryStats,
   resetCudaPeakMemoryStats,
   setCudaSMCarveout,
@@ -8,6 +9,7 @@ import {
   stopKernelTrace,
   torchInfo,
   type CudaDevice,
+  type CudaMatmulTuningStats,
   type CudaMemoryStats,
   type KernelTrace,
 } from '@dtorch/external';
@@ -39,6 +41,16 @@ export function ncclVersion(): string {
  */
 export function memoryStats(device = 0): CudaMemoryStats {
   return cudaMemoryStats(device);
+}
+
+/**
+ * What the timed matmuls did in this process (all GPUs): on GPUs a linear's first call of each
+ * shape (16-bit floats) times cuBLASLt's best candidate kernels on its own operands and keeps the
+ * fastest for later calls and the CUDA graphs that capture them, where LibTorch runs the
+ * heuristic's first choice. `DTORCH_MATMUL_TUNING=0` turns it off (all counters stay 0).
+ */
+export function matmulTuningStats(): CudaMatmulTuningStats {
+  return cudaMatmulTuningStats();
 }
 
 /** Starts a new peak for memoryStats(device).peakAllocatedBytes. */

@@ -6,6 +6,7 @@ export {
   describeRuntime,
   dtorchVersion,
   cudaMemoryStats,
+  cudaMatmulTuningStats,
   resetCudaPeakMemoryStats,
   setCudaSMCarveout,
   checkKernelTraceCounts,
@@ -15,6 +16,7 @@ export {
   type TorchInfo,
   type CudaDevice,
   type CudaMemoryStats,
+  type CudaMatmulTuningStats,
 } from './torch.js';
 export {
   readSafetensorsHeader,

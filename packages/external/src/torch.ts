@@ -8,6 +8,7 @@ export const dtorchVersion: string = (JSON.parse(readFileSync(new URL('../packag
 interface ExternalSlice {
   torchInfo(): TorchInfo;
   cudaMemoryStats(device: number): CudaMemoryStats;
+  cudaMatmulTuningStats(): CudaMatmulTuningStats;
   resetCudaPeakMemoryStats(device: number): void;
   setCudaSMCarveout(sms: number): void;
   startKernelTrace(): void;
@@ -137,6 +138,26 @@ export function cudaMemoryStats(device: number): CudaMemoryStats {
 export function resetCudaPeakMemoryStats(device: number): void {
   checkCudaDevice(device, 'cuda.resetPeakMemoryStats');
   slice().resetCudaPeakMemoryStats(device);
+}
+
+/**
+ * What the timed matmuls did in this process, all GPUs together (DTORCH_MATMUL_TUNING; all zero
+ * without CUDA or with it off): a linear's first call of a shape times cuBLASLt's candidates.
+ */
+export interface CudaMatmulTuningStats {
+  /** Shapes a kernel was chosen for (by timing, or the one candidate). */
+  shapes: number;
+  /** Candidates timed for them. */
+  candidates: number;
+  /** Calls that ran the kernel chosen for their shape (the choosing call included). */
+  tunedCalls: number;
+  /** Calls that ran the heuristic's first kernel untimed: a shape first seen while its stream captured a CUDA graph. */
+  heuristicCalls: number;
+}
+
+/** The timed matmuls' counters of this process. */
+export function cudaMatmulTuningStats(): CudaMatmulTuningStats {
+  return slice().cudaMatmulTuningStats();
 }
 
 /** SMs that cuBLAS matmuls leave free for collectives running beside them (0: none). */

@@ -1,0 +1,245 @@
+#include "external/cuda/tuned_matmul.h"
+
+#include <atomic>
+
+#include "common/env.h"
+
+#ifdef DTORCH_WITH_CUDA
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cublasLt.h>
+
+#include <array>
+#include <mutex>
+#include <unordered_map>
+#endif
+
+namespace dtorch::external::cuda {
+
+namespace {
+std::atomic<int64_t> shapesTimed{0}, candidatesTimed{0}, tunedCalls{0}, heuristicCalls{0};
+}  // namespace
+
+MatmulTuningStats matmulTuningStats() { return {shapesTimed.load(), candidatesTimed.load(), tunedCalls.load(), heuristicCalls.load()}; }
+
+#ifdef DTORCH_WITH_CUDA
+
+namespace {
+
+constexpr int kCandidates = 8;  // the heuristic's best few: past them its ranking is rarely wrong by much
+constexpr int kTimedRuns = 3;   // per candidate, after one untimed run
+
+// What a kernel choice depends on: the problem, the strides, the pointers' alignment (cuBLASLt
+// kernels may assume up to 256 bytes), the workspace and the SMs it may use.
+struct Key {
+  int device, dtype, epilogue, smCount;
+  int64_t m, n, k, ldx, ldw, ldy;
+  uint32_t alignX, alignW, alignY, alignBias;
+  size_t workspace;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy}) mix(static_cast<uint64_t>(v));
+    for (int v : {key.device, key.dtype, key.epilogue, key.smCount}) mix(static_cast<uint64_t>(v));
+    for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias}) mix(v);
+    mix(key.workspace);
+    return h;
+  }
+};
+
+std::mutex choicesMutex;
+std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> choices;  // the timed fastest, per shape
+
+// The largest power of two up to 256 that divides the address (as LibTorch tells cuBLASLt).
+uint32_t alignmentOf(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// cuBLASLt's descriptors, destroyed with the call.
+struct MatmulDesc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  ~MatmulDesc() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ~Layout() {
+    if (layout) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+struct Events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ~Events() {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  }
+};
+
+bool ok(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
+
+// A row-major [rows, cols] matrix with rows `ld` apart, as cuBLASLt's column-major [cols, rows].
+bool layoutOf(Layout& out, cudaDataType type, int64_t rows, int64_t cols, int64_t ld) {
+  return ok(cublasLtMatrixLayoutCreate(&out.layout, type, static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), ld));
+}
+
+// The distance between rows of a 2-d tensor with unit column stride (its width when it has one row),
+// or -1 when cuBLASLt cannot take it (rows closer than the width, or not 16 bytes apart).
+int64_t rowStride(const at::Tensor& t) {
+  if (t.dim() != 2 || t.stride(1) != 1) return -1;
+  const int64_t ld = t.size(0) > 1 ? t.stride(0) : t.size(1);
+  return ld >= t.size(1) && (ld * static_cast<int64_t>(t.element_size())) % 16 == 0 ? ld : -1;
+}
+
+struct Problem {
+  cublasLtHandle_t handle;
+  cudaStream_t stream;
+  const MatmulDesc& op;
+  const Layout &a, &b, &d;
+  const void *w, *x;
+  void* y;
+  void* workspace;
+  size_t workspaceBytes;
+
+  bool run(const cublasLtMatmulAlgo_t& algo) const {
+    const float one = 1.f, zero = 0.f;
+    return ok(cublasLtMatmul(handle, op.desc, &one, w, a.layout, x, b.layout, &zero, y, d.layout, y, d.layout, &algo, workspace, workspaceBytes,
+                             stream));
+  }
+};
+
+// The fastest of the heuristic's candidates on these operands (each run once, then timed), or
+// nullopt when none ran. The output holds the last candidate's result: the caller runs the choice.
+std::optional<cublasLtMatmulAlgo_t> fastest(const Problem& p, const cublasLtMatmulHeuristicResult_t* results, int count) {
+  Events events;
+  if (cudaEventCreate(&events.start) != cudaSuccess || cudaEventCreate(&events.stop) != cudaSuccess) return std::nullopt;
+  std::optional<cublasLtMatmulAlgo_t> best;
+  float bestMs = 0.f;
+  for (int i = 0; i < count; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > p.workspaceBytes || !p.run(results[i].algo)) continue;
+    bool ran = cudaEventRecord(events.start, p.stream) == cudaSuccess;
+    for (int r = 0; ran && r < kTimedRuns; ++r) ran = p.run(results[i].algo);
+    float ms = 0.f;
+    if (!ran || cudaEventRecord(events.stop, p.stream) != cudaSuccess || cudaEventSynchronize(events.stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, events.start, events.stop) != cudaSuccess) {
+      continue;
+    }
+    candidatesTimed.fetch_add(1);
+    if (!best || ms < bestMs) best = results[i].algo, bestMs = ms;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, MatmulEpilogue epilogue, const at::Tensor* out) {
+  if (!common::settings().matmulTuning || !x.is_cuda() || x.dim() != 2 || w.dim() != 2) return std::nullopt;
+  const at::ScalarType dtype = x.scalar_type();
+  if ((dtype != at::kBFloat16 && dtype != at::kHalf) || w.scalar_type() != dtype || w.device() != x.device()) return std::nullopt;
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  if (m == 0 || n == 0 || k == 0 || w.size(1) != k || (bias != nullptr) != (epilogue != MatmulEpilogue::kNone)) return std::nullopt;
+  if (bias && (bias->scalar_type() != dtype || bias->device() != x.device() || bias->dim() != 1 || bias->size(0) != n || !bias->is_contiguous() ||
+               alignmentOf(bias->data_ptr()) < 16)) {
+    return std::nullopt;
+  }
+  if (out && (out->scalar_type() != dtype || out->device() != x.device() || out->dim() != 2 || out->size(0) != m || out->size(1) != n)) return std::nullopt;
+  const int64_t ldx = rowStride(x), ldw = rowStride(w);
+  if (ldx < 0 || ldw < 0) return std::nullopt;
+  at::Tensor y = out ? *out : at::empty({m, n}, x.options().memory_format(at::MemoryFormat::Contiguous));
+  const int64_t ldy = rowStride(y);
+  if (ldy < 0) return std::nullopt;
+
+  const cudaDataType type = dtype == at::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  MatmulDesc op;
+  if (!ok(cublasLtMatmulDescCreate(&op.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return std::nullopt;
+  // y = x wᵀ row-major is yᵀ = w xᵀ column-major: A = w (transposed), B = x, D = y
+  const cublasOperation_t transA = CUBLAS_OP_T, transB = CUBLAS_OP_N;
+  bool described = ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof(transA))) &&
+                   ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof(transB)));
+  if (bias) {
+    const cublasLtEpilogue_t epi = epilogue == MatmulEpilogue::kGeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const void* biasPtr = bias->data_ptr();
+    described = described && ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))) &&
+                ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPtr, sizeof(biasPtr)));
+  }
+  // the SMs LibTorch's matmuls leave free (dt.cuda.setSMCarveout), these leave free too
+  int smCount = 0;
+  if (const std::optional<int32_t> carveout = at::globalContext()._SMCarveout_EXPERIMENTAL(); carveout && *carveout > 0) {
+    smCount = std::max(1, at::cuda::getCurrentDeviceProperties()->multiProcessorCount - *carveout);
+    described = described && ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smCount, sizeof(smCount)));
+  }
+  Layout a, b, d;
+  if (!described || !layoutOf(a, type, n, k, ldw) || !layoutOf(b, type, m, k, ldx) || !layoutOf(d, type, m, n, ldy)) return std::nullopt;
+
+  const Key key{x.get_device(), static_cast<int>(dtype), static_cast<int>(epilogue), smCount, m, n, k, ldx, ldw, ldy,
+                alignmentOf(x.data_ptr()), alignmentOf(w.data_ptr()), alignmentOf(y.data_ptr()), bias ? alignmentOf(bias->data_ptr()) : 0u,
+                at::cuda::getCUDABlasLtWorkspaceSize()};
+  const Problem problem{at::cuda::getCurrentCUDABlasLtHandle(), at::cuda::getCurrentCUDAStream().stream(), op, a, b, d, w.data_ptr(), x.data_ptr(),
+                        y.data_ptr(), at::cuda::getCUDABlasLtWorkspace(), key.workspace};
+  std::optional<cublasLtMatmulAlgo_t> kept;
+  {
+    std::lock_guard<std::mutex> lock(choicesMutex);
+    if (auto it = choices.find(key); it != choices.end()) kept = it->second;
+  }
+  if (kept) {
+    if (!problem.run(*kept)) return std::nullopt;
+    tunedCalls.fetch_add(1);
+    return y;
+  }
+
+  Preference pref;
+  const uint64_t workspaceBytes = key.workspace;
+  if (!ok(cublasLtMatmulPreferenceCreate(&pref.pref)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof(workspaceBytes))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.alignW, sizeof(key.alignW))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.alignX, sizeof(key.alignX))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.alignY, sizeof(key.alignY))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.alignY, sizeof(key.alignY)))) {
+    return std::nullopt;
+  }
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
+  int count = 0;
+  if (!ok(cublasLtMatmulAlgoGetHeuristic(problem.handle, op.desc, a.layout, b.layout, d.layout, d.layout, pref.pref, kCandidates, results.data(), &count)) ||
+      count == 0) {
+    return std::nullopt;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(problem.stream, &capture) != cudaSuccess) return std::nullopt;
+  if (capture != cudaStreamCaptureStatusNone) {
+    // nothing can be timed while the stream captures: the first choice, and the next call outside a capture times them
+    if (!problem.run(results[0].algo)) return std::nullopt;
+    heuristicCalls.fetch_add(1);
+    return y;
+  }
+  const std::optional<cublasLtMatmulAlgo_t> choice = count > 1 ? fastest(problem, results.data(), count) : results[0].algo;
+  if (!choice || !problem.run(*choice)) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(choicesMutex);
+    choices.emplace(key, *choice);
+  }
+  shapesTimed.fetch_add(1);
+  tunedCalls.fetch_add(1);
+  return y;
+}
+
+#else
+
+std::optional<at::Tensor> tunedLinear(const at::Tensor&, const at::Tensor&, const at::Tensor*, MatmulEpilogue, const at::Tensor*) { return std::nullopt; }
+
+#endif
+
+}  // namespace dtorch::external::cuda
