@@ -30,10 +30,13 @@ namespace {
 constexpr int kCandidates = 8;  // the heuristic's best few: past them its ranking is rarely wrong by much
 constexpr int kTimedRuns = 3;   // per candidate, after one untimed run
 
-// What a kernel choice depends on: the problem, the strides, the pointers' alignment (cuBLASLt
-// kernels may assume up to 256 bytes), the workspace and the SMs it may use.
+// What a kernel choice depends on: the GPU model (not its index: the GPUs of one model in a
+// process share a choice, so replicated work computes the same bits on each), the problem, the
+// strides, the pointers' alignment (cuBLASLt kernels may assume up to 256 bytes), the workspace
+// and the SMs it may use.
 struct Key {
-  int device, dtype, epilogue, smCount;
+  uint64_t model;
+  int dtype, epilogue, smCount;
   int64_t m, n, k, ldx, ldw, ldy;
   uint32_t alignX, alignW, alignY, alignBias;
   size_t workspace;
@@ -45,7 +48,8 @@ struct KeyHash {
     size_t h = 1469598103934665603ull;
     auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy}) mix(static_cast<uint64_t>(v));
-    for (int v : {key.device, key.dtype, key.epilogue, key.smCount}) mix(static_cast<uint64_t>(v));
+    mix(key.model);
+    for (int v : {key.dtype, key.epilogue, key.smCount}) mix(static_cast<uint64_t>(v));
     for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias}) mix(v);
     mix(key.workspace);
     return h;
@@ -54,6 +58,14 @@ struct KeyHash {
 
 std::mutex choicesMutex;
 std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> choices;  // the timed fastest, per shape
+
+// The current GPU's model: its name, compute capability and SM count, hashed.
+uint64_t modelOf(const cudaDeviceProp& props) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = props.name; *c != 0; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  for (int v : {props.major, props.minor, props.multiProcessorCount}) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+  return h;
+}
 
 // The largest power of two up to 256 that divides the address (as LibTorch tells cuBLASLt).
 uint32_t alignmentOf(const void* p) {
@@ -177,15 +189,16 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
                 ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPtr, sizeof(biasPtr)));
   }
   // the SMs LibTorch's matmuls leave free (dt.cuda.setSMCarveout), these leave free too
+  const cudaDeviceProp& props = *at::cuda::getCurrentDeviceProperties();
   int smCount = 0;
   if (const std::optional<int32_t> carveout = at::globalContext()._SMCarveout_EXPERIMENTAL(); carveout && *carveout > 0) {
-    smCount = std::max(1, at::cuda::getCurrentDeviceProperties()->multiProcessorCount - *carveout);
+    smCount = std::max(1, props.multiProcessorCount - *carveout);
     described = described && ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smCount, sizeof(smCount)));
   }
   Layout a, b, d;
   if (!described || !layoutOf(a, type, n, k, ldw) || !layoutOf(b, type, m, k, ldx) || !layoutOf(d, type, m, n, ldy)) return std::nullopt;
 
-  const Key key{x.get_device(), static_cast<int>(dtype), static_cast<int>(epilogue), smCount, m, n, k, ldx, ldw, ldy,
+  const Key key{modelOf(props), static_cast<int>(dtype), static_cast<int>(epilogue), smCount, m, n, k, ldx, ldw, ldy,
                 alignmentOf(x.data_ptr()), alignmentOf(w.data_ptr()), alignmentOf(y.data_ptr()), bias ? alignmentOf(bias->data_ptr()) : 0u,
                 at::cuda::getCUDABlasLtWorkspaceSize()};
   const Problem problem{at::cuda::getCurrentCUDABlasLtHandle(), at::cuda::getCurrentCUDAStream().stream(), op, a, b, d, w.data_ptr(), x.data_ptr(),
@@ -225,13 +238,17 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
     heuristicCalls.fetch_add(1);
     return y;
   }
-  const std::optional<cublasLtMatmulAlgo_t> choice = count > 1 ? fastest(problem, results.data(), count) : results[0].algo;
-  if (!choice || !problem.run(*choice)) return std::nullopt;
+  std::optional<cublasLtMatmulAlgo_t> choice = count > 1 ? fastest(problem, results.data(), count) : results[0].algo;
+  if (!choice) return std::nullopt;
+  bool first = false;
   {
+    // a GPU of the same model that chose meanwhile (its worker timed the shape too) keeps its choice
     std::lock_guard<std::mutex> lock(choicesMutex);
-    choices.emplace(key, *choice);
+    const auto [it, inserted] = choices.emplace(key, *choice);
+    choice = it->second, first = inserted;
   }
-  shapesTimed.fetch_add(1);
+  if (!problem.run(*choice)) return std::nullopt;
+  if (first) shapesTimed.fetch_add(1);
   tunedCalls.fetch_add(1);
   return y;
 }

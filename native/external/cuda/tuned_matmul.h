@@ -2,10 +2,12 @@
 // on by default). cuBLASLt's heuristic ranks its kernels by a model of the GPU, and LibTorch runs
 // its first choice; on the shapes an unfused LoRA adapter widens (Flux's in = 3072 + r) that
 // choice ran up to 17% slower than the kernel the base shape gets, for 0.5% more work
-// (bench/results/lora-gemms/h100.jsonl). Here the first call of each shape on each GPU, outside a
-// CUDA graph capture, times the heuristic's best candidates on the call's own operands and keeps
-// the fastest for the process; later calls (and the graphs that capture them) run that one.
-// While a stream captures, a shape not timed yet runs the heuristic's first choice untimed.
+// (bench/results/lora-gemms/h100.jsonl). Here the first call of each shape on a GPU model, outside
+// a CUDA graph capture, times the heuristic's best candidates on the call's own operands and keeps
+// the fastest for the process; later calls on every GPU of that model (and the graphs that capture
+// them) run that one, so replicated work gives the same bits on each. Another process (a cluster
+// node) chooses on its own: its bits may differ by a rounding. While a stream captures, a shape not
+// timed yet runs the heuristic's first choice untimed.
 #pragma once
 #include <ATen/core/Tensor.h>
 
