@@ -3,6 +3,7 @@
 // choice (native/external/cuda/tuned_matmul.cpp). Each epilogue (none, bias, bias + GELU) and each
 // row stride (the first columns of a wider buffer: a LoRA join) is a shape of its own; the results
 // equal float32 linears within a 16-bit rounding.
+import './matmul_tuning_on.js';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { cudaMesh, cudaSkip, skipNote } from '../conformance/meshes.js';
@@ -23,6 +24,7 @@ function worst(got: number[], expected: number[]): number {
 
 describe('timed matmuls (DTORCH_MATMUL_TUNING)', () => {
   it('leave the counters at zero for linears on CPU devices', async () => {
+    expect(dt.nativeSettings().matmulTuning, 'DTORCH_MATMUL_TUNING=1 for this file (matmul_tuning_on.ts)').toBe(true);
     const before = dt.cuda.matmulTuningStats();
     expect(Object.keys(before).sort()).toEqual(['candidates', 'heuristicCalls', 'shapes', 'tunedCalls']);
     const cpu = new dt.DeviceMesh('cpu', [0]);

@@ -62,7 +62,7 @@ describe('native settings', () => {
       scalarOpKernel: true,
       rotaryKernel: true,
       loraJoin: true,
-      matmulTuning: true,
+      matmulTuning: false,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

@@ -1,5 +1,5 @@
-// Linear layers' matmuls through cuBLASLt with the kernel chosen by timing (DTORCH_MATMUL_TUNING,
-// on by default). cuBLASLt's heuristic ranks its kernels by a model of the GPU, and LibTorch runs
+// Linear layers' matmuls through cuBLASLt with the kernel chosen by timing (DTORCH_MATMUL_TUNING=1;
+// off by default until GPU runs have shown it). cuBLASLt's heuristic ranks its kernels by a model of the GPU, and LibTorch runs
 // its first choice; on the shapes an unfused LoRA adapter widens (Flux's in = 3072 + r) that
 // choice ran up to 17% slower than the kernel the base shape gets, for 0.5% more work
 // (bench/results/lora-gemms/h100.jsonl). Here the first call of each shape on a GPU model, outside

@@ -47,7 +47,7 @@ export function memoryStats(device = 0): CudaMemoryStats {
  * What the timed matmuls did in this process (all GPUs): on GPUs a linear's first call of each
  * shape (16-bit floats) times cuBLASLt's best candidate kernels on its own operands and keeps the
  * fastest for later calls and the CUDA graphs that capture them, where LibTorch runs the
- * heuristic's first choice. `DTORCH_MATMUL_TUNING=0` turns it off (all counters stay 0).
+ * heuristic's first choice. Only with `DTORCH_MATMUL_TUNING=1` (all counters stay 0 without it).
  */
 export function matmulTuningStats(): CudaMatmulTuningStats {
   return cudaMatmulTuningStats();

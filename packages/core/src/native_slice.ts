@@ -118,7 +118,7 @@ export interface NativeSettings {
   rotaryKernel: boolean;
   /** DTORCH_LORA_JOIN: an unfused LoRA adapter's `[x | A x]` as the fused `lora_join` op (whose buffer the modulated norm before it writes into on GPUs) rather than a linear and a cat, and one join for a Flux single block's q/k/v and proj_mlp adapters (default true). */
   loraJoin: boolean;
-  /** DTORCH_MATMUL_TUNING: on GPUs, a linear's cuBLASLt kernel is chosen by timing the heuristic's candidates once per shape rather than taken from the heuristic (default true). */
+  /** DTORCH_MATMUL_TUNING: on GPUs, a linear's cuBLASLt kernel is chosen by timing the heuristic's candidates once per shape rather than taken from the heuristic (default false until GPU runs have shown it). */
   matmulTuning: boolean;
 }
 
