@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,loradown,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,loradown,matmultune,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -101,6 +101,11 @@ if bench loradown && [ "$cuda" = true ]; then
   # A x of an unfused LoRA: cuBLAS against a skinny tensor-core kernel of our own, shape by shape (PyTorch, one inline extension)
   (cd bench/gpu && python3 lora_down.py) > "$OUT/lora-down-cuda.jsonl" 2>&1
   grep -h -e '"summary": true' -e 'rror' "$OUT/lora-down-cuda.jsonl" | cut -c1-1500
+fi
+if bench matmultune && [ "$cuda" = true ]; then
+  # the timed matmuls against LibTorch's kernel choice at Flux-dev's (LoRA-widened) linears
+  DEVICE=cuda node bench/gpu/matmul_tuning.mjs > "$OUT/matmul-tuning-cuda.jsonl" 2>&1
+  grep -h -e '"summary":true' -e '"error"' "$OUT/matmul-tuning-cuda.jsonl" | cut -c1-1200
 fi
 if bench lora && [ "$cuda" = true ]; then
   # LoRA on Flux-dev's transformer (issue 42): unfused overhead, fuse, load, memory, beside diffusers + PEFT (RANKS; VARIANTS: DTorch's side once per setting)
