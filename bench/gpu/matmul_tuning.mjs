@@ -4,9 +4,9 @@
 // at::_addmm_activation, the heuristic's first kernel), at FLUX.1-dev's 1024² shapes with an
 // unfused rank-16 LoRA on every linear (issue 42): the widened matmuls ([x | A x] times [W | B]),
 // the base ones, and A x. Each side in a process of its own, in one run; per shape the µs per call
-// (ITERS calls queued, then one sync; the best of ROUNDS) and the ratio; a summary weighs each shape
-// by its calls per step.
-//   DEVICE=cuda node bench/gpu/matmul_tuning.mjs
+// (ITERS calls queued, their outputs held to one sync: the controller drops work whose output is
+// released unread; the best of ROUNDS) and the ratio; a summary weighs each shape by its calls per step.
+//   DEVICE=cuda node bench/gpu/matmul_tuning.mjs      (SHAPES=name,... for some of them)
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
@@ -34,7 +34,8 @@ const SHAPES = [
 
 async function side() {
   const mesh = new dt.DeviceMesh(device, [0]);
-  for (const [name, m, k, n, stride, epilogue, calls] of SHAPES) {
+  const only = process.env.SHAPES?.split(',');
+  for (const [name, m, k, n, stride, epilogue, calls] of SHAPES.filter(([name]) => !only || only.includes(name))) {
     const width = stride || k;
     const buffer = dt.tidy(() => dt.randn([m, width], { seed: 1, mesh }).to('bfloat16'));
     const x = buffer.narrow(-1, 0, k);
@@ -42,13 +43,16 @@ async function side() {
     const b = dt.tidy(() => dt.randn([n], { seed: 3, mesh }).to('bfloat16'));
     const call = () =>
       dt.tidy(() => (epilogue === 'gelu' ? dt.F.gelu(dt.F.linear(x, w, b), { approximate: 'tanh' }) : dt.F.linear(x, w, epilogue === 'bias' ? b : undefined)));
-    for (let i = 0; i < 3; i++) call().dispose();
-    await dt.sync();
+    const queue = async (n) => {
+      const outputs = Array.from({ length: n }, call);
+      await dt.sync();
+      dt.dispose(outputs);
+    };
+    await queue(3);
     let best = Infinity;
     for (let r = 0; r < rounds; r++) {
       const t0 = performance.now();
-      for (let i = 0; i < iters; i++) call().dispose();
-      await dt.sync();
+      await queue(iters);
       best = Math.min(best, ((performance.now() - t0) * 1000) / iters);
     }
     console.log(JSON.stringify({ name, m, k, n, stride, epilogue, calls, us: +best.toFixed(1) }));
