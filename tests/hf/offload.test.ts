@@ -40,11 +40,13 @@ describe.each([
   ['1 device (cpu:1)', () => new dt.DeviceMesh('cpu', [1]), ['cpu:1']],
   ['tp=2 (cpu:1,2)', () => new dt.DeviceMesh('cpu', [1, 2], ['tp']), ['cpu:1', 'cpu:2']],
   ['ulysses=2 (cpu:1,2)', () => new dt.DeviceMesh('cpu', [1, 2], ['ulysses']), ['cpu:1', 'cpu:2']],
+  // clear of cpu:0 and cpu:1: the sharded weights move within the engine, piece by piece
+  ['tp=2 (cpu:2,3)', () => new dt.DeviceMesh('cpu', [2, 3], ['tp']), ['cpu:2', 'cpu:3']],
 ] as const)('FluxPipeline.enableModelCpuOffload on %s', (_, makeMesh, devices) => {
   let pipe: hf.FluxPipeline;
   let expected: Float32Array;
   let before: number[];
-  let hostBefore: number;
+  let hostBefore: number[];
 
   beforeAll(async () => {
     await dt.sync();
@@ -52,7 +54,7 @@ describe.each([
     pipe = await hf.FluxPipeline.tiny({ mesh: makeMesh() });
     expected = await imagesOf(pipe);
     await dt.sync();
-    hostBefore = deviceBytes(['cpu:0'])[0]!;
+    hostBefore = deviceBytes(['cpu:0', 'cpu:1']);
     await pipe.enableModelCpuOffload();
   });
   afterAll(() => pipe.dispose());
@@ -63,11 +65,20 @@ describe.each([
     for (const m of models) expect(isOff(m)).toBe(true);
     expect(deviceBytes(devices)).toEqual(before);
     // where the host copies lie: a weight whole on every rank on cpu:0, once (every weight of the
-    // one-device and ulysses meshes); a sharded one (tp) in JavaScript
+    // one-device and ulysses meshes); a sharded one (tp) piece by piece on cpu:0 and cpu:1 (rank
+    // 0's and rank 1's), or in JavaScript where its mesh holds those devices itself (cpu:1,2)
     await dt.sync();
-    const whole = models.flatMap((m) => [...new Set(tensorsOf(m))]).filter((t) => t.placements.every((p) => p.isReplicate()));
-    expect(deviceBytes(['cpu:0'])[0]! - hostBefore).toBe(whole.reduce((n, t) => n + t.nbytes, 0));
+    const tensors = models.flatMap((m) => [...new Set(tensorsOf(m))]);
+    const whole = tensors.filter((t) => t.placements.every((p) => p.isReplicate()));
+    const sharded = tensors.filter((t) => !t.placements.every((p) => p.isReplicate()));
+    const inEngine = !devices.includes('cpu:1');
+    const pieceBytes = (rank: number) =>
+      inEngine ? sharded.reduce((n, t) => n + (t.nbytes / t.numel) * dt.localPieceOf(t.shape, t.placements, t.mesh, rank).shape.reduce((a, b) => a * b, 1), 0) : 0;
+    const host = deviceBytes(['cpu:0', 'cpu:1']);
+    expect(host[0]! - hostBefore[0]!).toBe(whole.reduce((n, t) => n + t.nbytes, 0) + pieceBytes(0));
+    if (inEngine) expect(host[1]! - hostBefore[1]!).toBe(pieceBytes(1));
     expect(whole.length).toBeGreaterThan(0);
+    if (devices.includes('cpu:3')) expect(sharded.length).toBeGreaterThan(0);
   });
 
   it('gives the same images, bit for bit, with only the model that runs on its devices', async () => {

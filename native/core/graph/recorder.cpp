@@ -161,6 +161,17 @@ Recorder::Recorded Recorder::redistribute(int64_t id, int meshId, const Placemen
     common::fail(common::code::kMeshMismatch, "redistribute: moving a tensor to another mesh when either mesh has ranks on another node "
                                                   "of the cluster is not supported yet; make one mesh that spans both and redistribute on it");
   }
+  // meshes of one shape: each rank's piece moves to the target rank of its index (nothing
+  // gathered), then the target takes its placements
+  if (!allReplicate(source.placements) && meshes_.get(source.meshId).shape == target.shape) {
+    static const OpDef& pieces = *OpRegistry::instance().find("transfer_pieces");
+    const double targetId = meshId;
+    Recorded moved = record(pieces, {id}, c10::ArrayRef<double>(&targetId, 1));
+    if (placements == source.placements) return moved;
+    Recorded result = recordRedistribute(moved.outputs[0], placements);
+    release(moved.outputs[0]);
+    return result;
+  }
   // gather on the source, hand the full tensor over, then take pieces on the target
   const bool gathered = !allReplicate(source.placements);
   const int64_t full = gathered ? redistributeOnMesh(id, Placements(source.placements.size(), Placement::replicate())) : id;

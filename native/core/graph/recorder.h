@@ -56,7 +56,9 @@ class Recorder {
   // input throws as record would); records nothing.
   SignatureRows signatureRows(const OpDef& op, c10::ArrayRef<int64_t> inputs, c10::ArrayRef<double> attrs) const;
   // Redistributes tensor `id` to `placements` on mesh `meshId` (its own or another): one node on
-  // one mesh; across meshes, gather on the source, transfer, then slice on the target.
+  // one mesh; across meshes of one shape, each rank's piece to the rank of its index
+  // (transfer_pieces), then the placements; across others, gather on the source, transfer, then
+  // slice on the target.
   Recorded redistribute(int64_t id, int meshId, const Placements& placements);
   void release(int64_t id);
   // Records a read; returns the read node's sequence number (0: it failed at once, delivered).

@@ -3,6 +3,9 @@
 //                 run on every rank, collectives through GroupCall;
 //   transfer      an all-Replicate tensor to another mesh: input rank 0 sends, every output
 //                 rank receives a copy (the recorder composes cross-mesh redistributes from it);
+//   transfer_pieces  a tensor to another mesh of the same shape, its placements kept: every input
+//                 rank sends its own piece to the output rank of the same index (nothing is
+//                 gathered: a tensor-parallel weight offloaded to the host moves shard by shard);
 //   to_local      one rank's piece as a tensor of its own on that rank's device.
 #include <ATen/ATen.h>
 
@@ -46,6 +49,24 @@ struct TransferState final : OpState {
   std::shared_ptr<Mailbox> box;
   bool toHost;    // a GPU mesh's tensor onto a CPU mesh
   int receivers;  // the target mesh's ranks
+};
+
+// transfer_pieces: input rank r's piece goes to output rank r, through a mailbox of its own; from
+// GPUs onto CPU workers through pinned host memory, as TransferState.
+struct TransferPiecesState final : OpState {
+  TransferPiecesState(int ranks, bool toHost) : toHost(toHost) {
+    for (int r = 0; r < ranks; ++r) boxes.push_back(std::make_shared<Mailbox>(1));
+  }
+  void send(int rank, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
+    const std::shared_ptr<Mailbox>& box = boxes[static_cast<size_t>(rank)];
+    if (toHost && piece && piece->is_cuda()) {
+      external::cuda::copyToHost(*piece, [box](at::Tensor host) { box->put(std::move(host), nullptr); });
+      return;
+    }
+    box->put(piece ? *piece : at::Tensor(), std::move(error));
+  }
+  std::vector<std::shared_ptr<Mailbox>> boxes;  // per rank
+  bool toHost;                                  // a GPU mesh's pieces onto a CPU mesh
 };
 
 // gather: every input rank sends its piece; the one output rank puts the full tensor together.
@@ -178,6 +199,28 @@ void runTransfer(KernelContext& ctx) {
   finishReads(sent);
 }
 
+// ---- transfer_pieces: attrs targetMeshId (a mesh of the input mesh's shape) -------------------
+
+void inferTransferPieces(const InferContext& ctx, Outputs& out) {
+  const TensorMeta& in = *ctx.inputs[0];
+  const DeviceMesh& source = ctx.meshes.get(in.meshId);
+  const DeviceMesh& target = ctx.meshes.get(static_cast<int>(ctx.intAttr(0)));
+  if (source.shape != target.shape) ctx.fail(common::code::kInternal, "transfer_pieces needs a target mesh of the input mesh's shape");
+  TensorMeta meta = in;
+  meta.meshId = target.id;
+  ctx.state = std::make_shared<TransferPiecesState>(target.size(), source.kind == DeviceKind::kCuda && target.kind == DeviceKind::kCpu);
+  out.push_back(std::move(meta));
+}
+
+void runTransferPieces(KernelContext& ctx) {
+  const auto& state = static_cast<const TransferPiecesState&>(*ctx.node.state);
+  const Contribution sent = state.boxes[static_cast<size_t>(ctx.rank)]->take(collectiveTimeout());
+  const at::Tensor here = sent.readable(ctx.device);
+  // the output owns its piece: a copy onto another device is new (a GPU's into pinned memory too)
+  ctx.outputs.push_back(here.is_same(sent.tensor) ? here.clone() : here);
+  finishReads(sent);
+}
+
 // ---- to_local: attrs rank, targetMeshId (a 1-device mesh of that rank's device) ---------------
 
 void inferToLocal(const InferContext& ctx, Outputs& out) {
@@ -257,6 +300,10 @@ void registerRedistributeOps(OpRegistry& registry) {
   OpDef transfer{"transfer", 1, "targetMeshId", inferTransfer, runTransfer};
   transfer.receivesFromInputMesh = true;
   registry.add(transfer);
+  OpDef transferPieces{"transfer_pieces", 1, "targetMeshId", inferTransferPieces, runTransferPieces};
+  transferPieces.receivesFromInputMesh = true;
+  transferPieces.sendsFromEveryInputRank = true;
+  registry.add(transferPieces);
   registry.add({"to_local", 1, "rank, targetMeshId", inferToLocal, runToLocal});
   OpDef gather{"gather", 1, "targetMeshId", inferGather, runGather};
   gather.receivesFromInputMesh = true;

@@ -243,6 +243,8 @@ export const opTable = Object.freeze({
   to_local: op(1, 'rank, targetMeshId'),
   /** 1 tensor input; attributes: targetMeshId. */
   transfer: op(1, 'targetMeshId'),
+  /** 1 tensor input; attributes: targetMeshId. */
+  transfer_pieces: op(1, 'targetMeshId'),
   /** 3 tensor inputs; attributes: none. */
   where: op(3, ''),
 });
@@ -357,6 +359,7 @@ export type OpName =
   | 'to'
   | 'to_local'
   | 'transfer'
+  | 'transfer_pieces'
   | 'where';
 
 /**
@@ -581,6 +584,8 @@ export interface OpAttrs {
   to_local: readonly [rank: number, targetMeshId: number];
   /** transfer: targetMeshId. */
   transfer: readonly [targetMeshId: number];
+  /** transfer_pieces: targetMeshId. */
+  transfer_pieces: readonly [targetMeshId: number];
   /** where: no attributes. */
   where: readonly [];
 }

@@ -9,8 +9,9 @@ import { Tensor } from '../tensor.js';
 /**
  * The same tensor with new placements, on its mesh or another one. Per mesh dim: S->R
  * all-gather, P->R all-reduce, P->S reduce-scatter, S(i)->S(j) all-to-all, R->S a local slice,
- * R->P the value at coordinate 0 and zeros elsewhere (Partial(sum)). Across meshes: gathered on
- * the source, moved, then sliced on the target.
+ * R->P the value at coordinate 0 and zeros elsewhere (Partial(sum)). Across meshes of one shape:
+ * each rank's piece moves to the target rank of its index (nothing gathered), then takes the
+ * placements asked for there; across others: gathered on the source, moved, then sliced on the target.
  * @see {@link Tensor.redistribute}
  */
 export function redistribute(

@@ -1,16 +1,17 @@
 // HostCopy: the parameters and buffers of some modules kept in host memory, so that they can leave
 // their devices and come back (model CPU offload, group offloading).
 //
-// A tensor whole on every rank (one device, or replicated: every weight of a sequence-parallel
-// or data-parallel mesh) moves within the engine: redistributed onto the host's CPU device
-// (cpu:0) and back, its bytes copied between the devices by the workers as they lie (bfloat16
-// stays bfloat16; from a GPU into pinned memory, and back without waiting), once however many
-// ranks hold it, without a read into JavaScript or a wait: offloading only records the move.
-// A sharded tensor is kept as each rank's own piece (ranks that hold the same piece share one
-// buffer), read once with toLocal, and made again with dt.fromLocalBuffers on its mesh with its
-// placements: a tensor-parallel weight's shards move as they lie, no rank ever gathers the whole.
-// On a GPU the engine stages each piece in pinned memory and copies it without waiting (native
-// core/operators/creation.cpp, toDevice).
+// Tensors move within the engine, their bytes copied between the devices by the workers as they
+// lie (bfloat16 stays bfloat16; from a GPU into pinned memory, and back without waiting), without
+// a read into JavaScript or a wait: offloading only records the move. A tensor whole on every rank
+// (one device, or replicated: every weight of a sequence-parallel or data-parallel mesh) is
+// redistributed onto the host's CPU device (cpu:0) and back, copied once however many ranks hold
+// it. A sharded one (a tensor-parallel weight) moves piece by piece onto CPU devices 0.. laid out
+// in its mesh's shape, its placements kept (the engine's transfer_pieces: each rank's piece to
+// the host device of its index, no rank ever gathers the whole), and back.
+// A sharded tensor on CPU devices that overlap those (CPU meshes in tests) is kept as each rank's
+// own piece instead (ranks that hold the same piece share one buffer), read once with toLocal,
+// and made again with dt.fromLocalBuffers on its mesh with its placements.
 //
 // Offloaded, a parameter is disposed and its module keeps the disposed object (its shape, dtype
 // and mesh are still readable); onload() installs a new Parameter in every slot that held it (tied
@@ -219,14 +220,27 @@ function tensorOf(slot: Slot): dt.Tensor {
 let hostMesh: dt.DeviceMesh | undefined;
 const HOST = (): dt.DeviceMesh => (hostMesh ??= new dt.DeviceMesh('cpu', [0]));
 
-// Whether `t` moves within the engine: whole on every rank, and not on the host's own device.
-function movesInEngine(t: dt.Tensor): boolean {
-  return t.placements.every((p) => p.isReplicate()) && !(t.mesh.deviceType === 'cpu' && t.mesh.devices.includes(0));
+// Where a sharded tensor's pieces wait: CPU devices 0.. in the shape of its mesh (one per shape).
+const pieceHosts = new Map<string, dt.DeviceMesh>();
+function piecesHost(mesh: dt.DeviceMesh): dt.DeviceMesh {
+  const key = mesh.shape.join('x');
+  let host = pieceHosts.get(key);
+  if (!host) pieceHosts.set(key, (host = dt.initDeviceMesh('cpu', mesh.shape)));
+  return host;
 }
 
-// `t` copied onto the host's CPU device, recorded now (the copy runs after the work before it).
+const whole = (t: dt.Tensor): boolean => t.placements.every((p) => p.isReplicate());
+
+// Whether `t` moves within the engine: not already on the devices its host copy would take.
+function movesInEngine(t: dt.Tensor): boolean {
+  if (t.mesh.deviceType !== 'cpu') return true;
+  return whole(t) ? !t.mesh.devices.includes(0) : t.mesh.devices.every((d) => d >= t.mesh.size);
+}
+
+// `t` copied into host memory, recorded now (the copy runs after the work before it).
 function toHost(t: dt.Tensor): EngineHosted {
-  return { tensor: dt.keep(t.redistribute(HOST(), [dt.Replicate()])), mesh: t.mesh, placements: t.placements };
+  const tensor = whole(t) ? t.redistribute(HOST(), [dt.Replicate()]) : t.redistribute(piecesHost(t.mesh), t.placements);
+  return { tensor: dt.keep(tensor), mesh: t.mesh, placements: t.placements };
 }
 
 function release(host: HostTensor): void {
