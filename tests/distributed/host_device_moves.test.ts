@@ -46,7 +46,7 @@ async function piecesRoundTrip(mesh: dt.DeviceMesh, placements: dt.Placement[], 
     const source = dt.tidy(() => dt.randn([6, 40, 24], { seed: 9, mesh, dtype }).redistribute(placements));
     const want = await valuesOf(source);
     await dt.sync();
-    const devices = (m: dt.DeviceMesh) => m.devices.map((d) => `cpu:${d}`);
+    const devices = (m: dt.DeviceMesh) => m.devices.map((d) => `${m.deviceType}:${d}`);
     const before = devices(target).map((d) => bytesOn(d)?.numBytes ?? 0);
     dt.resetPeakMemory();
     const held = devices(mesh).map((d) => bytesOn(d)!.allocatedBytes);
