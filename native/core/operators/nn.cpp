@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "core/operand/mesh_table.h"
 #include "core/operators/contraction_rows.h"
@@ -114,9 +115,10 @@ std::optional<at::Tensor> linearStridedRows(const at::Tensor& x, const at::Tenso
   return rows ? std::optional<at::Tensor>(at::addmm(*bias, *rows, w.t()).view(linearShape(x, w))) : std::nullopt;
 }
 // GPUs, 16-bit floats: the cuBLASLt kernel timed fastest for the shape (tuned_matmul.h), on x's
-// rows where they lie, the bias (and a GELU) in its epilogue.
+// rows where they lie, the bias (and a GELU) in its epilogue. The setting is read first: with it
+// off (the default), no rows view is made on this hot path.
 std::optional<at::Tensor> linearTuned(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, external::cuda::MatmulEpilogue epilogue) {
-  if (!x.is_cuda()) return std::nullopt;
+  if (!x.is_cuda() || !common::settings().matmulTuning) return std::nullopt;
   const std::optional<at::Tensor> rows = rowsOf(x);
   std::optional<at::Tensor> y = rows ? external::cuda::tunedLinear(*rows, w, bias, epilogue) : std::nullopt;
   return y ? std::optional<at::Tensor>(y->view(linearShape(x, w))) : std::nullopt;

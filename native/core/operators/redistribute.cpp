@@ -34,18 +34,21 @@ struct RedistributeState final : OpState {
   }
 };
 
+// Hands `piece` (or the error that replaced it) to `box`. From a GPU to CPU workers (toHost): the
+// sender copies into pinned host memory on its read stream without waiting, and the copy is
+// handed over once it is done (a later move back to a GPU copies from pinned memory without
+// waiting either).
+static void sendTo(const std::shared_ptr<Mailbox>& box, bool toHost, const at::Tensor* piece, std::shared_ptr<const KernelError> error) {
+  if (toHost && piece && piece->is_cuda()) {
+    external::cuda::copyToHost(*piece, [box](at::Tensor host) { box->put(std::move(host), nullptr); });
+    return;
+  }
+  box->put(piece ? *piece : at::Tensor(), std::move(error));
+}
+
 struct TransferState final : OpState {
   TransferState(int receivers, bool toHost) : box(std::make_shared<Mailbox>(receivers)), toHost(toHost), receivers(receivers) {}
-  void send(int, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
-    if (toHost && piece && piece->is_cuda()) {
-      // from a GPU to CPU workers: the sender copies into pinned host memory on its read stream
-      // without waiting, and the copy is handed over once it is done (a later move back to a GPU
-      // copies from pinned memory without waiting either)
-      external::cuda::copyToHost(*piece, [box = box](at::Tensor host) { box->put(std::move(host), nullptr); });
-      return;
-    }
-    box->put(piece ? *piece : at::Tensor(), std::move(error));
-  }
+  void send(int, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override { sendTo(box, toHost, piece, std::move(error)); }
   std::shared_ptr<Mailbox> box;
   bool toHost;    // a GPU mesh's tensor onto a CPU mesh
   int receivers;  // the target mesh's ranks
@@ -58,12 +61,7 @@ struct TransferPiecesState final : OpState {
     for (int r = 0; r < ranks; ++r) boxes.push_back(std::make_shared<Mailbox>(1));
   }
   void send(int rank, const at::Tensor* piece, std::shared_ptr<const KernelError> error) const override {
-    const std::shared_ptr<Mailbox>& box = boxes[static_cast<size_t>(rank)];
-    if (toHost && piece && piece->is_cuda()) {
-      external::cuda::copyToHost(*piece, [box](at::Tensor host) { box->put(std::move(host), nullptr); });
-      return;
-    }
-    box->put(piece ? *piece : at::Tensor(), std::move(error));
+    sendTo(boxes[static_cast<size_t>(rank)], toHost, piece, std::move(error));
   }
   std::vector<std::shared_ptr<Mailbox>> boxes;  // per rank
   bool toHost;                                  // a GPU mesh's pieces onto a CPU mesh

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "common/env.h"
+#include "common/word_hash.h"
 
 #ifdef DTORCH_WITH_CUDA
 #include <ATen/ATen.h>
@@ -45,14 +46,13 @@ struct Key {
 
 struct KeyHash {
   size_t operator()(const Key& key) const {
-    size_t h = 1469598103934665603ull;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy}) mix(static_cast<uint64_t>(v));
-    mix(key.model);
-    for (int v : {key.dtype, key.epilogue, key.smCount}) mix(static_cast<uint64_t>(v));
-    for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias}) mix(v);
-    mix(key.workspace);
-    return h;
+    common::WordHash h;
+    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy}) h.add(static_cast<uint64_t>(v));
+    h.add(key.model);
+    for (int v : {key.dtype, key.epilogue, key.smCount}) h.add(static_cast<uint64_t>(v));
+    for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias}) h.add(v);
+    h.add(key.workspace);
+    return h.value();
   }
 };
 
@@ -61,10 +61,10 @@ std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> choices;  // the timed fa
 
 // The current GPU's model: its name, compute capability and SM count, hashed.
 uint64_t modelOf(const cudaDeviceProp& props) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char* c = props.name; *c != 0; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-  for (int v : {props.major, props.minor, props.multiProcessorCount}) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-  return h;
+  common::WordHash h;
+  for (const char* c = props.name; *c != 0; ++c) h.add(static_cast<unsigned char>(*c));
+  for (int v : {props.major, props.minor, props.multiProcessorCount}) h.add(static_cast<uint64_t>(v));
+  return h.value();
 }
 
 // The largest power of two up to 256 that divides the address (as LibTorch tells cuBLASLt).
