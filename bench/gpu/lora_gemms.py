@@ -9,6 +9,10 @@ in, out, and whether a GELU follows) timed as the base product and as each way o
                   (P = 1: no padding); the GELU in the epilogue
   wide_gemm{P}    the wide product's matmul alone (no A x, no join), to split the join's cost off
   ax              A x alone
+  tall{P}         [W; A; 0] times x with N = out + r padded to a multiple of P gives [y | h] in one
+                  matmul (x read once; bias [b; 0]); then y += h Bᵀ on y's strided rows (no GELU
+                  can follow: linears without one)
+  tall_gemm{P}    the tall product's matmul alone
 
 A probe of the anchor's kernels, not a side-by-side benchmark. Per linear a JSON line with each
 way's microseconds; at the end the step's total per way (each linear times its calls per step).
@@ -75,6 +79,20 @@ def ways(tokens, k, n, gelu, rank):
         xh = torch.cat([x, F.linear(x, ap)], 1)
         out[f"wide_pad{p}"] = best_us(lambda: epilogue(b, torch.cat([x, F.linear(x, ap)], 1), wp.t()))
         out[f"wide_gemm{p}"] = best_us(lambda: epilogue(b, xh, wp.t()))
+    if not gelu:
+        for p in PADS:
+            r = padded(n + rank, p) - n
+            wt = torch.cat([w, a, torch.zeros(r - rank, k, **bf)])
+            bt = torch.cat([b, torch.zeros(r, **bf)])
+
+            def tall():
+                yh = torch.addmm(bt, x, wt.t())
+                y = yh[:, :n]
+                y.addmm_(yh[:, n:n + rank], bb.t())
+                return y
+
+            out[f"tall{p}"] = best_us(tall)
+            out[f"tall_gemm{p}"] = best_us(lambda: torch.addmm(bt, x, wt.t()))
     return out
 
 
@@ -89,7 +107,11 @@ def main():
         print(json.dumps({"bench": "gpu_lora_gemm", "device": device, "rank": args.rank, "linear": name, "tokens": tokens, "in": k, "out": n, "gelu": gelu, "calls": calls, "us": us}), flush=True)
         for way, t in us.items():
             totals[way] = totals.get(way, 0) + t * calls
-        best = min((w for w in us if w.startswith(("delta_first", "base_first", "wide_pad"))), key=us.get)
+        # a GELU linear has no tall way: it counts as base_first there (what DTorch would run)
+        for p in PADS if gelu else ():
+            for way in (f"tall{p}", f"tall_gemm{p}"):
+                totals[way] = totals.get(way, 0) + us["base_first" if way.startswith("tall") and "gemm" not in way else "base"] * calls
+        best = min((w for w in us if w.startswith(("delta_first", "base_first", "wide_pad")) or (w.startswith("tall") and "gemm" not in w)), key=us.get)
         print(json.dumps({"bench": "gpu_lora_gemm", "linear": name, "best": best, "best_added_us": round(us[best] - us["base"], 1)}))
         totals["best_per_linear"] = totals.get("best_per_linear", 0) + us[best] * calls
     ms = {way: round(t / 1000, 3) for way, t in totals.items()}

@@ -648,6 +648,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("scalarOpKernel", s.scalarOpKernel);
   out.Set("rotaryKernel", s.rotaryKernel);
   out.Set("loraJoin", s.loraJoin);
+  out.Set("loraTall", s.loraTall);
   out.Set("matmulTuning", s.matmulTuning);
   return out;
 }

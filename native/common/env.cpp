@@ -66,6 +66,7 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
   s.scalarOpKernel = flag("DTORCH_SCALAR_OP_KERNEL", get("DTORCH_SCALAR_OP_KERNEL"), s.scalarOpKernel);
   s.rotaryKernel = flag("DTORCH_ROTARY_KERNEL", get("DTORCH_ROTARY_KERNEL"), s.rotaryKernel);
   s.loraJoin = flag("DTORCH_LORA_JOIN", get("DTORCH_LORA_JOIN"), s.loraJoin);
+  s.loraTall = flag("DTORCH_LORA_TALL", get("DTORCH_LORA_TALL"), s.loraTall);
   s.matmulTuning = flag("DTORCH_MATMUL_TUNING", get("DTORCH_MATMUL_TUNING"), s.matmulTuning);
   return s;
 }

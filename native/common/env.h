@@ -26,6 +26,7 @@ struct Settings {
   bool scalarOpKernel = true;            // DTORCH_SCALAR_OP_KERNEL
   bool rotaryKernel = true;              // DTORCH_ROTARY_KERNEL
   bool loraJoin = true;                  // DTORCH_LORA_JOIN: fuse an unfused LoRA adapter's [x | A x] (lora_join)
+  bool loraTall = true;                  // DTORCH_LORA_TALL: a narrowing linear's A x as extra output columns of its base matmul ([W; A])
   bool matmulTuning = false;             // DTORCH_MATMUL_TUNING: time cuBLASLt's candidates per linear shape on GPUs (tuned_matmul.h)
 };
 

@@ -40,6 +40,7 @@ const flags = {
   DTORCH_SCALAR_OP_KERNEL: 'scalarOpKernel',
   DTORCH_ROTARY_KERNEL: 'rotaryKernel',
   DTORCH_LORA_JOIN: 'loraJoin',
+  DTORCH_LORA_TALL: 'loraTall',
   DTORCH_MATMUL_TUNING: 'matmulTuning',
 } as const;
 
@@ -62,6 +63,7 @@ describe('native settings', () => {
       scalarOpKernel: true,
       rotaryKernel: true,
       loraJoin: true,
+      loraTall: true,
       matmulTuning: false,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);

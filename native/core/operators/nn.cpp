@@ -164,16 +164,19 @@ void runLinearGelu(KernelContext& ctx) {
 // ---- linear_add(c, x, weight): c + linear(x, W), formed by fusing a bias-free linear into an add -
 // GPUs, 16-bit floats, c of the output's shape: one matmul that accumulates into c (cuBLAS with
 // beta = 1; in place when c dies here, so the product never goes through memory on its own);
-// elsewhere linear, then add (bit-identical to the unfused ops).
-bool accumulatesOnGpu(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w) {
-  return x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && at::isReducedFloatingType(x.scalar_type()) && c.scalar_type() == x.scalar_type() &&
-         w.scalar_type() == x.scalar_type() && c.dim() == x.dim() && c.size(-1) == w.size(0) &&
-         std::equal(c.sizes().begin(), c.sizes().end() - 1, x.sizes().begin()) && c.is_contiguous();
+// elsewhere linear, then add (bit-identical to the unfused ops). c may be rows of a wider buffer
+// (an unfused LoRA's tall product [y | A x], y's rows further apart than its width: rowsOf), which
+// cuBLAS reads and writes where they lie.
+std::optional<at::Tensor> accumulatorRows(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w) {
+  const bool fits = x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && at::isReducedFloatingType(x.scalar_type()) && c.scalar_type() == x.scalar_type() &&
+                    w.scalar_type() == x.scalar_type() && c.dim() == x.dim() && c.size(-1) == w.size(0) &&
+                    std::equal(c.sizes().begin(), c.sizes().end() - 1, x.sizes().begin());
+  return fits ? rowsOf(c) : std::nullopt;
 }
 void runLinearAdd(KernelContext& ctx) {
   const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &w = ctx.input(2);
-  if (accumulatesOnGpu(c, x, w)) {
-    ctx.outputs.push_back(at::addmm(c.view({-1, c.size(-1)}), x.reshape({-1, x.size(-1)}), w.t()).view(c.sizes()));
+  if (const std::optional<at::Tensor> rows = accumulatorRows(c, x, w)) {
+    ctx.outputs.push_back(at::addmm(*rows, x.reshape({-1, x.size(-1)}), w.t()).view(c.sizes()));
     return;
   }
   ctx.outputs.push_back(addToProduct(ctx, at::linear(x, w), c));
@@ -181,7 +184,7 @@ void runLinearAdd(KernelContext& ctx) {
 void runLinearAddInplace(KernelContext& ctx) {
   at::Tensor c = *ctx.inputs[0];
   const at::Tensor &x = ctx.input(1), &w = ctx.input(2);
-  if (accumulatesOnGpu(c, x, w)) c.view({-1, c.size(-1)}).addmm_(x.reshape({-1, x.size(-1)}), w.t());
+  if (const std::optional<at::Tensor> rows = accumulatorRows(c, x, w)) rows->addmm_(x.reshape({-1, x.size(-1)}), w.t());
   else c.add_(at::linear(x, w));
   ctx.outputs.push_back(c);
 }

@@ -118,6 +118,8 @@ export interface NativeSettings {
   rotaryKernel: boolean;
   /** DTORCH_LORA_JOIN: an unfused LoRA adapter's `[x | A x]` as the fused `lora_join` op (whose buffer the modulated norm before it writes into on GPUs) rather than a linear and a cat, and one join for a Flux single block's q/k/v and proj_mlp adapters (default true). */
   loraJoin: boolean;
+  /** DTORCH_LORA_TALL: an unfused LoRA adapter on a linear that does not widen (in ≥ out) runs its A x as extra output rows of the base weight (`[W; A]`, one matmul reading x once), then adds B (A x) into the output in place, rather than reading x again for A x (default true). */
+  loraTall: boolean;
   /** DTORCH_MATMUL_TUNING: on GPUs, a linear's cuBLASLt kernel is chosen by timing the heuristic's candidates once per shape rather than taken from the heuristic (default false until GPU runs have shown it). */
   matmulTuning: boolean;
 }

@@ -32,7 +32,7 @@ export { type StateDictSource, type LoadStateDictOptions, type LoadStateDictResu
 export { saveSafetensors, tensorBytes } from './save_safetensors.js';
 export { sliceRuns } from './slice_runs.js';
 export { fromSafetensorsDtype, toSafetensorsDtype } from './dtypes.js';
-export { LinearLora, linearLora, loraDelta, loraJoin, loraLinear, loraWideProduct, shareLoraJoin, checkLoraFits, type LoraShape, type RunningAdapter } from './lora/linear_lora.js';
+export { LinearLora, linearLora, loraDelta, loraJoin, loraLinear, loraWideProduct, shareLoraJoin, checkLoraFits, type LoraShape, type RunningAdapter, type TallLora } from './lora/linear_lora.js';
 export { packLoraFactors, packedLoraKey, type PackedLoraFactors } from './lora/packed_lora.js';
 export {
   addLoraAdapter,

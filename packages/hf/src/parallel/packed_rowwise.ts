@@ -20,20 +20,24 @@ export function packedLinear(linear: nn.Linear, parts: readonly dt.Tensor[]): dt
     // their products accumulate into the parts' sum at the end (the base matmuls keep their own
     // kernels and the bias its epilogue); split, their delta is added to the reduced sum
     let sum: dt.Tensor | undefined;
+    // unsplit and laid tall (nn.LinearLora.tall), the parts multiply [W; A] and the sum is finished
+    const tall = splitByFeatures ? undefined : nn.linearLora(linear)?.tall();
+    const weight = tall?.weight ?? linear.weight;
     // FP8 weights: each part quantized per token over its own width (finer scales than the
     // concatenated row's, and no pass over the parts first); a part split by features takes its
     // amax over all its ranks, so a mesh gives one device's numbers
     let offset = 0;
     for (const part of parts) {
       const width = part.shape.at(-1)!;
-      const bias = part === first && !splitByFeatures ? linear.bias : undefined;
+      const bias = part === first && !splitByFeatures ? (tall ? tall.bias : linear.bias) : undefined;
       const amax = linear.weight_scale && splitByFeatures ? nn.rowAmax([part]) : undefined;
-      const product = nn.linearProduct(linear, part, bias, linear.weight.narrow(1, offset, width), amax);
+      const product = nn.linearProduct(linear, part, bias, weight.narrow(1, offset, width), amax);
       sum = sum ? product.add(sum) : product;
       offset += width;
     }
     const reduced = sum!.placements.some((p) => p.isPartial()) ? sum!.redistribute(sum!.placements.map((p) => (p.isPartial() ? dt.Replicate() : p))) : sum!;
     const whole = linear.bias && splitByFeatures ? reduced.add(linear.bias) : reduced;
+    if (tall) return tall.finish(whole);
     if (!splitByFeatures) return nn.linearLora(linear)?.accumulate(parts, whole) ?? whole;
     const delta = nn.loraDelta(linear, parts, whole);
     return delta ? whole.add(delta) : whole;

@@ -27,6 +27,12 @@
 // the weight becomes the first `in` columns of a buffer [W | B₁ … Bₖ], and one matmul of [x | A x]
 // with it gives W x + B A x + b in one pass over the output (2 × in more a token, for the join),
 // with the matmul's epilogue (a GELU after it) as without adapters.
+// A linear that does not widen (in ≥ out: an attention's output, an MLP's last linear, Flux's
+// proj_out) is laid tall instead: its weight the first `out` rows of a buffer [W; A₁ … Aₖ] (and its
+// bias the first `out` of [b; 0]), so the base matmul gives [W x + b | A x] and reads x once (A x
+// on its own reads x again: the largest part of the adapters' cost at Flux's sizes, where x is up
+// to 15,360 wide); then B (A x) accumulates into the first `out` columns where they lie (linear_add
+// on rows of a wider buffer). DTORCH_LORA_TALL=0 runs them base first, as above.
 //
 // Linears that read the input of such a linear too (Flux's single blocks: the packed q/k/v and
 // proj_mlp both read the normed tokens) can share its join (shareLoraJoin): the linear is laid
@@ -81,6 +87,32 @@ interface Wide {
   readonly weightId: number;
   /** The A of the linears sharing the join, laid before this one's columns (zeros in `buffer`): not owned here. */
   readonly lead: dt.Tensor | undefined;
+}
+
+/** A linear laid tall (LinearLora.layout): its weight the first `out` rows of `weight`, its bias the first `out` of `bias`. */
+interface Tall {
+  /** [out + Σ rank, in]: W, then each running adapter's A. */
+  readonly weight: dt.Tensor;
+  /** [out + Σ rank]: b, then zeros; undefined for a linear without a bias. */
+  readonly bias: dt.Tensor | undefined;
+  /** [out, Σ rank]: the running adapters' scaled B side by side (made by the layout: owned here). */
+  readonly b: dt.Tensor;
+  /** The weight's and the bias's ids when laid: a later change of either makes the layout stale. */
+  readonly weightId: number;
+  readonly biasId: number | undefined;
+}
+
+/**
+ * A linear laid tall (LinearLora.tall()): multiply its inputs by `weight` (and add `bias`) where
+ * the linear's own would go, then `finish` the product.
+ */
+export interface TallLora {
+  /** [out + Σ rank, in]: the linear's weight, then the running adapters' A under it. */
+  readonly weight: dt.Tensor;
+  /** [out + Σ rank]: the linear's bias, then zeros; undefined without a bias. */
+  readonly bias: dt.Tensor | undefined;
+  /** The linear's output for a product [..., out + Σ rank] by `weight`: its first `out` columns plus B times the rest. */
+  finish(product: dt.Tensor): dt.Tensor;
 }
 
 /** Where the linear's weight (and an FP8 weight's scales) were before fusing, and which adapters went into it. */
@@ -145,6 +177,8 @@ export function loraLinear(linear: Linear, x: dt.Tensor): dt.Tensor | undefined 
   return dt.tidy(() => {
     const wide = lora.wide();
     if (wide) return loraWideProduct(x, wide.a, wide.buffer, linear.bias);
+    const tall = lora.tall();
+    if (tall) return tall.finish(dt.F.linear(x, tall.weight, tall.bias));
     if (!linear.weight.placements.every((p) => p.isReplicate())) {
       const out = linearProduct(linear, x, linear.bias);
       const delta = lora.delta([x], out);
@@ -179,7 +213,9 @@ export class LinearLora {
   #hook: RemovableHandle | undefined;
   #version = ++versions;
   #wide: Wide | undefined;
+  #tall: Tall | undefined;
   #laidWeightId: number | undefined; // the weight's id while it lies in a buffer layout() made
+  #laidBiasId: number | undefined; // the bias's id while it lies in a buffer layout() made (tall)
 
   private constructor(linear: Linear) {
     this.linear = linear;
@@ -352,8 +388,9 @@ export class LinearLora {
    */
   dispose(): void {
     this.#removeAll();
-    this.#dropWide();
+    this.#dropLayout();
     this.#laidWeightId = undefined;
+    this.#laidBiasId = undefined;
     registry.delete(this.linear);
   }
 
@@ -363,11 +400,15 @@ export class LinearLora {
     for (const name of this.names) this.remove(name);
   }
 
-  // Releases the [W | B] buffer and stacked A a layout made.
-  #dropWide(): void {
+  // Releases what a layout made: the [W | B] buffer and stacked A, or the [W; A] and [b; 0] buffers and the B beside them.
+  #dropLayout(): void {
     this.#wide?.buffer.dispose();
     this.#wide?.a.dispose();
     this.#wide = undefined;
+    this.#tall?.weight.dispose();
+    this.#tall?.bias?.dispose();
+    this.#tall?.b.dispose();
+    this.#tall = undefined;
   }
 
   /** The adapters that add to the output now (active, enabled, not fused): A and the scaled B. */
@@ -379,41 +420,83 @@ export class LinearLora {
 
   /**
    * Lays the weight for the calls after a change (see the file's comment): with `wide` (the owner
-   * runs this linear's own forward: not a member of a packed group), beside its running adapters'
-   * B where that pays (in < out, a float weight whole on every mesh dim, Linear's own forward);
-   * otherwise on its own, a buffer an earlier layout made copied back to the weight's size (the
-   * adapters' columns released). Returns whether the linear runs wide now.
+   * runs this linear's own forward: not a member of a packed group), where a float weight lies
+   * whole on every mesh dim (Linear's own forward), beside its running adapters' B when it widens
+   * (in < out), above their A otherwise (DTORCH_LORA_TALL); else on its own, a buffer an earlier
+   * layout made copied back to the weight's (and bias's) size, the adapters' part released.
+   * Returns whether the linear runs laid with its adapters now.
    */
   layout(wide: boolean): boolean {
     const l = this.linear;
     // DTORCH_LORA_JOIN=0: each linear joins its input apart, laid without the lead's zeros
     const lead = wide && dt.nativeSettings().loraJoin ? sharedJoins.get(l)?.() : undefined;
     if (wide && this.#wide?.weightId === l.weight.id && this.#wide.lead === lead) return true; // laid already, nothing changed since
-    this.#dropWide();
+    if (wide && this.#tall?.weightId === l.weight.id && this.#tall.biasId === l.bias?.id) return true;
+    this.#dropLayout();
     const running = this.running();
-    const pays =
+    const laid =
       wide &&
       running.length > 0 &&
       Object.getPrototypeOf(l).forward === Linear.prototype.forward &&
       l.weight_scale === undefined &&
-      l.inFeatures < l.outFeatures &&
       l.weight.placements.every((p) => p.isReplicate());
-    if (!pays) {
-      if (this.#laid()) l.setTensor('weight', l.weight.clone());
-      this.#laidWeightId = undefined;
-      return false;
+    if (laid && l.inFeatures < l.outFeatures) {
+      this.#layWide(running, lead);
+      return true;
     }
+    if (laid && dt.nativeSettings().loraTall) {
+      this.#layTall(running);
+      return true;
+    }
+    if (this.#laid()) l.setTensor('weight', l.weight.clone());
+    if (this.#biasLaid()) l.setTensor('bias', l.bias!.clone());
+    this.#laidWeightId = undefined;
+    this.#laidBiasId = undefined;
+    return false;
+  }
+
+  // [W | 0 | B…] and [lead A; A…] (see the file's comment): the weight becomes the buffer's first columns.
+  #layWide(running: readonly RunningAdapter[], lead: dt.Tensor | undefined): void {
+    const l = this.linear;
     const { buffer, a } = dt.tidy(() => {
       // a shared join's lead columns meet zeros here (see the file's comment)
       const zeros = lead ? [dt.zeros([l.outFeatures, lead.shape[0]!], { mesh: l.weight.mesh, dtype: l.weight.dtype })] : [];
       const factors = running.map((r) => r.a);
       return { buffer: dt.cat([l.weight, ...zeros, ...running.map((r) => r.b)], 1), a: dt.cat(lead ? [lead, ...factors] : factors, 0) };
     });
-    const view = buffer.narrow(1, 0, l.inFeatures);
-    l.setTensor('weight', view); // the Parameter takes the view's value: the old weight is released
+    l.setTensor('weight', buffer.narrow(1, 0, l.inFeatures)); // the Parameter takes the view's value: the old weight is released
     this.#wide = { buffer: dt.keep(buffer), a: dt.keep(a), weightId: l.weight.id, lead };
     this.#laidWeightId = l.weight.id;
-    return true;
+  }
+
+  // [W; A…], [b; 0] and [B…] (see the file's comment): the weight and bias become the buffers' first rows.
+  #layTall(running: readonly RunningAdapter[]): void {
+    const l = this.linear;
+    const rank = running.reduce((sum, r) => sum + r.a.shape[0]!, 0);
+    const { weight, bias, b } = dt.tidy(() => ({
+      weight: dt.cat([l.weight, ...running.map((r) => r.a)], 0),
+      bias: l.bias && dt.cat([l.bias, dt.zeros([rank], { mesh: l.bias.mesh, dtype: l.bias.dtype })], 0),
+      b: dt.cat(running.map((r) => r.b), 1),
+    }));
+    l.setTensor('weight', weight.narrow(0, 0, l.outFeatures)); // the Parameters take the views' values: the old ones are released
+    if (bias) l.setTensor('bias', bias.narrow(0, 0, l.outFeatures));
+    this.#tall = { weight: dt.keep(weight), bias: bias && dt.keep(bias), b: dt.keep(b), weightId: l.weight.id, biasId: l.bias?.id };
+    this.#laidWeightId = l.weight.id;
+    this.#laidBiasId = l.bias?.id;
+  }
+
+  /** The buffers [W; A…] and [b; 0] the forward multiplies while the weight and bias lie as layout() left them, and how to finish the product; else undefined. */
+  tall(): TallLora | undefined {
+    const tall = this.#tall;
+    if (!tall || tall.weightId !== this.linear.weight.id || tall.biasId !== this.linear.bias?.id) return undefined;
+    const out = this.linear.outFeatures;
+    const rank = tall.b.shape[1]!;
+    return {
+      weight: tall.weight,
+      bias: tall.bias,
+      // B (A x) accumulates into y's columns where they lie (linear_add on rows of a wider buffer)
+      finish: (product) => dt.F.linear(product.narrow(-1, out, rank), tall.b).add(product.narrow(-1, 0, out)),
+    };
   }
 
   /** The buffer [W | B…] and stacked A the forward multiplies while the weight lies as layout() left it; else undefined. */
@@ -474,6 +557,11 @@ export class LinearLora {
   // Whether the weight lies in a buffer layout() made (not replaced since).
   #laid(): boolean {
     return this.#laidWeightId !== undefined && this.#laidWeightId === this.linear.weight.id;
+  }
+
+  // Whether the bias lies in a buffer layout() made (not replaced since).
+  #biasLaid(): boolean {
+    return this.#laidBiasId !== undefined && this.#laidBiasId === this.linear.bias?.id;
   }
 
   // Releases the scaled B of active adapter `name` (a copy, unless its scale is 1).

@@ -4,7 +4,7 @@
 // (A and B split as their base weight) and on 'dp' x 'tp'; two adapters with weights, disabled,
 // deleted; fused equals unfused and unfuse gives back the same bits; a compiled call sees every
 // change (it is traced again, never replayed stale); bad adapters are errors that change nothing;
-// unloading gives the memory back; linears laid wide beside their adapters run the same.
+// unloading gives the memory back; linears laid wide beside their adapters, or tall above them, run the same.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { DTorchError } from '@dtorch/common';
@@ -192,24 +192,27 @@ describe('LoRA and compiled calls', () => {
   });
 });
 
-// Linears that widen (in < out) are laid beside their adapters (LinearLora.layout, which the
-// hf models call after each change): [x | A x] times [W | B] gives the same outputs, a change is
-// seen, fused and unfused agree, and unloading gives back every byte.
+// Linears that widen (in < out) are laid beside their adapters, the others above their A
+// (LinearLora.layout, which the hf models call after each change): [x | A x] times [W | B], and
+// x times [W; A] then B times the last columns added to the first, give the same outputs, a
+// change is seen, fused and unfused agree, and unloading gives back every byte.
 class Widening extends nn.Module {
   up: nn.Linear;
   down: nn.Linear;
+  last: nn.Linear;
   constructor(mesh: dt.DeviceMesh) {
     super();
     this.up = new nn.Linear(6, 10, { mesh });
-    this.down = new nn.Linear(10, 6, { mesh, bias: false });
+    this.down = new nn.Linear(10, 6, { mesh });
+    this.last = new nn.Linear(6, 4, { mesh, bias: false });
   }
   forward(x: dt.Tensor): dt.Tensor {
-    return this.down.forward(this.up.forward(x).relu());
+    return this.last.forward(this.down.forward(this.up.forward(x).relu()));
   }
 }
 
 describe.each(meshes)('LoRA laid wide, %s', (_name, makeMesh) => {
-  const wideSizes: Record<string, [number, number]> = { up: [6, 10], down: [10, 6] };
+  const wideSizes: Record<string, [number, number]> = { up: [6, 10], down: [10, 6], last: [6, 4] };
   const wideAdapter = (name: string, rank: number, alpha: number, seed: number): Adapter => ({
     name,
     rank,
@@ -226,11 +229,12 @@ describe.each(meshes)('LoRA laid wide, %s', (_name, makeMesh) => {
       for (const [a, weight] of active) y = plus(y, times(times(input, a.weights[path]!.a), a.weights[path]!.b), (weight * a.alpha) / a.rank);
       return y;
     };
-    return linear(model.down, 'down', (await linear(model.up, 'up', x)).map((r) => r.map((v) => Math.max(v, 0))));
+    const hidden = await linear(model.down, 'down', (await linear(model.up, 'up', x)).map((r) => r.map((v) => Math.max(v, 0))));
+    return linear(model.last, 'last', hidden);
   };
-  const relayout = (model: Widening) => [model.up, model.down].map((l) => nn.linearLora(l)?.layout(true) ?? false);
+  const relayout = (model: Widening) => [model.up, model.down, model.last].map((l) => nn.linearLora(l)?.layout(true) ?? false);
 
-  it('runs [x | A x] times [W | B] where in < out, equal to the adapters added one by one, through every change', async () => {
+  it('runs [x | A x] times [W | B] where in < out, x times [W; A] elsewhere, equal to the adapters added one by one, through every change', async () => {
     const mesh = makeMesh();
     const model = new Widening(mesh);
     const input = dt.tensor(x, { mesh });
@@ -245,24 +249,28 @@ describe.each(meshes)('LoRA laid wide, %s', (_name, makeMesh) => {
       nn.addLoraAdapter(model, a.name, modules, 'test');
     }
     await check([[one, 1], [two, 1]]); // not laid yet: the delta path
-    expect(relayout(model)).toEqual([true, false]); // 6 -> 10 widens; 10 -> 6 does not pay
+    expect(relayout(model)).toEqual([true, true, true]); // 6 -> 10 widens: wide; 10 -> 6 and 6 -> 4 do not: tall
     expect(nn.linearLora(model.up)!.wide()!.buffer.shape).toEqual([10, 6 + 2 + 3]);
     expect(model.up.weight.shape).toEqual([10, 6]);
+    const down = nn.linearLora(model.down)!.tall()!;
+    expect([down.weight.shape, down.bias!.shape, model.down.weight.shape, model.down.bias!.shape]).toEqual([[6 + 2 + 3, 10], [6 + 2 + 3], [6, 10], [6]]);
+    expect(nn.linearLora(model.last)!.tall()!.bias).toBeUndefined();
     await check([[one, 1], [two, 1]]);
     nn.setLoraAdapters(model, new Map([['one', 0.8], ['two', 0.5]]));
     expect(nn.linearLora(model.up)!.wide()).toBeUndefined(); // a change makes the layout stale: never read stale
+    expect(nn.linearLora(model.down)!.tall()).toBeUndefined();
     await check([[one, 0.8], [two, 0.5]]);
     relayout(model);
     await check([[one, 0.8], [two, 0.5]]);
     const unfused = (await run(model, input)).flat();
     nn.fuseLora(model);
-    expect(relayout(model)).toEqual([false, false]); // fused: nothing runs beside the weight
+    expect(relayout(model)).toEqual([false, false, false]); // fused: nothing runs beside the weight
     (await run(model, input)).flat().forEach((v, i) => expect(v).toBeCloseTo(unfused[i]!, 5));
     nn.unfuseLora(model);
     relayout(model);
     await check([[one, 0.8], [two, 0.5]]);
     nn.enableLora(model, false);
-    expect(relayout(model)).toEqual([false, false]);
+    expect(relayout(model)).toEqual([false, false, false]);
     await check([]);
     nn.enableLora(model, true);
     nn.deleteLoraAdapter(model, 'one');
@@ -270,7 +278,8 @@ describe.each(meshes)('LoRA laid wide, %s', (_name, makeMesh) => {
     await check([[two, 0.5]]);
     nn.unloadLora(model);
     await check([]);
-    // the laid buffer was copied back to the weight's own size: every byte given back
+    expect([model.down.weight.shape, model.down.bias!.shape]).toEqual([[6, 10], [6]]);
+    // the laid buffers were copied back to the weight's and bias's own sizes: every byte given back
     expect(dt.memory().numTensors).toBe(before.numTensors);
     expect(dt.memory().numBytes).toBe(before.numBytes);
     input.dispose();
