@@ -166,7 +166,7 @@ void runLinearGelu(KernelContext& ctx) {
 // beta = 1; in place when c dies here, so the product never goes through memory on its own);
 // elsewhere linear, then add (bit-identical to the unfused ops). c may be rows of a wider buffer
 // (an unfused LoRA's tall product [y | A x], y's rows further apart than its width: rowsOf), which
-// cuBLAS reads and writes where they lie.
+// cuBLAS reads where they lie (such a c is a view: never written in place).
 std::optional<at::Tensor> accumulatorRows(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w) {
   const bool fits = x.is_cuda() && x.dim() >= 2 && x.numel() > 0 && at::isReducedFloatingType(x.scalar_type()) && c.scalar_type() == x.scalar_type() &&
                     w.scalar_type() == x.scalar_type() && c.dim() == x.dim() && c.size(-1) == w.size(0) &&
@@ -176,7 +176,11 @@ std::optional<at::Tensor> accumulatorRows(const at::Tensor& c, const at::Tensor&
 void runLinearAdd(KernelContext& ctx) {
   const at::Tensor &c = ctx.input(0), &x = ctx.input(1), &w = ctx.input(2);
   if (const std::optional<at::Tensor> rows = accumulatorRows(c, x, w)) {
-    ctx.outputs.push_back(at::addmm(*rows, x.reshape({-1, x.size(-1)}), w.t()).view(c.sizes()));
+    // rows of a wider buffer: cuBLASLt reads them where they lie (D apart from C), where
+    // at::addmm would copy them into its output first
+    const at::Tensor x2 = x.reshape({-1, x.size(-1)});
+    std::optional<at::Tensor> y = c.is_contiguous() ? std::nullopt : external::cuda::linearOnto(*rows, x2, w);
+    ctx.outputs.push_back((y ? *y : at::addmm(*rows, x2, w.t())).view(c.sizes()));
     return;
   }
   ctx.outputs.push_back(addToProduct(ctx, at::linear(x, w), c));

@@ -38,20 +38,22 @@ constexpr int kTimedRuns = 3;   // per candidate, after one untimed run
 struct Key {
   uint64_t model;
   int dtype, epilogue, smCount;
-  int64_t m, n, k, ldx, ldw, ldy;
-  uint32_t alignX, alignW, alignY, alignBias;
+  int64_t m, n, k, ldx, ldw, ldy, ldc;  // ldc: the addend's rows (linearOnto), 0 without one
+  uint32_t alignX, alignW, alignY, alignBias, alignC;
   size_t workspace;
+  bool timed;  // chosen by timing (DTORCH_MATMUL_TUNING=1), else the heuristic's first
   bool operator==(const Key&) const = default;
 };
 
 struct KeyHash {
   size_t operator()(const Key& key) const {
     common::WordHash h;
-    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy}) h.add(static_cast<uint64_t>(v));
+    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy, key.ldc}) h.add(static_cast<uint64_t>(v));
     h.add(key.model);
     for (int v : {key.dtype, key.epilogue, key.smCount}) h.add(static_cast<uint64_t>(v));
-    for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias}) h.add(v);
+    for (uint32_t v : {key.alignX, key.alignW, key.alignY, key.alignBias, key.alignC}) h.add(v);
     h.add(key.workspace);
+    h.add(key.timed ? 1 : 0);
     return h.value();
   }
 };
@@ -121,16 +123,16 @@ struct Problem {
   cublasLtHandle_t handle;
   cudaStream_t stream;
   const MatmulDesc& op;
-  const Layout &a, &b, &d;
-  const void *w, *x;
+  const Layout &a, &b, &c, &d;  // c: the addend's layout (d's without one)
+  const void *w, *x, *addend;   // addend: C of D = A B + C (nullptr: D = A B)
   void* y;
   void* workspace;
   size_t workspaceBytes;
 
   bool run(const cublasLtMatmulAlgo_t& algo) const {
     const float one = 1.f, zero = 0.f;
-    return ok(cublasLtMatmul(handle, op.desc, &one, w, a.layout, x, b.layout, &zero, y, d.layout, y, d.layout, &algo, workspace, workspaceBytes,
-                             stream));
+    return ok(cublasLtMatmul(handle, op.desc, &one, w, a.layout, x, b.layout, addend ? &one : &zero, addend ? addend : y, c.layout, y, d.layout, &algo,
+                             workspace, workspaceBytes, stream));
   }
 };
 
@@ -156,10 +158,12 @@ std::optional<cublasLtMatmulAlgo_t> fastest(const Problem& p, const cublasLtMatm
   return best;
 }
 
-}  // namespace
-
-std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, MatmulEpilogue epilogue, const at::Tensor* out) {
-  if (!common::settings().matmulTuning || !x.is_cuda() || x.dim() != 2 || w.dim() != 2) return std::nullopt;
+// epilogue(x wᵀ (+ bias)) (+ addend) into `out` or a new [M, N] (see tunedLinear and linearOnto),
+// through the kernel timed fastest (`timed`) or the heuristic's first; nullopt where this path
+// does not serve the operands.
+std::optional<at::Tensor> cublasLtLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, MatmulEpilogue epilogue, const at::Tensor* out,
+                                         const at::Tensor* addend, bool timed) {
+  if (!x.is_cuda() || x.dim() != 2 || w.dim() != 2) return std::nullopt;
   const at::ScalarType dtype = x.scalar_type();
   if ((dtype != at::kBFloat16 && dtype != at::kHalf) || w.scalar_type() != dtype || w.device() != x.device()) return std::nullopt;
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
@@ -169,8 +173,10 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
     return std::nullopt;
   }
   if (out && (out->scalar_type() != dtype || out->device() != x.device() || out->dim() != 2 || out->size(0) != m || out->size(1) != n)) return std::nullopt;
-  const int64_t ldx = rowStride(x), ldw = rowStride(w);
-  if (ldx < 0 || ldw < 0) return std::nullopt;
+  if (addend && (addend->scalar_type() != dtype || addend->device() != x.device() || addend->dim() != 2 || addend->size(0) != m || addend->size(1) != n))
+    return std::nullopt;
+  const int64_t ldx = rowStride(x), ldw = rowStride(w), ldc = addend ? rowStride(*addend) : 0;
+  if (ldx < 0 || ldw < 0 || ldc < 0) return std::nullopt;
   at::Tensor y = out ? *out : at::empty({m, n}, x.options().memory_format(at::MemoryFormat::Contiguous));
   const int64_t ldy = rowStride(y);
   if (ldy < 0) return std::nullopt;
@@ -195,14 +201,18 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
     smCount = std::max(1, props.multiProcessorCount - *carveout);
     described = described && ok(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smCount, sizeof(smCount)));
   }
-  Layout a, b, d;
-  if (!described || !layoutOf(a, type, n, k, ldw) || !layoutOf(b, type, m, k, ldx) || !layoutOf(d, type, m, n, ldy)) return std::nullopt;
+  Layout a, b, c, d;
+  if (!described || !layoutOf(a, type, n, k, ldw) || !layoutOf(b, type, m, k, ldx) || !layoutOf(d, type, m, n, ldy) ||
+      !layoutOf(c, type, m, n, addend ? ldc : ldy)) {
+    return std::nullopt;
+  }
 
-  const Key key{modelOf(props), static_cast<int>(dtype), static_cast<int>(epilogue), smCount, m, n, k, ldx, ldw, ldy,
+  const Key key{modelOf(props), static_cast<int>(dtype), static_cast<int>(epilogue), smCount, m, n, k, ldx, ldw, ldy, ldc,
                 alignmentOf(x.data_ptr()), alignmentOf(w.data_ptr()), alignmentOf(y.data_ptr()), bias ? alignmentOf(bias->data_ptr()) : 0u,
-                at::cuda::getCUDABlasLtWorkspaceSize()};
-  const Problem problem{at::cuda::getCurrentCUDABlasLtHandle(), at::cuda::getCurrentCUDAStream().stream(), op, a, b, d, w.data_ptr(), x.data_ptr(),
-                        y.data_ptr(), at::cuda::getCUDABlasLtWorkspace(), key.workspace};
+                addend ? alignmentOf(addend->data_ptr()) : 0u, at::cuda::getCUDABlasLtWorkspaceSize(), timed};
+  const Problem problem{at::cuda::getCurrentCUDABlasLtHandle(), at::cuda::getCurrentCUDAStream().stream(), op, a, b, c, d, w.data_ptr(), x.data_ptr(),
+                        addend ? addend->data_ptr() : nullptr, y.data_ptr(), at::cuda::getCUDABlasLtWorkspace(), key.workspace};
+  const uint32_t alignC = addend ? key.alignC : key.alignY;
   std::optional<cublasLtMatmulAlgo_t> kept;
   {
     std::lock_guard<std::mutex> lock(choicesMutex);
@@ -210,7 +220,7 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
   }
   if (kept) {
     if (!problem.run(*kept)) return std::nullopt;
-    tunedCalls.fetch_add(1);
+    if (timed) tunedCalls.fetch_add(1);
     return y;
   }
 
@@ -220,25 +230,26 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
       !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof(workspaceBytes))) ||
       !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.alignW, sizeof(key.alignW))) ||
       !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.alignX, sizeof(key.alignX))) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.alignY, sizeof(key.alignY))) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC))) ||
       !ok(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.alignY, sizeof(key.alignY)))) {
     return std::nullopt;
   }
   std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
   int count = 0;
-  if (!ok(cublasLtMatmulAlgoGetHeuristic(problem.handle, op.desc, a.layout, b.layout, d.layout, d.layout, pref.pref, kCandidates, results.data(), &count)) ||
+  if (!ok(cublasLtMatmulAlgoGetHeuristic(problem.handle, op.desc, a.layout, b.layout, c.layout, d.layout, pref.pref, timed ? kCandidates : 1,
+                                         results.data(), &count)) ||
       count == 0) {
     return std::nullopt;
   }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(problem.stream, &capture) != cudaSuccess) return std::nullopt;
-  if (capture != cudaStreamCaptureStatusNone) {
+  if (timed && capture != cudaStreamCaptureStatusNone) {
     // nothing can be timed while the stream captures: the first choice, and the next call outside a capture times them
     if (!problem.run(results[0].algo)) return std::nullopt;
     heuristicCalls.fetch_add(1);
     return y;
   }
-  std::optional<cublasLtMatmulAlgo_t> choice = count > 1 ? fastest(problem, results.data(), count) : results[0].algo;
+  std::optional<cublasLtMatmulAlgo_t> choice = timed && count > 1 ? fastest(problem, results.data(), count) : results[0].algo;
   if (!choice) return std::nullopt;
   bool first = false;
   {
@@ -248,14 +259,26 @@ std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, 
     choice = it->second, first = inserted;
   }
   if (!problem.run(*choice)) return std::nullopt;
-  if (first) shapesTimed.fetch_add(1);
-  tunedCalls.fetch_add(1);
+  if (timed && first) shapesTimed.fetch_add(1);
+  if (timed) tunedCalls.fetch_add(1);
   return y;
+}
+
+}  // namespace
+
+std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, MatmulEpilogue epilogue, const at::Tensor* out) {
+  if (!common::settings().matmulTuning) return std::nullopt;
+  return cublasLtLinear(x, w, bias, epilogue, out, nullptr, /*timed=*/true);
+}
+
+std::optional<at::Tensor> linearOnto(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w) {
+  return cublasLtLinear(x, w, nullptr, MatmulEpilogue::kNone, nullptr, &c, common::settings().matmulTuning);
 }
 
 #else
 
 std::optional<at::Tensor> tunedLinear(const at::Tensor&, const at::Tensor&, const at::Tensor*, MatmulEpilogue, const at::Tensor*) { return std::nullopt; }
+std::optional<at::Tensor> linearOnto(const at::Tensor&, const at::Tensor&, const at::Tensor&) { return std::nullopt; }
 
 #endif
 

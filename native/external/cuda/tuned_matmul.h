@@ -30,6 +30,14 @@ enum class MatmulEpilogue { kNone, kBias, kGeluBias };
 std::optional<at::Tensor> tunedLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias, MatmulEpilogue epilogue,
                                       const at::Tensor* out = nullptr);
 
+// c + x wᵀ (c [M, N] with unit column stride and rows at least N apart: the first columns of a
+// wider buffer are fine) into a new contiguous [M, N], in one cuBLASLt matmul that reads c where it
+// lies (beta = 1, C apart from D). LibTorch's out-of-place addmm copies c into its output first (a
+// pass over c and the output of its own). The heuristic's first kernel, or with
+// DTORCH_MATMUL_TUNING=1 the one timed fastest as tunedLinear's; nullopt where this path does not
+// serve the operands (as tunedLinear, the setting aside).
+std::optional<at::Tensor> linearOnto(const at::Tensor& c, const at::Tensor& x, const at::Tensor& w);
+
 // Counters of this process (all GPUs): shapes chosen for, candidates timed for them, calls that
 // ran a choice kept for their shape, and calls that ran the heuristic's first choice untimed (a
 // shape first seen while its stream captured).
