@@ -130,9 +130,9 @@ export abstract class PreTrainedModel extends nn.Module {
    * fromPretrained does it; call it again after replacing weights otherwise (loadStateDict,
    * setTensor), else those groups run one linear at a time. Groups split over devices (tensor
    * parallel) stay as they are. A group needs its own size once more while it is moved (SD3's
-   * adaLN linears, the largest: 1.3 GB). Linears with running LoRA adapters that widen their
-   * input (in < out) are laid beside their adapters' B (nn.LinearLora.layout). Returns how many
-   * groups are packed.
+   * adaLN linears, the largest: 1.3 GB). Linears with running LoRA adapters are laid with them
+   * (nn.LinearLora.layout): beside their B where they widen (in < out), above their A otherwise.
+   * Returns how many groups are packed.
    */
   packProjections(): number {
     let packed = 0;
