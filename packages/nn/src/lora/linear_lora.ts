@@ -107,9 +107,9 @@ interface Tall {
  * the linear's own would go, then `finish` the product.
  */
 export interface TallLora {
-  /** [out + Σ rank, in]: the linear's weight, then the running adapters' A under it. */
+  /** `[out + Σ rank, in]`: the linear's weight, then the running adapters' A under it. */
   readonly weight: dt.Tensor;
-  /** [out + Σ rank]: the linear's bias, then zeros; undefined without a bias. */
+  /** `[out + Σ rank]`: the linear's bias, then zeros; undefined without a bias. */
   readonly bias: dt.Tensor | undefined;
   /** The linear's output for a product [..., out + Σ rank] by `weight`: its first `out` columns plus B times the rest. */
   finish(product: dt.Tensor): dt.Tensor;
