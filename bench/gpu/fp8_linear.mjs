@@ -2,7 +2,10 @@
 // bench/gpu: FP8 linears (dt.F.fp8Linear: the row quantizing kernel, then at::_scaled_mm with
 // row-wise scales) beside bfloat16 dt.F.linear at FLUX.1-dev's shapes (4,608 tokens), one GPU, in
 // one run: ms per call (median of ITERS after WARMUP, each call synced), the ratio, and the FP8
-// output's relative L2 error against the bfloat16 product of the dequantized weight.
+// output's relative L2 error against the bfloat16 product of the dequantized weight. Then the MLPs'
+// output linears fed by a tanh GELU: the GELU, then the FP8 linear (its output held past the call,
+// so nothing fuses), against the two fused by the controller (gelu_fp8_linear: the row kernel
+// applies the GELU as it quantizes), with the fused output's relative L2 from the unfused one.
 //   DEVICE=cuda node bench/gpu/fp8_linear.mjs
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
@@ -18,16 +21,21 @@ const shapes = [
   { name: 'double.qkv', m: 4096, k: 3072, n: 9216 },
 ];
 
+// fn returns its output, or its output and what it held past the call (released after the sync)
 async function time(fn) {
-  for (let i = 0; i < warmup; i++) dt.dispose(fn());
+  const run = () => {
+    const r = fn();
+    return Array.isArray(r) ? r : [r];
+  };
+  for (let i = 0; i < warmup; i++) dt.dispose(run());
   await dt.sync();
   const times = [];
   for (let i = 0; i < iters; i++) {
     const t0 = performance.now();
-    const y = fn();
+    const ys = run();
     await dt.sync();
     times.push(performance.now() - t0);
-    y.dispose();
+    dt.dispose(ys);
   }
   times.sort((a, b) => a - b);
   return times[Math.floor(times.length / 2)];
@@ -48,4 +56,27 @@ for (const { name, m, k, n } of shapes) {
   const tflop = (2 * m * k * n) / 1e12;
   console.log(JSON.stringify({ bench: 'fp8_linear', device, shape: name, m, k, n, bf16_ms: +bf16Ms.toFixed(4), fp8_ms: +fp8Ms.toFixed(4), speedup: +(bf16Ms / fp8Ms).toFixed(3), bf16_tflops: +(tflop / bf16Ms * 1e3).toFixed(1), fp8_tflops: +(tflop / fp8Ms * 1e3).toFixed(1), rel_l2_vs_dequantized: error }));
   dt.dispose([x, w, bias, q, scale]);
+}
+
+const mlpShapes = [
+  { name: 'double.ff_out', m: 4096, k: 12288, n: 3072 },
+  { name: 'single.proj_out.mlp', m: 4608, k: 12288, n: 3072 },
+];
+for (const { name, m, k, n } of mlpShapes) {
+  const h = dt.randn([m, k], { mesh }).to('bfloat16'); // the hidden layer before its GELU
+  const w = dt.randn([n, k], { mesh }).div(Math.sqrt(k)).to('bfloat16');
+  const bias = dt.randn([n], { mesh }).to('bfloat16');
+  const { weight: q, scale } = nn.quantizeWeightFp8(w);
+  const gelu = () => dt.F.gelu(h, { approximate: 'tanh' });
+  const unfusedMs = await time(() => {
+    const g = gelu();
+    return [dt.F.fp8Linear(g, q, scale, bias), g];
+  });
+  const fusedMs = await time(() => dt.tidy(() => dt.F.fp8Linear(gelu(), q, scale, bias)));
+  const g = gelu();
+  const unfused = dt.F.fp8Linear(g, q, scale, bias);
+  const fused = dt.tidy(() => dt.F.fp8Linear(gelu(), q, scale, bias));
+  const error = await dt.tidy(() => fused.to('float32').sub(unfused.to('float32')).pow(2).sum().sqrt().div(unfused.to('float32').pow(2).sum().sqrt())).item();
+  console.log(JSON.stringify({ bench: 'fp8_linear_gelu', device, shape: name, m, k, n, gelu_then_fp8_ms: +unfusedMs.toFixed(4), fused_ms: +fusedMs.toFixed(4), speedup: +(unfusedMs / fusedMs).toFixed(3), rel_l2_fused_vs_unfused: error }));
+  dt.dispose([h, w, bias, q, scale, g, unfused, fused]);
 }

@@ -4,10 +4,13 @@
 // (bit-identical on CPU workers, within bfloat16 rounding on GPUs), on every mesh kind.
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
+import * as nn from '@dtorch/nn';
 import { meshCases } from '../conformance/meshes.js';
 
 const one = new dt.DeviceMesh('cpu', [0]);
 const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
+const relativeL2 = (a: Float32Array, b: Float32Array) =>
+  Math.sqrt(a.reduce((sum, v, i) => sum + (v - b[i]!) ** 2, 0) / b.reduce((sum, v) => sum + v * v, 0));
 
 // Kernels run and the value of `f`, recorded in one segment (one JS task) inside tidy.
 async function run(f: () => dt.Tensor): Promise<{ kernels: number; value: Float32Array }> {
@@ -196,6 +199,36 @@ describe('producer-consumer fusion', () => {
   });
 
   for (const mc of meshCases) {
+    it.skipIf(mc.skip !== false)(`runs an FP8 linear's GELU input in its quantizing pass (gelu_fp8_linear): ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const tp = mesh.ndim - 1;
+      const on = (p: dt.Placement) => mesh.shape.map((_, d) => (d === tp ? p : dt.Replicate()));
+      const gpu = mesh.deviceType === 'cuda';
+      const dtype = gpu ? 'bfloat16' : 'float32'; // GPUs: the FP8 matmul takes bfloat16 inputs
+      const h = dt.randn([2, 24, 64], { seed: 31, mesh, dtype }).mul(2); // an MLP's hidden layer before its GELU
+      // column parallel: the FP8 rows, their scales and the bias split alike
+      const { weight, scale } = nn.quantizeWeightFp8(dt.randn([64, 64], { seed: 32, mesh, dtype }));
+      const [w, s] = [dt.keep(weight.redistribute(on(dt.Shard(0)))), dt.keep(scale.redistribute(on(dt.Shard(0))))];
+      const b = dt.randn([64], { seed: 33, mesh, dtype, placements: on(dt.Shard(0)) });
+      const mlpOut = (g: (t: dt.Tensor) => dt.Tensor) => () => dt.F.fp8Linear(g(dt.F.gelu(h, { approximate: 'tanh' })), w, s, b);
+      const fused = await run(mlpOut((t) => t));
+      const kept: dt.Tensor[] = [];
+      const unfused = await run(mlpOut((t) => dt.keep(kept[kept.push(t) - 1]!)));
+      expect(unfused.kernels - fused.kernels).toBe(mesh.size); // the GELU and the FP8 linear: one kernel on every rank
+      if (gpu) {
+        // the row kernel's GELU is LibTorch's CUDA GELU, value for value: the same quantized bytes
+        expect(relativeL2(fused.value, unfused.value)).toBeLessThanOrEqual(1e-3);
+      } else {
+        expect(fused.value).toEqual(unfused.value);
+      }
+      // not fused: the exact GELU, or an input quantized with another amax (row parallel's)
+      const exact = await run(() => dt.F.fp8Linear(dt.F.gelu(h, { approximate: 'none' }), w, s, b));
+      const amax = dt.keep(nn.rowAmax([dt.F.gelu(h, { approximate: 'tanh' })]));
+      const withAmax = await run(() => dt.F.fp8Linear(dt.F.gelu(h, { approximate: 'tanh' }), w, s, b, amax));
+      expect([exact.kernels, withAmax.kernels]).toEqual([unfused.kernels, unfused.kernels]);
+      dt.dispose([h, weight, scale, w, s, b, amax, ...kept]);
+    });
+
     it.skipIf(mc.skip !== false)(`equals the unfused ops on a sharded mesh: ${mc.name}`, async () => {
       const mesh = mc.make();
       const tp = mesh.ndim - 1;

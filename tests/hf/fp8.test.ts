@@ -92,6 +92,32 @@ describe('FP8 weights on tiny-flux', () => {
     expect(w.dtype).toBe('float8_e4m3fn');
   });
 
+  it("runs an MLP's GELU in its FP8 output linear's quantizing pass (gelu_fp8_linear)", async () => {
+    const ff = pipe.transformer.transformer_blocks.at(0).ff;
+    const [act, , out] = [...ff.net] as [hf.GELUProjection, hf.nn.Dropout, hf.nn.Linear];
+    expect(out.weight.dtype).toBe('float8_e4m3fn');
+    const x = dt.randn([1, 6, act.proj.inFeatures], { seed: 3, mesh: pipe.mesh });
+    const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
+    // kernels and value of `f` in a step of its own, inside a tidy the step ends before
+    const run = async (f: () => dt.Tensor) => {
+      await dt.sync();
+      const start = kernelsRun();
+      const y = dt.tidy(() => dt.keep(dt.graph.step(f)));
+      await dt.sync();
+      const kernels = kernelsRun() - start;
+      const value = await y.data();
+      y.dispose();
+      return { kernels, value };
+    };
+    // call() frees the GELU's output at once: it dies at the FP8 linear, in the step
+    const called = await run(() => ff.call(x));
+    // the same modules with the GELU's output held to the tidy's end, after the step
+    const held = await run(() => out.forward(act.forward(x)));
+    expect(called.kernels).toBe(held.kernels - 1);
+    expect(called.value).toEqual(held.value);
+    x.dispose();
+  });
+
   it('gives another result than the float weights (the recipe is not a no-op)', async () => {
     const float = await hf.FluxPipeline.tiny({ mesh: pipe.mesh });
     try {

@@ -10,6 +10,9 @@
 // token's largest magnitude, taken over more columns than x holds), x is quantized with that
 // amax: a linear whose input is split by columns (row parallel, or parts of a concatenated input)
 // then quantizes every part as the whole row would be.
+// gelu_fp8_linear(x, weight, weightScale, bias?) is fp8_linear(gelu(x, tanh), ...), formed by the
+// controller's fusion (an MLP's hidden layer into its FP8 output linear): on GPUs the row kernel
+// applies the GELU as it quantizes, so the GELU's output never goes through memory.
 #include <ATen/ATen.h>
 
 #include <atomic>
@@ -114,20 +117,23 @@ at::Tensor dequantizedLinear(const at::Tensor& x, const at::Tensor& w, const at:
   return at::linear(xq, wd, bias ? std::optional<at::Tensor>(bias->to(at::kFloat)) : std::nullopt).to(x.scalar_type());
 }
 
-// GPUs, bfloat16 x, float8_e4m3fn W, sizes cuBLASLt's FP8 matmul takes (multiples of 16):
-// one quantizing pass over x and one FP8 matmul with row-wise scales and the bias in its epilogue.
-std::optional<at::Tensor> scaledMatmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, const std::optional<at::Tensor>& bias,
-                                       const std::optional<at::Tensor>& amax) {
-  const int64_t n = w.size(0), k = w.size(1);
-  if (!x.is_cuda() || x.scalar_type() != at::kBFloat16 || w.scalar_type() != at::kFloat8_e4m3fn || k % 16 != 0 || n % 16 != 0 || x.numel() == 0) {
-    return std::nullopt;
-  }
-  const at::Tensor rows = x.reshape({-1, k});
-  std::optional<std::pair<at::Tensor, at::Tensor>> q = amax ? std::nullopt : external::cuda::quantizeRowsFp8(rows);
-  if (!q) q = quantizeInput(rows, amax ? std::optional<at::Tensor>(amax->reshape({-1, 1})) : std::nullopt);
+// Whether the FP8 matmul serves x and w: GPUs, bfloat16 x, float8_e4m3fn W, sizes cuBLASLt's FP8
+// matmul takes (multiples of 16).
+bool scaledMatmulServes(const at::Tensor& x, const at::Tensor& w) {
+  return x.is_cuda() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kFloat8_e4m3fn && w.size(0) % 16 == 0 && w.size(1) % 16 == 0 &&
+         x.numel() > 0;
+}
+
+// x's tokens as float8_e4m3fn [rows, in] and their float32 scales [rows, 1].
+using QuantizedRows = std::pair<at::Tensor, at::Tensor>;
+
+// Where scaledMatmulServes(x, w): x's quantized rows q times W in one FP8 matmul with row-wise
+// scales and the bias in its epilogue, in x's shape but for the last dim.
+at::Tensor scaledMatmul(const at::Tensor& x, const QuantizedRows& q, const at::Tensor& w, const at::Tensor& scale, const std::optional<at::Tensor>& bias) {
+  const int64_t n = w.size(0);
   // torchao's forward recipe: fast accumulation in the output matmul
   const auto matmul = [&](const at::Tensor& weight) {
-    return at::_scaled_mm(q->first, weight.t(), q->second, scale.view({1, n}), bias, std::nullopt, at::kBFloat16, /*use_fast_accum=*/true);
+    return at::_scaled_mm(q.first, weight.t(), q.second, scale.view({1, n}), bias, std::nullopt, at::kBFloat16, /*use_fast_accum=*/true);
   };
   // A column block of a wider weight (a linear over concatenated inputs) is read where it lies
   // (a leading dimension wider than the block) unless the FP8 matmul refused that once; else copied.
@@ -146,21 +152,42 @@ std::optional<at::Tensor> scaledMatmul(const at::Tensor& x, const at::Tensor& w,
   return y.view(shape);
 }
 
+// fp8_linear's product: the FP8 matmul where it serves x and w, else the recipe with casts.
+at::Tensor fp8Product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, const std::optional<at::Tensor>& bias,
+                      const std::optional<at::Tensor>& amax) {
+  if (!scaledMatmulServes(x, w)) return dequantizedLinear(x, w, scale, bias, amax);
+  const at::Tensor rows = x.reshape({-1, w.size(1)});
+  std::optional<QuantizedRows> q = amax ? std::nullopt : external::cuda::quantizeRowsFp8(rows);
+  if (!q) q = quantizeInput(rows, amax ? std::optional<at::Tensor>(amax->reshape({-1, 1})) : std::nullopt);
+  return scaledMatmul(x, *q, w, scale, bias);
+}
+
+std::optional<at::Tensor> biasOf(const KernelContext& ctx) { return ctx.intAttr(0) ? std::optional<at::Tensor>(ctx.input(3)) : std::nullopt; }
+
 void runFp8Linear(KernelContext& ctx) {
-  const at::Tensor &x = ctx.input(0), &w = ctx.input(1), &scale = ctx.input(2);
-  const std::optional<at::Tensor> bias = ctx.intAttr(0) ? std::optional<at::Tensor>(ctx.input(3)) : std::nullopt;
   const std::optional<at::Tensor> amax = ctx.intAttr(1) ? std::optional<at::Tensor>(*ctx.inputs.back()) : std::nullopt;
-  if (std::optional<at::Tensor> y = scaledMatmul(x, w, scale, bias, amax)) {
-    ctx.outputs.push_back(*y);
-    return;
+  ctx.outputs.push_back(fp8Product(ctx.input(0), ctx.input(1), ctx.input(2), biasOf(ctx), amax));
+}
+
+// gelu_fp8_linear (see the file's comment): the row kernel's GELU where it serves x, else the
+// GELU's output first, then fp8_linear's product (bit-identical to the unfused ops there).
+void runGeluFp8Linear(KernelContext& ctx) {
+  const at::Tensor &x = ctx.input(0), &w = ctx.input(1), &scale = ctx.input(2);
+  const std::optional<at::Tensor> bias = biasOf(ctx);
+  if (scaledMatmulServes(x, w)) {
+    if (std::optional<QuantizedRows> q = external::cuda::quantizeGeluRowsFp8(x.reshape({-1, w.size(1)}))) {
+      ctx.outputs.push_back(scaledMatmul(x, *q, w, scale, bias));
+      return;
+    }
   }
-  ctx.outputs.push_back(dequantizedLinear(x, w, scale, bias, amax));
+  ctx.outputs.push_back(fp8Product(at::gelu(x, "tanh"), w, scale, bias, std::nullopt));
 }
 
 }  // namespace
 
 void registerFp8LinearOps(OpRegistry& registry) {
   registry.add({"fp8_linear", -1, "hasBias, hasInputAmax", inferFp8Linear, runFp8Linear, fp8LinearRows});
+  registry.add({"gelu_fp8_linear", -1, "(formed by fusion) hasBias, hasInputAmax(0)", inferFormedByFusion, runGeluFp8Linear});
 }
 
 }  // namespace dtorch::core

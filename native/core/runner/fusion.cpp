@@ -71,6 +71,17 @@ const Rule kRules[] = {
        return in;
      },
      KeptAttrs::kConsumer},
+    // gelu(h, tanh) -> fp8_linear(·, W, scale, bias?) quantizing its input's own rows:
+    // gelu_fp8_linear(h, W, scale, bias?), the row kernel applying the GELU as it quantizes on GPUs
+    // (an MLP's hidden layer into its FP8 output linear; the consumer's attributes stand)
+    {"gelu", "fp8_linear", "gelu_fp8_linear",
+     [](const Node& p, const Node& c, int64_t t) { return p.attrs[0] == 1 && c.attrs[1] == 0 && c.inputs[0] == t && c.inputs[1] != t ? 0 : -1; },
+     [](const Node& p, const Node& c, int) {
+       c10::SmallVector<int64_t, 4> in(c.inputs.begin(), c.inputs.end());
+       in[0] = p.inputs[0];
+       return in;
+     },
+     KeptAttrs::kConsumer},
     // linear(x, A) (bias-free) -> cat([x, ·], last dim): lora_join(x, A), an unfused LoRA
     // adapter's [x | A x] with A x written in place (@dtorch/nn loraWideProduct)
     {"linear", "cat", "lora_join",

@@ -13,4 +13,8 @@ namespace dtorch::external::cuda {
 // without CUDA): the caller quantizes with LibTorch's ops instead.
 std::optional<std::pair<at::Tensor, at::Tensor>> quantizeRowsFp8(const at::Tensor& x);
 
+// The same of gelu(x, tanh) (the GELU applied as the kernel reads x, LibTorch's CUDA GELU's
+// values); nullopt also for rows longer than the kernel stages (kFp8GeluMaxRowBytes).
+std::optional<std::pair<at::Tensor, at::Tensor>> quantizeGeluRowsFp8(const at::Tensor& x);
+
 }  // namespace dtorch::external::cuda

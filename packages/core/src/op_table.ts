@@ -79,6 +79,8 @@ export const opTable = Object.freeze({
   ge_scalar: op(1, 'value, kind, alpha'),
   /** 1 tensor input; attributes: approximate (0 none, 1 tanh). */
   gelu: op(1, 'approximate (0 none, 1 tanh)'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
+  gelu_fp8_linear: op(-1, '(formed by fusion) hasBias, hasInputAmax(0)'),
   /** Any number of tensor inputs; attributes: groups, hasWeight, hasBias, eps. */
   group_norm: op(-1, 'groups, hasWeight, hasBias, eps'),
   /** 2 tensor inputs; attributes: alpha. */

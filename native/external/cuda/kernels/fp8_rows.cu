@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -98,6 +99,51 @@ __global__ void __launch_bounds__(kThreads) blockRowsKernel(const T* __restrict_
   quantizeChunks(in, q + static_cast<int64_t>(blockIdx.x) * d, s, threadIdx.x * VEC, kThreads * VEC, d);
 }
 
+// tanh-approximated GELU as LibTorch's CUDA kernel computes it (GeluCUDAKernelImpl: float
+// arithmetic, tanhf), rounded to T as its output is.
+template <typename T>
+__device__ T geluTanh(T v) {
+  constexpr float kBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
+  constexpr float kKappa = 0.044715;
+  const float x = toFloat(v);
+  const float cube = x * x * x;
+  const float inner = kBeta * (x + kKappa * cube);
+  return fromFloat<T>(0.5f * x * (1.f + tanhf(inner)));
+}
+
+// blockRowsKernel of gelu(x): the first pass applies the GELU and stages each thread's values in
+// shared memory (a row, d · sizeof(T) bytes) while it takes the amax; the second quantizes them
+// from there (each thread reads back its own chunks: no barrier for the data).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) geluBlockRowsKernel(const T* __restrict__ x, int64_t rowStride, uint8_t* __restrict__ q,
+                                                               float* __restrict__ scale, int d) {
+  constexpr int VEC = Pack<T>::VEC;
+  extern __shared__ uint4 staged[];
+  T* row = reinterpret_cast<T*>(staged);
+  const T* in = x + static_cast<int64_t>(blockIdx.x) * rowStride;
+  float amax = 0.f;
+  for (int col = threadIdx.x * VEC; col < d; col += kThreads * VEC) {
+    Pack<T> p;
+    p.raw = *reinterpret_cast<const uint4*>(in + col);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      p.v[i] = geluTanh(p.v[i]);
+      amax = fmaxf(amax, fabsf(toFloat(p.v[i])));
+    }
+    *reinterpret_cast<uint4*>(row + col) = p.raw;
+  }
+  amax = warpMax(amax);
+  __shared__ float warps[kRowsPerBlock];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
+  __syncthreads();
+  float rowMax = warps[0];
+#pragma unroll
+  for (int w = 1; w < kRowsPerBlock; ++w) rowMax = fmaxf(rowMax, warps[w]);
+  const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  quantizeChunks(row, q + static_cast<int64_t>(blockIdx.x) * d, s, threadIdx.x * VEC, kThreads * VEC, d);
+}
+
 // Rows of at most this many bytes take a warp each, longer ones a block (measured on an H100:
 // a warp per row is faster at 3,072 bfloat16 values, a block at 12,288 and 15,360).
 constexpr int kWarpRowBytes = 16384;
@@ -113,7 +159,28 @@ int launch(const void* x, int64_t rowStride, void* q, float* scale, int64_t rows
   return static_cast<int>(cudaGetLastError());
 }
 
+template <typename T>
+int launchGelu(const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, cudaStream_t stream) {
+  const size_t shared = static_cast<size_t>(d) * sizeof(T);
+  if (shared > static_cast<size_t>(kFp8GeluMaxRowBytes)) return static_cast<int>(cudaErrorInvalidValue);
+  geluBlockRowsKernel<T><<<static_cast<unsigned>(rows), kThreads, shared, stream>>>(static_cast<const T*>(x), rowStride, static_cast<uint8_t*>(q), scale, d);
+  return static_cast<int>(cudaGetLastError());
+}
+
 }  // namespace
+
+int quantizeGeluRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case FloatType::kFloat32:
+      return launchGelu<float>(x, rowStride, q, scale, rows, d, s);
+    case FloatType::kBFloat16:
+      return launchGelu<__nv_bfloat16>(x, rowStride, q, scale, rows, d, s);
+    case FloatType::kFloat16:
+      return launchGelu<__half>(x, rowStride, q, scale, rows, d, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
 
 int quantizeRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);

@@ -20,4 +20,14 @@ constexpr float kFp8MinAmax = 1e-12f;
 // caller checks). Returns the CUDA error of the launch (0: none).
 int quantizeRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream);
 
+// The longest row (in bytes of x) quantizeGeluRowsFp8 takes: a row is staged in a block's shared
+// memory, at most the 48 KiB a launch gets without opting in (24,576 bfloat16 values).
+constexpr int kFp8GeluMaxRowBytes = 48 * 1024;
+
+// As quantizeRowsFp8, of gelu(x) with the tanh approximation: each value as LibTorch's CUDA GELU
+// computes it (in float, rounded to x's type), so the bytes are those of the GELU's output
+// quantized (gelu -> fp8_linear fused by the controller: the GELU's output never goes through
+// memory). d · sizeof(element) at most kFp8GeluMaxRowBytes.
+int quantizeGeluRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream);
+
 }  // namespace dtorch::external::cuda::kernels
