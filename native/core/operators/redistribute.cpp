@@ -175,6 +175,10 @@ const DeviceMesh& replicateOn(const InferContext& ctx, TensorMeta& meta, int64_t
   return target;
 }
 
+// A piece from host memory onto a GPU: its copy runs on the upload stream (external::cuda::
+// UploadScope), overlapping the compute queued before it; the output's consumers wait for it.
+bool fromHost(const KernelContext& ctx, const Contribution& sent) { return ctx.device.is_cuda() && sent.tensor.defined() && !sent.tensor.is_cuda(); }
+
 // ---- transfer: attrs targetMeshId -----------------------------------------------------------
 
 void inferTransfer(const InferContext& ctx, Outputs& out) {
@@ -190,11 +194,13 @@ void inferTransfer(const InferContext& ctx, Outputs& out) {
 void runTransfer(KernelContext& ctx) {
   const auto& state = static_cast<const TransferState&>(*ctx.node.state);
   const Contribution sent = state.box->take(collectiveTimeout());
+  external::cuda::UploadScope onUploadStream(fromHost(ctx, sent));
   const at::Tensor here = sent.readable(ctx.device);
   // each rank owns its copy (the host copy a GPU made for a single CPU receiver is its own already)
   const bool owned = !here.is_same(sent.tensor) || (state.toHost && state.receivers == 1);
   ctx.outputs.push_back(owned ? here : here.clone());
   finishReads(sent);
+  ctx.outputsReady = onUploadStream.finish();
 }
 
 // ---- transfer_pieces: attrs targetMeshId (a mesh of the input mesh's shape) -------------------
@@ -213,10 +219,12 @@ void inferTransferPieces(const InferContext& ctx, Outputs& out) {
 void runTransferPieces(KernelContext& ctx) {
   const auto& state = static_cast<const TransferPiecesState&>(*ctx.node.state);
   const Contribution sent = state.boxes[static_cast<size_t>(ctx.rank)]->take(collectiveTimeout());
+  external::cuda::UploadScope onUploadStream(fromHost(ctx, sent));
   const at::Tensor here = sent.readable(ctx.device);
   // the output owns its piece: a copy onto another device is new (a GPU's into pinned memory too)
   ctx.outputs.push_back(here.is_same(sent.tensor) ? here.clone() : here);
   finishReads(sent);
+  ctx.outputsReady = onUploadStream.finish();
 }
 
 // ---- to_local: attrs rank, targetMeshId (a 1-device mesh of that rank's device) ---------------

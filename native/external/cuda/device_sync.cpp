@@ -72,6 +72,10 @@ struct WorkerStreams {
   // graph, that event would join the capture, and the allocator's next query of it would fail
   // every later read with "invalid argument".
   c10::cuda::CUDAStream readback;
+  // Copies from host memory onto the GPU (UploadScope): off the compute stream, so that an
+  // offloaded weight's copy overlaps the kernels queued before it; not the communication stream,
+  // whose collectives would queue behind a large copy.
+  c10::cuda::CUDAStream upload;
 };
 thread_local std::optional<WorkerStreams> streams;  // set on CUDA worker threads only
 
@@ -135,6 +139,7 @@ void bindWorkerThread(int index) {
   // a large matmul is running, which is what lets the two overlap
   streams = WorkerStreams{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device),
                           c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device),
+                          c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device),
                           c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)};
   c10::cuda::setCurrentCUDAStream(streams->compute);
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: its polls' short sleeps end on time (pollUntil)
@@ -157,7 +162,7 @@ bool synchronizeThisThread(std::chrono::milliseconds timeout) {
   if (!streams) return true;
   // poll rather than block, so that a GPU that never finishes (a peer that never joined a
   // collective) turns into an error instead of a hung worker
-  if (!pollUntil([] { return streams->compute.query() && streams->communication.query() && streams->readback.query(); }, timeout,
+  if (!pollUntil([] { return streams->compute.query() && streams->communication.query() && streams->readback.query() && streams->upload.query(); }, timeout,
                  kWaitSpin)) {
     return false;
   }
@@ -213,6 +218,19 @@ CommunicationScope::~CommunicationScope() {
 std::shared_ptr<void> CommunicationScope::finish() {
   if (!active_) return nullptr;
   return recordedOn(streams->communication);
+}
+
+UploadScope::UploadScope(bool when) : active_(when && streams) {
+  if (active_) c10::cuda::setCurrentCUDAStream(streams->upload);
+}
+
+UploadScope::~UploadScope() {
+  if (active_) c10::cuda::setCurrentCUDAStream(streams->compute);
+}
+
+std::shared_ptr<void> UploadScope::finish() {
+  if (!active_) return nullptr;
+  return recordedOn(streams->upload);
 }
 
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) {
@@ -298,6 +316,9 @@ bool endBatch(int, std::chrono::milliseconds) { return true; }
 CommunicationScope::CommunicationScope(c10::ArrayRef<at::Tensor>, uint64_t, c10::ArrayRef<std::shared_ptr<void>>) {}
 CommunicationScope::~CommunicationScope() = default;
 std::shared_ptr<void> CommunicationScope::finish() { return nullptr; }
+UploadScope::UploadScope(bool) {}
+UploadScope::~UploadScope() = default;
+std::shared_ptr<void> UploadScope::finish() { return nullptr; }
 void copyToHost(const at::Tensor& t, std::function<void(at::Tensor host)> then) { then(t.to(at::kCPU).contiguous()); }
 bool copyBetweenDevices(at::Tensor& dst, const at::Tensor& src) { return !src.is_cuda() && !dst.is_cuda() && copyOnCpu(dst, src); }
 void enablePeerAccess(int) {}

@@ -72,6 +72,25 @@ class CommunicationScope {
   bool active_ = false;
 };
 
+// Runs the enclosing kernel's copies from host memory onto this worker's GPU on a stream of their
+// own (the upload stream) when `when` holds on a CUDA worker thread: they overlap the compute
+// queued before them (an offloaded group's weights come on while the blocks before it run, as
+// diffusers' group offloading with use_stream), and only their consumers wait, for finish()'s
+// marker. The pinned host memory they read is held until they are done (keepUntilDone, on the
+// stream current in the scope). Otherwise (CPU workers, a build without CUDA) a no-op.
+class UploadScope {
+ public:
+  explicit UploadScope(bool when);
+  ~UploadScope();
+  UploadScope(const UploadScope&) = delete;
+  UploadScope& operator=(const UploadScope&) = delete;
+  // The end of the copies queued in this scope (nullptr when inactive).
+  std::shared_ptr<void> finish();
+
+ private:
+  bool active_ = false;
+};
+
 // Copies `src` (on any GPU of this process) into `dst` (same shape, on this thread's GPU) on the
 // current stream with the copy engines: one cudaMemcpy2DAsync per plane of rows (row_copies.h),
 // no SMs taken from compute kernels. Both may be any strided views without overlapping elements
