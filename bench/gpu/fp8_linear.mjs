@@ -2,10 +2,11 @@
 // bench/gpu: FP8 linears (dt.F.fp8Linear: the row quantizing kernel, then at::_scaled_mm with
 // row-wise scales) beside bfloat16 dt.F.linear at FLUX.1-dev's shapes (4,608 tokens), one GPU, in
 // one run: ms per call (median of ITERS after WARMUP, each call synced), the ratio, and the FP8
-// output's relative L2 error against the bfloat16 product of the dequantized weight. Then the MLPs'
-// output linears fed by a tanh GELU: the GELU, then the FP8 linear (its output held past the call,
-// so nothing fuses), against the two fused by the controller (gelu_fp8_linear: the row kernel
-// applies the GELU as it quantizes), with the fused output's relative L2 from the unfused one.
+// output's relative L2 error against the bfloat16 product of the dequantized weight. Then FP8
+// linears fed by a tanh GELU or by adaLN's modulated norm: the producer, then the FP8 linear (the
+// producer's output held past the call, so nothing fuses), against the two fused by the controller
+// (gelu_fp8_linear, layer_norm_modulate_fp8_linear: the producer's kernel quantizes its rows), with
+// the fused output's relative L2 from the unfused one.
 //   DEVICE=cuda node bench/gpu/fp8_linear.mjs
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
@@ -58,25 +59,30 @@ for (const { name, m, k, n } of shapes) {
   dt.dispose([x, w, bias, q, scale]);
 }
 
-const mlpShapes = [
-  { name: 'double.ff_out', m: 4096, k: 12288, n: 3072 },
-  { name: 'single.proj_out.mlp', m: 4608, k: 12288, n: 3072 },
+// the FP8 linears whose input a GELU (the MLPs' output linears) or adaLN's modulated norm (q/k/v,
+// the MLPs' input linears of the double blocks) makes
+const producers = [
+  { name: 'double.ff_out', producer: 'gelu', m: 4096, k: 12288, n: 3072 },
+  { name: 'single.proj_out.mlp', producer: 'gelu', m: 4608, k: 12288, n: 3072 },
+  { name: 'double.qkv', producer: 'modulated_norm', m: 4096, k: 3072, n: 9216 },
+  { name: 'double.ff_in', producer: 'modulated_norm', m: 4096, k: 3072, n: 12288 },
 ];
-for (const { name, m, k, n } of mlpShapes) {
-  const h = dt.randn([m, k], { mesh }).to('bfloat16'); // the hidden layer before its GELU
+for (const { name, producer, m, k, n } of producers) {
+  const h = dt.randn([1, m, k], { mesh }).to('bfloat16'); // the producer's input
+  const [shift, scl] = [dt.randn([1, 1, k], { mesh }).to('bfloat16'), dt.randn([1, 1, k], { mesh }).div(4).to('bfloat16')];
   const w = dt.randn([n, k], { mesh }).div(Math.sqrt(k)).to('bfloat16');
   const bias = dt.randn([n], { mesh }).to('bfloat16');
   const { weight: q, scale } = nn.quantizeWeightFp8(w);
-  const gelu = () => dt.F.gelu(h, { approximate: 'tanh' });
+  const make = producer === 'gelu' ? () => dt.F.gelu(h, { approximate: 'tanh' }) : () => dt.F.layerNorm(h, [k]).mul(scl.add(1)).add(shift);
   const unfusedMs = await time(() => {
-    const g = gelu();
+    const g = make();
     return [dt.F.fp8Linear(g, q, scale, bias), g];
   });
-  const fusedMs = await time(() => dt.tidy(() => dt.F.fp8Linear(gelu(), q, scale, bias)));
-  const g = gelu();
+  const fusedMs = await time(() => dt.tidy(() => dt.F.fp8Linear(make(), q, scale, bias)));
+  const g = make();
   const unfused = dt.F.fp8Linear(g, q, scale, bias);
-  const fused = dt.tidy(() => dt.F.fp8Linear(gelu(), q, scale, bias));
+  const fused = dt.tidy(() => dt.F.fp8Linear(make(), q, scale, bias));
   const error = await dt.tidy(() => fused.to('float32').sub(unfused.to('float32')).pow(2).sum().sqrt().div(unfused.to('float32').pow(2).sum().sqrt())).item();
-  console.log(JSON.stringify({ bench: 'fp8_linear_gelu', device, shape: name, m, k, n, gelu_then_fp8_ms: +unfusedMs.toFixed(4), fused_ms: +fusedMs.toFixed(4), speedup: +(unfusedMs / fusedMs).toFixed(3), rel_l2_fused_vs_unfused: error }));
-  dt.dispose([h, w, bias, q, scale, g, unfused, fused]);
+  console.log(JSON.stringify({ bench: 'fp8_linear_fused_input', device, shape: name, producer, m, k, n, producer_then_fp8_ms: +unfusedMs.toFixed(4), fused_ms: +fusedMs.toFixed(4), speedup: +(unfusedMs / fusedMs).toFixed(3), rel_l2_fused_vs_unfused: error }));
+  dt.dispose([h, shift, scl, w, bias, q, scale, g, unfused, fused]);
 }

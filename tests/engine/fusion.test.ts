@@ -199,7 +199,7 @@ describe('producer-consumer fusion', () => {
   });
 
   for (const mc of meshCases) {
-    it.skipIf(mc.skip !== false)(`runs an FP8 linear's GELU input in its quantizing pass (gelu_fp8_linear): ${mc.name}`, async () => {
+    it.skipIf(mc.skip !== false)(`quantizes an FP8 linear's input where its GELU or modulated norm makes it (gelu_fp8_linear, layer_norm_modulate_fp8_linear): ${mc.name}`, async () => {
       const mesh = mc.make();
       const tp = mesh.ndim - 1;
       const on = (p: dt.Placement) => mesh.shape.map((_, d) => (d === tp ? p : dt.Replicate()));
@@ -221,12 +221,24 @@ describe('producer-consumer fusion', () => {
       } else {
         expect(fused.value).toEqual(unfused.value);
       }
+      // adaLN's modulated norm into the FP8 linear after it (layer_norm_modulate_fp8_linear)
+      const [scale1, shift1] = [dt.randn([2, 1, 64], { seed: 34, mesh, dtype }), dt.randn([2, 1, 64], { seed: 35, mesh, dtype })];
+      const modulated = () => dt.F.layerNorm(h, [64]).mul(scale1.add(1)).add(shift1);
+      const normFused = await run(() => dt.F.fp8Linear(modulated(), w, s, b));
+      const normKept = await run(() => dt.F.fp8Linear(dt.keep(kept[kept.push(modulated()) - 1]!), w, s, b));
+      expect(normKept.kernels - normFused.kernels).toBe(mesh.size);
+      if (gpu) {
+        // the norm's row kernel rounds its rows as it writes them unfused: the same quantized bytes
+        expect(relativeL2(normFused.value, normKept.value)).toBeLessThanOrEqual(1e-3);
+      } else {
+        expect(normFused.value).toEqual(normKept.value);
+      }
       // not fused: the exact GELU, or an input quantized with another amax (row parallel's)
       const exact = await run(() => dt.F.fp8Linear(dt.F.gelu(h, { approximate: 'none' }), w, s, b));
       const amax = dt.keep(nn.rowAmax([dt.F.gelu(h, { approximate: 'tanh' })]));
       const withAmax = await run(() => dt.F.fp8Linear(dt.F.gelu(h, { approximate: 'tanh' }), w, s, b, amax));
       expect([exact.kernels, withAmax.kernels]).toEqual([unfused.kernels, unfused.kernels]);
-      dt.dispose([h, weight, scale, w, s, b, amax, ...kept]);
+      dt.dispose([h, weight, scale, w, s, b, amax, scale1, shift1, ...kept]);
     });
 
     it.skipIf(mc.skip !== false)(`equals the unfused ops on a sharded mesh: ${mc.name}`, async () => {

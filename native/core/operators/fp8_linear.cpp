@@ -10,9 +10,14 @@
 // token's largest magnitude, taken over more columns than x holds), x is quantized with that
 // amax: a linear whose input is split by columns (row parallel, or parts of a concatenated input)
 // then quantizes every part as the whole row would be.
-// gelu_fp8_linear(x, weight, weightScale, bias?) is fp8_linear(gelu(x, tanh), ...), formed by the
-// controller's fusion (an MLP's hidden layer into its FP8 output linear): on GPUs the row kernel
-// applies the GELU as it quantizes, so the GELU's output never goes through memory.
+// Formed by the controller's fusion of the op that makes an FP8 linear's input into it, so that
+// on GPUs the input's bfloat16 values never go through memory:
+//   gelu_fp8_linear(x, weight, weightScale, bias?): fp8_linear(gelu(x, tanh), ...), an MLP's
+//     hidden layer into its output linear; the row kernel applies the GELU as it quantizes;
+//   layer_norm_modulate_fp8_linear(c, x, s, normWeight?, normBias?, weight, weightScale, bias?):
+//     fp8_linear(layer_norm_modulate(c, x, s, ...), ...), adaLN's modulated norm into the linear
+//     after it (the norm's attributes, then the linear's); the norm's row kernel quantizes its rows.
+// Elsewhere the two ops run in turn: bit-identical to the unfused ops.
 #include <ATen/ATen.h>
 
 #include <atomic>
@@ -23,6 +28,7 @@
 #include "core/operators/registry.h"
 #include "external/cuda/fp8_quantize.h"
 #include "external/cuda/kernels/fp8_rows.h"
+#include "external/cuda/layer_norm_addcmul.h"
 
 namespace dtorch::core {
 namespace {
@@ -183,11 +189,31 @@ void runGeluFp8Linear(KernelContext& ctx) {
   ctx.outputs.push_back(fp8Product(at::gelu(x, "tanh"), w, scale, bias, std::nullopt));
 }
 
+// layer_norm_modulate_fp8_linear (see the file's comment): the norm's row kernel writing FP8 rows
+// where it and the FP8 matmul serve the inputs (a parameter-free norm over the last dim), else
+// layer_norm_modulate's output first, then fp8_linear's product.
+void runLayerNormModulateFp8Linear(KernelContext& ctx) {
+  const NormArgs norm = normArgs(ctx, 3);
+  const size_t first = 3 + (norm.weight ? 1 : 0) + (norm.bias ? 1 : 0);  // the linear's weight
+  const bool linearBias = ctx.intAttr(4 + static_cast<size_t>(ctx.intAttr(0))) != 0;  // after the norm's attributes
+  const at::Tensor &x = ctx.input(1), &w = ctx.input(first), &scale = ctx.input(first + 1);
+  const std::optional<at::Tensor> bias = linearBias ? std::optional<at::Tensor>(ctx.input(first + 2)) : std::nullopt;
+  if (scaledMatmulServes(x, w) && norm.shape.size() == 1 && !norm.weight && !norm.bias) {
+    if (std::optional<QuantizedRows> q = external::cuda::layerNormModulateFp8(x, ctx.input(0), ctx.input(2), norm.eps, 1)) {
+      ctx.outputs.push_back(scaledMatmul(x, *q, w, scale, bias));
+      return;
+    }
+  }
+  ctx.outputs.push_back(fp8Product(modulatedLayerNorm(ctx, 1), w, scale, bias, std::nullopt));
+}
+
 }  // namespace
 
 void registerFp8LinearOps(OpRegistry& registry) {
   registry.add({"fp8_linear", -1, "hasBias, hasInputAmax", inferFp8Linear, runFp8Linear, fp8LinearRows});
   registry.add({"gelu_fp8_linear", -1, "(formed by fusion) hasBias, hasInputAmax(0)", inferFormedByFusion, runGeluFp8Linear});
+  registry.add({"layer_norm_modulate_fp8_linear", -1, "(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps, linearHasBias, hasInputAmax(0)",
+                inferFormedByFusion, runLayerNormModulateFp8Linear});
 }
 
 }  // namespace dtorch::core

@@ -10,7 +10,7 @@ namespace dtorch::core {
 namespace {
 
 // Whose attributes a fused node keeps.
-enum class KeptAttrs { kNone, kProducer, kConsumer };
+enum class KeptAttrs { kNone, kProducer, kConsumer, kBoth };  // kBoth: the producer's, then the consumer's
 
 // One fusable pair: `producer`'s output read by `consumer` becomes `fused`, whose inputs
 // `inputsOf` lists. `slot` says which consumer input reads the producer's output t (-1: the pair
@@ -82,6 +82,18 @@ const Rule kRules[] = {
        return in;
      },
      KeptAttrs::kConsumer},
+    // layer_norm_modulate(c, x, s, ...) (formed above) -> fp8_linear(·, W, scale, bias?)
+    // quantizing its input's own rows: layer_norm_modulate_fp8_linear(c, x, s, ..., W, scale,
+    // bias?), the norm's row kernel writing the FP8 rows and their scales on GPUs (adaLN's norm
+    // into the FP8 linear after it; the norm's attributes, then the linear's)
+    {"layer_norm_modulate", "fp8_linear", "layer_norm_modulate_fp8_linear",
+     [](const Node&, const Node& c, int64_t t) { return c.attrs[1] == 0 && c.inputs[0] == t && c.inputs[1] != t ? 0 : -1; },
+     [](const Node& p, const Node& c, int) {
+       c10::SmallVector<int64_t, 4> in(p.inputs.begin(), p.inputs.end());
+       in.append(c.inputs.begin() + 1, c.inputs.end());
+       return in;
+     },
+     KeptAttrs::kBoth},
     // linear(x, A) (bias-free) -> cat([x, ·], last dim): lora_join(x, A), an unfused LoRA
     // adapter's [x | A x] with A x written in place (@dtorch/nn loraWideProduct)
     {"linear", "cat", "lora_join",
@@ -186,6 +198,7 @@ int SegmentFusion::fuse(Segment& segment) {
       consumer.inputMeshId = producer->inputMeshId;
       consumer.op = r.fused;
       if (r.rule->attrs == KeptAttrs::kProducer) consumer.attrs = producer->attrs;
+      else if (r.rule->attrs == KeptAttrs::kBoth) consumer.attrs.insert(consumer.attrs.begin(), producer->attrs.begin(), producer->attrs.end());
       else if (r.rule->attrs == KeptAttrs::kNone) consumer.attrs.clear();
       // t is read no more: the plan drops the producer as dead code, and its reads of its own
       // inputs pass to the fused node (their counts stand)

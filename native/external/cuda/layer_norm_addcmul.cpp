@@ -57,20 +57,46 @@ at::Tensor launchRows(const at::Tensor& x, const NormRows& r, k::RowOperand c, k
   return y;
 }
 
-}  // namespace
+// c and b as the row kernel's operands for x, when it serves the three (layerNormAddcmul's checks).
+struct ModulatedRows {
+  NormRows rows;
+  k::RowOperand shift, scale;
+};
 
-std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset,
-                                           const at::Tensor* into) {
+std::optional<ModulatedRows> modulatedRowsOf(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b) {
   if (!sameKind(c, x) || !sameKind(b, x)) return std::nullopt;
   const std::optional<NormRows> rows = normRowsOf(x);
   if (!rows) return std::nullopt;
-  const std::optional<int64_t> intoRowStride = into ? rowStrideOf(*into, x) : std::optional<int64_t>(0);
-  if (!intoRowStride) return std::nullopt;
   // c and b broadcast to x (the op checked they broadcast together); one larger than x is not ours
   if (at::infer_size(at::infer_size(c.sizes(), x.sizes()), b.sizes()) != x.sizes().vec()) return std::nullopt;
   const std::optional<k::RowOperand> shift = rowOperandOf(c, x.sizes()), scale = rowOperandOf(b, x.sizes());
   if (!shift || !scale) return std::nullopt;
-  return launchRows(x, *rows, *shift, *scale, eps, /*roundNorm=*/true, bOffset, into, *intoRowStride);
+  return ModulatedRows{*rows, *shift, *scale};
+}
+
+}  // namespace
+
+std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset,
+                                           const at::Tensor* into) {
+  const std::optional<ModulatedRows> m = modulatedRowsOf(x, c, b);
+  if (!m) return std::nullopt;
+  const std::optional<int64_t> intoRowStride = into ? rowStrideOf(*into, x) : std::optional<int64_t>(0);
+  if (!intoRowStride) return std::nullopt;
+  return launchRows(x, m->rows, m->shift, m->scale, eps, /*roundNorm=*/true, bOffset, into, *intoRowStride);
+}
+
+std::optional<std::pair<at::Tensor, at::Tensor>> layerNormModulateFp8(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps,
+                                                                      double bOffset) {
+  const std::optional<ModulatedRows> m = modulatedRowsOf(x, c, b);
+  if (!m) return std::nullopt;
+  const int64_t tokens = m->rows.batch * m->rows.rows;
+  at::Tensor q = at::empty({tokens, m->rows.d}, x.options().dtype(at::kFloat8_e4m3fn));
+  at::Tensor scale = at::empty({tokens, 1}, x.options().dtype(at::kFloat));
+  const int error = k::layerNormModulateFp8Rows(m->rows.type, x.data_ptr(), m->shift, m->scale, static_cast<uint8_t*>(q.data_ptr()), scale.data_ptr<float>(),
+                                                m->rows.batch, m->rows.rows, m->rows.d, static_cast<float>(eps), static_cast<float>(bOffset),
+                                                c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  TORCH_CHECK(error == 0, "layer_norm_modulate_fp8_linear: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return std::make_pair(q, scale);
 }
 
 std::optional<at::Tensor> layerNormAffine(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
@@ -88,6 +114,9 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor&, const at::Tensor&,
   return std::nullopt;
 }
 std::optional<at::Tensor> layerNormAffine(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { return std::nullopt; }
+std::optional<std::pair<at::Tensor, at::Tensor>> layerNormModulateFp8(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double) {
+  return std::nullopt;
+}
 
 #endif
 

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <utility>
 
 namespace dtorch::external::cuda {
 
@@ -19,6 +20,13 @@ namespace dtorch::external::cuda {
 // another across the batch).
 std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps, double bOffset = 0,
                                            const at::Tensor* into = nullptr);
+
+// c + layer_norm(x) · (b + bOffset) as layerNormAddcmul computes it, each row of the result
+// quantized to float8_e4m3fn in the same pass as fp8_quantize.h's quantizeRowsFp8 quantizes a
+// row (the same bytes and scales): q [tokens, d] and float32 scales [tokens, 1], tokens x's
+// leading dims; nullopt where layerNormAddcmul's kernel does not serve the inputs.
+std::optional<std::pair<at::Tensor, at::Tensor>> layerNormModulateFp8(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps,
+                                                                      double bOffset);
 
 // layer_norm(x) · weight + bias over x's last dim, computed in float as at::layer_norm does (its
 // statistics summed in another order: within a rounding of LibTorch's); nullopt as above, or

@@ -106,6 +106,8 @@ export const opTable = Object.freeze({
   /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
   layer_norm_modulate: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
   /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
+  layer_norm_modulate_fp8_linear: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps, linearHasBias, hasInputAmax(0)'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
   layer_norm_modulate_join: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias, eps'),
   /** 2 tensor inputs; attributes: alpha. */
   le: op(2, 'alpha'),

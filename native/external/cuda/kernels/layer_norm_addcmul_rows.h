@@ -25,4 +25,13 @@ int maxLayerNormRow(FloatType type);
 int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand b, void* y, int64_t batch, int64_t rows, int64_t d, float eps,
                          void* stream, bool roundNorm = true, float bOffset = 0.f, int64_t yRowStride = 0);
 
+// adaLN's modulated norm as above (roundNorm, b + bOffset), each output row, rounded to the type
+// as y's would be, quantized to float8_e4m3fn as quantizeRowsFp8 quantizes it (fp8_rows.h): its
+// largest magnitude amax, scale[r] = max(amax, kFp8MinAmax) / 448, q[r, :] the row divided by it
+// with saturation (q contiguous [batch · rows, d] bytes). The row stays in the warp's registers
+// between the norm and its bytes, so the norm's output never goes through memory (an FP8 linear's
+// input: layer_norm_modulate -> fp8_linear fused by the controller). Returns the CUDA error of the launch.
+int layerNormModulateFp8Rows(FloatType type, const void* x, RowOperand c, RowOperand b, uint8_t* q, float* scale, int64_t batch, int64_t rows, int64_t d,
+                             float eps, float bOffset, void* stream);
+
 }  // namespace dtorch::external::cuda::kernels
