@@ -167,32 +167,28 @@ int launchGelu(const void* x, int64_t rowStride, void* q, float* scale, int64_t 
   return static_cast<int>(cudaGetLastError());
 }
 
-}  // namespace
-
-int quantizeGeluRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
+// f(T{}) for `type`'s element type T.
+template <typename F>
+int byType(FloatType type, F&& f) {
   switch (type) {
     case FloatType::kFloat32:
-      return launchGelu<float>(x, rowStride, q, scale, rows, d, s);
+      return f(float{});
     case FloatType::kBFloat16:
-      return launchGelu<__nv_bfloat16>(x, rowStride, q, scale, rows, d, s);
+      return f(__nv_bfloat16{});
     case FloatType::kFloat16:
-      return launchGelu<__half>(x, rowStride, q, scale, rows, d, s);
+      return f(__half{});
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
+}  // namespace
+
+int quantizeGeluRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
+  return byType(type, [&](auto t) { return launchGelu<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
+}
+
 int quantizeRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case FloatType::kFloat32:
-      return launch<float>(x, rowStride, q, scale, rows, d, s);
-    case FloatType::kBFloat16:
-      return launch<__nv_bfloat16>(x, rowStride, q, scale, rows, d, s);
-    case FloatType::kFloat16:
-      return launch<__half>(x, rowStride, q, scale, rows, d, s);
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
+  return byType(type, [&](auto t) { return launch<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
 }
 
 }  // namespace dtorch::external::cuda::kernels
