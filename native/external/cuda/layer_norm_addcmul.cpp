@@ -88,7 +88,7 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor
 std::optional<std::pair<at::Tensor, at::Tensor>> layerNormModulateFp8(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps,
                                                                       double bOffset) {
   const std::optional<ModulatedRows> m = modulatedRowsOf(x, c, b);
-  if (!m) return std::nullopt;
+  if (!m || m->rows.type != k::FloatType::kBFloat16) return std::nullopt;
   const int64_t tokens = m->rows.batch * m->rows.rows;
   at::Tensor q = at::empty({tokens, m->rows.d}, x.options().dtype(at::kFloat8_e4m3fn));
   at::Tensor scale = at::empty({tokens, 1}, x.options().dtype(at::kFloat));

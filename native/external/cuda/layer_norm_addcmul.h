@@ -24,7 +24,8 @@ std::optional<at::Tensor> layerNormAddcmul(const at::Tensor& x, const at::Tensor
 // c + layer_norm(x) · (b + bOffset) as layerNormAddcmul computes it, each row of the result
 // quantized to float8_e4m3fn in the same pass as fp8_quantize.h's quantizeRowsFp8 quantizes a
 // row (the same bytes and scales): q [tokens, d] and float32 scales [tokens, 1], tokens x's
-// leading dims; nullopt where layerNormAddcmul's kernel does not serve the inputs.
+// leading dims; nullopt for other dtypes than bfloat16 (the FP8 matmul's) and where
+// layerNormAddcmul's kernel does not serve the inputs.
 std::optional<std::pair<at::Tensor, at::Tensor>> layerNormModulateFp8(const at::Tensor& x, const at::Tensor& c, const at::Tensor& b, double eps,
                                                                       double bOffset);
 

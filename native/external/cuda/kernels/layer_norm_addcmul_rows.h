@@ -30,7 +30,8 @@ int layerNormAddcmulRows(FloatType type, const void* x, RowOperand c, RowOperand
 // largest magnitude amax, scale[r] = max(amax, kFp8MinAmax) / 448, q[r, :] the row divided by it
 // with saturation (q contiguous [batch · rows, d] bytes). The row stays in the warp's registers
 // between the norm and its bytes, so the norm's output never goes through memory (an FP8 linear's
-// input: layer_norm_modulate -> fp8_linear fused by the controller). Returns the CUDA error of the launch.
+// input: layer_norm_modulate -> fp8_linear fused by the controller). bfloat16 x only (the FP8
+// matmul's activations); returns the CUDA error of the launch (invalid value for other types).
 int layerNormModulateFp8Rows(FloatType type, const void* x, RowOperand c, RowOperand b, uint8_t* q, float* scale, int64_t batch, int64_t rows, int64_t d,
                              float eps, float bOffset, void* stream);
 
