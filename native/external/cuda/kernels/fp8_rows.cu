@@ -80,6 +80,21 @@ __global__ void __launch_bounds__(kThreads) warpRowsKernel(const T* __restrict__
   quantizeChunks(in, q + row * d, s, lane * VEC, 32 * VEC, d);
 }
 
+// The scale of a row a block takes, from each thread's largest magnitude (reduced over the block:
+// every thread gets it); thread 0 stores it at `scale`.
+__device__ float blockRowScale(float amax, float* scale) {
+  __shared__ float warps[kRowsPerBlock];
+  amax = warpMax(amax);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
+  __syncthreads();
+  float rowMax = warps[0];
+#pragma unroll
+  for (int w = 1; w < kRowsPerBlock; ++w) rowMax = fmaxf(rowMax, warps[w]);
+  const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
+  if (threadIdx.x == 0) *scale = s;
+  return s;
+}
+
 // A block per row, for long rows (an MLP's or a joined input's 12,288 or 15,360 values): its
 // threads take 16 bytes at a time, the largest magnitude reduced over the block, then the bytes.
 template <typename T>
@@ -87,15 +102,7 @@ __global__ void __launch_bounds__(kThreads) blockRowsKernel(const T* __restrict_
                                                            float* __restrict__ scale, int d) {
   constexpr int VEC = Pack<T>::VEC;
   const T* in = x + static_cast<int64_t>(blockIdx.x) * rowStride;
-  const float amax = warpMax(chunksAmax(in, threadIdx.x * VEC, kThreads * VEC, d));
-  __shared__ float warps[kRowsPerBlock];
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
-  __syncthreads();
-  float rowMax = warps[0];
-#pragma unroll
-  for (int w = 1; w < kRowsPerBlock; ++w) rowMax = fmaxf(rowMax, warps[w]);
-  const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  const float s = blockRowScale(chunksAmax(in, threadIdx.x * VEC, kThreads * VEC, d), scale + blockIdx.x);
   quantizeChunks(in, q + static_cast<int64_t>(blockIdx.x) * d, s, threadIdx.x * VEC, kThreads * VEC, d);
 }
 
@@ -132,15 +139,7 @@ __global__ void __launch_bounds__(kThreads) geluBlockRowsKernel(const T* __restr
     }
     *reinterpret_cast<uint4*>(row + col) = p.raw;
   }
-  amax = warpMax(amax);
-  __shared__ float warps[kRowsPerBlock];
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = amax;
-  __syncthreads();
-  float rowMax = warps[0];
-#pragma unroll
-  for (int w = 1; w < kRowsPerBlock; ++w) rowMax = fmaxf(rowMax, warps[w]);
-  const float s = fmaxf(rowMax, kFp8MinAmax) / kFp8E4m3Max;
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  const float s = blockRowScale(amax, scale + blockIdx.x);
   quantizeChunks(row, q + static_cast<int64_t>(blockIdx.x) * d, s, threadIdx.x * VEC, kThreads * VEC, d);
 }
 
