@@ -50,6 +50,9 @@ describe.each(meshes)('FP8 tiny pipelines on $name match diffusers with the same
   it('flux: the transformer in FP8', async () => {
     const pipe = await hf.FluxPipeline.tiny({ mesh, quantize: 'fp8' });
     try {
+      // single blocks run q/k/v and proj_mlp as one FP8 matmul where their weights are whole (not under 'tp')
+      const packs = [...pipe.transformer.single_transformer_blocks].map((b) => (b as hf.FluxSingleTransformerBlock).packsFp8Inputs);
+      expect(new Set(packs)).toEqual(new Set([!mesh.dimNames?.includes('tp')]));
       expect(await errorAgainst(await latents(pipe, FLUX), 'flux.latent')).toBeLessThanOrEqual(TOLERANCE);
     } finally {
       pipe.dispose();
@@ -116,6 +119,46 @@ describe('FP8 weights on tiny-flux', () => {
     expect(called.kernels).toBe(held.kernels - 1);
     expect(called.value).toEqual(held.value);
     x.dispose();
+  });
+
+  it("runs a single block's q/k/v and proj_mlp as one FP8 matmul, over the tokens its norm quantizes once", async () => {
+    const model = pipe.transformer;
+    const block = model.single_transformer_blocks.at(0);
+    expect(block.packsFp8Inputs).toBe(true);
+    const dim = block.proj_mlp.inFeatures;
+    const tokens = 6;
+    const joint = dt.randn([1, tokens, dim], { seed: 4, mesh: pipe.mesh }).to('float32');
+    const temb = dt.randn([1, dim], { seed: 5, mesh: pipe.mesh });
+    const rotary = [dt.randn([tokens, block.attn.headDim], { seed: 6, mesh: pipe.mesh }), dt.randn([tokens, block.attn.headDim], { seed: 7, mesh: pipe.mesh })] as const;
+    const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
+    const run = async () => {
+      await dt.sync();
+      const start = kernelsRun();
+      const y = dt.tidy(() => dt.keep(dt.graph.step(() => block.call(joint, temb, rotary))));
+      await dt.sync();
+      const kernels = kernelsRun() - start;
+      const value = (await y.data()) as Float32Array;
+      y.dispose();
+      return { kernels, value };
+    };
+    // each layout's second call counted (a first call after other work may run more)
+    await run();
+    const packed = await run();
+    // proj_mlp's weight replaced by an equal copy, q/k/v packed on their own: the layout float
+    // weights have (q/k/v's product, then proj_mlp's, each quantizing the normed tokens)
+    const mlp = block.proj_mlp;
+    mlp.setTensor('weight', mlp.weight.clone());
+    expect(block.packsFp8Inputs).toBe(false);
+    expect(block.attn.packProjections()).toBe(1);
+    await run();
+    const apart = await run();
+    expect(model.packProjections()).toBeGreaterThan(0);
+    expect(block.packsFp8Inputs).toBe(true);
+    // one product fewer, and the norm's kernel writes the FP8 rows the one product reads
+    expect(packed.kernels).toBe(apart.kernels - 2);
+    expect(packed.value).toEqual(apart.value);
+    expect(packed.value.some((v) => v !== 0)).toBe(true);
+    dt.dispose([joint, temb, ...rotary]);
   });
 
   it('gives another result than the float weights (the recipe is not a no-op)', async () => {

@@ -13,6 +13,14 @@ import { PackedProjections, type HasPackedProjections } from '../attention/packe
 /** The rotary tables [cos, sin], each float32 [S, headDim], as rotaryFromIds gives them. */
 export type RotaryTables = readonly [dt.Tensor, dt.Tensor];
 
+/**
+ * Where FluxAttention.forward takes the image stream's q, k and v from: 'hidden' projects
+ * `hidden`; 'joined' projects the LoRA join [x | A x | …] a single block's proj_mlp shares
+ * (imageLoraA()); three tensors are the projections already made (a single block's FP8 q/k/v
+ * packed with its proj_mlp: packImageWith()).
+ */
+export type ImageProjections = 'hidden' | 'joined' | readonly [dt.Tensor, dt.Tensor, dt.Tensor];
+
 /** The options of FluxAttention (diffusers' constructor arguments, camelCase). */
 export interface FluxAttentionOptions extends ModelOptions {
   /** Attention heads. */
@@ -62,6 +70,7 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
   // each stream's q, k and v in one matmul once packed (PreTrainedModel.packProjections)
   readonly #imageQkv = new PackedProjections(() => [this.to_q, this.to_k, this.to_v]);
   readonly #textQkv = new PackedProjections(() => (this.add_q_proj ? [this.add_q_proj, this.add_k_proj!, this.add_v_proj!] : []));
+  #imageOwner: PackedProjections | undefined; // a group packing the image q/k/v with other linears (packImageWith)
 
   constructor(queryDim: number, options: FluxAttentionOptions) {
     super();
@@ -96,11 +105,11 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
   /**
    * Attention over `hidden` [B, S, D] (single-stream: the joint sequence; double-stream: the image
    * tokens, with `encoder` [B, T, D] the text tokens joined before them). Returns the attended
-   * image part (projected unless preOnly) and, with `encoder`, the projected text part. With
-   * `joined`, `hidden` is [x | A x | …], the LoRA join a single block shares (imageLoraA()).
+   * image part (projected unless preOnly) and, with `encoder`, the projected text part. `image`
+   * says where the image q/k/v come from (ImageProjections); given ones are the caller's to free.
    */
-  forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables, joined = false): [dt.Tensor, dt.Tensor | undefined] {
-    const qkv = joined ? this.#imageQkv.forwardJoined(hidden) : this.#imageQkv.forward(hidden);
+  forward(hidden: dt.Tensor, encoder: dt.Tensor | undefined, rotary: RotaryTables, image: ImageProjections = 'hidden'): [dt.Tensor, dt.Tensor | undefined] {
+    const qkv = image === 'hidden' ? this.#imageQkv.forward(hidden) : image === 'joined' ? this.#imageQkv.forwardJoined(hidden) : image;
     const [xq, xk, xv] = qkv as [dt.Tensor, dt.Tensor, dt.Tensor];
     let q = this.#heads(xq, this.norm_q);
     let k = this.#heads(xk, this.norm_k);
@@ -119,8 +128,8 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
     k = dt.F.applyRotaryEmb(k.transpose(1, 2), rotary);
     const out = dt.F.scaledDotProductAttention(q, k, v.transpose(1, 2)).transpose(1, 2).flatten(2);
     if (!encoder) return [out, undefined];
-    const [text, image] = this.jointAttention.split(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
-    return [(this.to_out!.at(0) as nn.Linear).forward(image), this.to_add_out!.forward(text)];
+    const [text, attended] = this.jointAttention.split(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
+    return [(this.to_out!.at(0) as nn.Linear).forward(attended), this.to_add_out!.forward(text)];
   }
 
   /**
@@ -132,8 +141,20 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
     return this.#imageQkv.loraA();
   }
 
+  /**
+   * The image q/k/v are packed in `group` with other linears of one input (a single block's FP8
+   * proj_mlp), whose owner projects them and hands them to forward(): while that group is
+   * packed, packProjections() leaves them there.
+   */
+  packImageWith(group: PackedProjections): void {
+    this.#imageOwner = group;
+  }
+
   /** Packs each stream's q, k and v projections into one buffer, run as one matmul (PackedProjections). */
   packProjections(): number {
-    return Number(this.#imageQkv.pack()) + Number(this.#textQkv.pack());
+    const owned = this.#imageOwner?.packed === true;
+    if (owned) this.#imageQkv.releaseLora(); // what an earlier pack of its own left
+    const image = !owned && this.#imageQkv.pack();
+    return Number(image) + Number(this.#textQkv.pack());
   }
 }
