@@ -17,8 +17,11 @@
 // model.compile(), whose later calls copy the first call's recording without running forward;
 // the counterpart of torch.compile on the other side).
 // transformers runs before DTorch and again after (eager), and its better eager figure counts.
+// QUANTIZE=fp8 adds a side dtorch_fp8: the model compiled with its block linears in FP8
+// (model.quantize('fp8'), issue 44: T5-XXL at 512 tokens ≤ 6 ms), its last hidden state's
+// relative L2 from the bfloat16 model's (the same weights) as fp8_rel_l2.
 //   DEVICE=cuda node bench/hf/text_encoders.mjs      (MODELS, ITERS, ROUNDS, COMPILE=0 skips torch.compile,
-//   ANCHORS=0 skips transformers: DTorch's lines alone, no summary; DTORCH_COMPILED=0 skips dtorch_compiled)
+//   ANCHORS=0 skips transformers: DTorch's lines alone, no summary; DTORCH_COMPILED=0 skips dtorch_compiled; QUANTIZE=fp8)
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -40,6 +43,9 @@ const rounds = Number(process.env.ROUNDS ?? 5);
 const compile = process.env.COMPILE ?? '1';
 const anchors = (process.env.ANCHORS ?? '1') !== '0'; // 0: DTorch alone (an experiment; no summary without transformers)
 const compiledToo = (process.env.DTORCH_COMPILED ?? '1') !== '0';
+const quantize = process.env.QUANTIZE; // 'fp8': the dtorch_fp8 side too
+if (quantize !== undefined && quantize !== 'fp8') throw new Error(`QUANTIZE=${quantize}: the one there is is fp8`);
+const T5_FP8_TARGET_MS = 6; // issue 44: T5-XXL, 512 tokens, on one H200
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 dt.setCaptureStacks(false); // as under NODE_ENV=production
 
@@ -57,12 +63,14 @@ function inputIds(spec, mesh) {
 
 const mean = (out) => out.lastHiddenState.to('float32').abs().mean();
 
-// A model of `spec` on one device with random weights (compiled: model.compile()), and its input.
-function build(spec, compiled) {
+// A model of `spec` on one device with random weights (compiled: model.compile(); fp8: its block
+// linears quantized as fromPretrained's { quantize: 'fp8' } leaves them), and its input.
+function build(spec, compiled, fp8 = false) {
   const [Config, Model] = classes[spec.class];
   const mesh = new dt.DeviceMesh(device, [0]);
   const model = nn.skipInit(() => new Model(Config.fromDict(spec.config), { mesh, dtype }));
   fillLikeTransformersInit(model);
+  if (fp8) model.quantize('fp8');
   model.packProjections(); // as fromPretrained leaves a model: q, k and v in one matmul
   if (compiled) model.compile();
   const ids = inputIds(spec, mesh);
@@ -83,9 +91,12 @@ function build(spec, compiled) {
   return { model, ids, once, release, recorded };
 }
 
-async function measure(name, compiled) {
+// each model's last hidden state in float32 from its first side (bfloat16), for fp8_rel_l2
+const references = new Map();
+
+async function measure(name, compiled, fp8 = false) {
   const spec = specs[name];
-  const { model, ids, once, release, recorded } = build(spec, compiled);
+  const { model, ids, once, release, recorded } = build(spec, compiled, fp8);
   for (let i = 0; i < 3; i++) await once(); // warm up: kernels, allocator
   Object.assign(recorded, { ms: 0, calls: 0 });
   let [latency, pipelined] = [Infinity, Infinity];
@@ -109,19 +120,26 @@ async function measure(name, compiled) {
   }
   const out = model.call(ids);
   const checksum = await dt.tidy(() => mean(out)).item();
+  let relL2;
+  if (!references.has(name)) references.set(name, dt.keep(out.lastHiddenState.to('float32')));
+  else if (fp8) {
+    const want = references.get(name);
+    relL2 = await dt.tidy(() => out.lastHiddenState.to('float32').sub(want).pow(2).sum().sqrt().div(want.pow(2).sum().sqrt())).item();
+  }
   dt.dispose(out);
   const compileStats = model.compileStats ? { ...model.compileStats } : undefined;
   await release();
   return {
-    bench: 'hf_text_encoders', side: compiled ? 'dtorch_compiled' : 'dtorch', model: name, ...(compileStats ? { compile_stats: compileStats } : {}), device, dtype, tokens: spec.tokens, iters, rounds,
+    bench: 'hf_text_encoders', side: fp8 ? 'dtorch_fp8' : compiled ? 'dtorch_compiled' : 'dtorch', model: name, ...(compileStats ? { compile_stats: compileStats } : {}), device, dtype, tokens: spec.tokens, iters, rounds,
+    ...(fp8 ? { quantize: 'fp8', fp8_rel_l2: relL2 === undefined ? null : +relL2.toPrecision(4) } : {}),
     latency_ms: +latency.toFixed(3), pipelined_ms: +pipelined.toFixed(3), record_ms: +(recorded.ms / recorded.calls).toFixed(3), checksum, held_after_rounds: heldAfterRounds, graphs: graphCounters(),
   };
 }
 
 // The GPU's busy time in one forward, from a kernel trace. Run after every timing: a profiler
 // that has run leaves the process slower to launch kernels.
-async function trace(name, compiled) {
-  const { once, release } = build(specs[name], compiled);
+async function trace(name, compiled, fp8) {
+  const { once, release } = build(specs[name], compiled, fp8);
   for (let i = 0; i < 3; i++) await once();
   const t = await dt.cuda.traceKernels(once, { top: 5, gaps: 24 });
   await release();
@@ -146,10 +164,12 @@ const ours = [];
 for (const name of models) {
   ours.push(await measure(name, false));
   if (compiledToo) ours.push(await measure(name, true));
+  if (quantize === 'fp8') ours.push(await measure(name, true, true));
 }
+dt.dispose([...references.values()]);
 if (device === 'cuda') {
   for (const o of ours) {
-    const { busy, top } = await trace(o.model, o.side === 'dtorch_compiled');
+    const { busy, top } = await trace(o.model, o.side !== 'dtorch', o.side === 'dtorch_fp8');
     Object.assign(o, { gpu_busy_ms: busy ? +busy.busyMs.toFixed(3) : null, gpu_events: busy?.events ?? null, gpu_idle_share: busy ? +(1 - busy.busyMs / o.latency_ms).toFixed(3) : null, ...idleFields(busy), top_kernels: top });
   }
 }
@@ -157,6 +177,7 @@ const after = transformers('0');
 for (const line of [...before, ...after, ...ours]) console.log(JSON.stringify(line));
 for (const o of ours.filter((line) => line.side === 'dtorch')) {
   const c = ours.find((line) => line.model === o.model && line.side === 'dtorch_compiled');
+  const f = ours.find((line) => line.model === o.model && line.side === 'dtorch_fp8');
   const eagers = [...before, ...after].filter((t) => t.model === o.model && t.side === 'transformers_eager');
   const eager = eagers.sort((a, b) => a.latency_ms - b.latency_ms)[0];
   const compiled = before.find((t) => t.model === o.model && t.side === 'transformers_compiled');
@@ -174,6 +195,11 @@ for (const o of ours.filter((line) => line.side === 'dtorch')) {
     compiled_pipelined_ratio: c && compiled ? +(c.pipelined_ms / compiled.pipelined_ms).toFixed(3) : null,
     pipelined_ratio_vs_eager: +(o.pipelined_ms / Math.min(...eagers.map((e) => e.pipelined_ms))).toFixed(3),
     dtorch_gpu_busy_ms: o.gpu_busy_ms ?? null, dtorch_gpu_idle_share: o.gpu_idle_share ?? null,
+    ...(f ? {
+      dtorch_fp8_ms: f.latency_ms, dtorch_fp8_pipelined_ms: f.pipelined_ms, fp8_rel_l2: f.fp8_rel_l2,
+      fp8_ratio_vs_compiled: compiled ? +(f.latency_ms / compiled.latency_ms).toFixed(3) : null,
+      ...(o.model === 't5-xxl' ? { target_fp8_ms: T5_FP8_TARGET_MS, target_fp8_ms_met: f.latency_ms <= T5_FP8_TARGET_MS } : {}),
+    } : {}),
     transformers_eager_gpu_idle_share: eager.gpu_idle_share, transformers_compiled_gpu_idle_share: compiled?.gpu_idle_share ?? null,
   }));
 }

@@ -70,7 +70,7 @@ if bench overlap && [ "$cuda" = true ]; then
   DEVICE=cuda CARVEOUTS=0,16,32 DTORCH_COPY_ENGINES=0 node bench/gpu/overlap.mjs > "$OUT/overlap-cuda-nccl-only.jsonl" 2>&1
 fi
 if bench hf && [ "$cuda" = true ]; then
-  # T5-XXL, CLIP-L and CLIP-G text encoders beside transformers eager and compiled (HF_MODELS: a subset)
+  # T5-XXL, CLIP-L and CLIP-G text encoders beside transformers eager and compiled (HF_MODELS: a subset; QUANTIZE=fp8 adds FP8 DTorch)
   DEVICE=cuda MODELS=${HF_MODELS:-t5-xxl,clip-l,clip-g} node bench/hf/text_encoders.mjs > "$OUT/hf-text-encoders-cuda.jsonl" 2>&1
 fi
 if bench pipelines && [ "$cuda" = true ]; then
