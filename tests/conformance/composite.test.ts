@@ -1,8 +1,8 @@
 // The composite ops against PyTorch, from tests/fixtures/composite_ops.safetensors (written by
 // tools/reference/make_composite_fixtures.py), on every mesh kind present: gelu tanh, rms norm
 // (float32 and bfloat16), group norm, conv2d with padding and groups, bilinear interpolate, sdpa
-// with a mask and causal, applyRotaryEmb (both pairings; bfloat16 through a transposed view, as
-// Flux rotates, DTorch's one-pass kernel on GPUs). float32 <= 1e-5 relative (absolute
+// with a mask and causal, applyRotaryEmb (both pairings; bfloat16 through a transposed view and
+// over [B, S, H, D] with sequenceDim 1, as Flux rotates, DTorch's one-pass kernel on GPUs). float32 <= 1e-5 relative (absolute
 // below 1; measured: sdpa 6e-8, the rest bit-exact); bfloat16 bit-exact on CPU (measured), and on
 // CUDA, where DTorch's own row kernel computes the rms norm in one rounding, <= 1e-2 (rotary:
 // bit-exact there too).
@@ -25,7 +25,9 @@ const ops: Record<string, (x: dt.Tensor[], a: Attrs) => dt.Tensor> = {
   interpolate: ([x], a) => dt.F.interpolate(x!, { size: a['size'] as [number, number], mode: a['mode'] as 'bilinear' }),
   sdpa: ([q, k, v, m], a) => dt.F.scaledDotProductAttention(q!, k!, v!, { attnMask: m, isCausal: a['causal'] as boolean }),
   // with transpose, x is stored [B, S, H, D] and rotated as its [B, H, S, D] view (Flux's layout)
-  rotary: ([x, c, s], a) => dt.F.applyRotaryEmb(a['transpose'] ? x!.transpose(1, 2) : x!, [c!, s!], { useRealUnbindDim: a['unbind'] as -1 }),
+  // with sequenceDim, x [B, S, H, D] is rotated where it lies (diffusers' sequence_dim=1)
+  rotary: ([x, c, s], a) =>
+    dt.F.applyRotaryEmb(a['transpose'] ? x!.transpose(1, 2) : x!, [c!, s!], { useRealUnbindDim: a['unbind'] as -1, sequenceDim: a['sequenceDim'] as number | undefined }),
 };
 
 const cases = Object.entries(header.metadata)

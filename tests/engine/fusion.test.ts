@@ -241,6 +241,36 @@ describe('producer-consumer fusion', () => {
       dt.dispose([h, weight, scale, w, s, b, amax, scale1, shift1, ...kept]);
     });
 
+    it.skipIf(mc.skip !== false)(`runs a per-head RMS norm and the rotary after it as one kernel (rms_norm_rotary_emb): ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const split = mesh.ndim - 1;
+      const on = (p: dt.Placement) => mesh.shape.map((_, d) => (d === split ? p : dt.Replicate()));
+      const dtype = mesh.deviceType === 'cuda' ? 'bfloat16' : 'float32';
+      const w = dt.randn([16], { seed: 42, mesh, dtype });
+      // q or k of Flux's single blocks: [B, S, heads, headDim], heads split (tp) or tokens split
+      // (sequence parallel, the float32 tables split alike), rotated where it lies (sequenceDim 1)
+      for (const [xOn, tablesOn] of [
+        [dt.Shard(2), dt.Replicate()],
+        [dt.Shard(1), dt.Shard(0)],
+      ] as const) {
+        const x = dt.randn([2, 6, 4, 16], { seed: 41, mesh, dtype, placements: on(xOn) });
+        const [cos, sin] = [dt.randn([6, 16], { seed: 43, mesh, placements: on(tablesOn) }), dt.randn([6, 16], { seed: 44, mesh, placements: on(tablesOn) })];
+        const rotated = (g: (t: dt.Tensor) => dt.Tensor) => () => dt.F.applyRotaryEmb(g(dt.F.rmsNorm(x, [16], { weight: w, eps: 1e-6 })), [cos, sin], { sequenceDim: 1 });
+        const fused = await run(rotated((t) => t));
+        const kept: dt.Tensor[] = [];
+        const unfused = await run(rotated((t) => dt.keep(kept[kept.push(t) - 1]!)));
+        expect(unfused.kernels - fused.kernels).toBe(mesh.size); // the norm and the rotary: one kernel on every rank
+        // bit for bit on GPUs too: the kernel rounds each value as the norm writes it, then rotates it as rotary_emb does
+        expect(fused.value).toEqual(unfused.value);
+        // the halves' pairing fuses too (the two ops run in turn there): the same bits
+        const halves = (g: (t: dt.Tensor) => dt.Tensor) => () =>
+          dt.F.applyRotaryEmb(g(dt.F.rmsNorm(x, [16], { weight: w })), [cos, sin], { sequenceDim: 1, useRealUnbindDim: -2 });
+        expect((await run(halves((t) => t))).value).toEqual((await run(halves((t) => dt.keep(kept[kept.push(t) - 1]!)))).value);
+        dt.dispose([x, cos, sin, ...kept]);
+      }
+      w.dispose();
+    });
+
     it.skipIf(mc.skip !== false)(`equals the unfused ops on a sharded mesh: ${mc.name}`, async () => {
       const mesh = mc.make();
       const tp = mesh.ndim - 1;

@@ -6,7 +6,7 @@ Writes tests/fixtures/composite_ops.safetensors: for each case "<name>.in<i>" in
 "<name>.out", and in the metadata "<name>" -> a JSON object {op, attrs}.
 Cases: gelu tanh, rms norm, group norm, conv2d with padding and groups, bilinear interpolate,
 sdpa with a mask and causal, apply_rotary_emb (diffusers' formula, both pairings; float32, and
-bfloat16 through a transposed view).
+bfloat16 through a transposed view and over [B, S, H, D] with sequence_dim 1).
 """
 import json
 import pathlib
@@ -48,6 +48,10 @@ def main():
         # rotates its projections: D 16 is two 16-byte loads per row on GPUs, the halves one each
         "rotary_pairs_bf16_transposed": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt.transpose(1, 2), cos16, sin16, -1), {"unbind": -1, "transpose": True}),
         "rotary_halves_bf16_transposed": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt.transpose(1, 2), cos16, sin16, -2), {"unbind": -2, "transpose": True}),
+        # the same [B, S, H, D] rotated where it lies (diffusers' sequence_dim=1, as Flux calls it)
+        "rotary_pairs_bf16_seq1": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt, cos16, sin16, -1, 1), {"unbind": -1, "sequenceDim": 1}),
+        "rotary_halves_bf16_seq1": ("rotary", [rxt, cos16, sin16], apply_rotary_emb(rxt, cos16, sin16, -2, 1), {"unbind": -2, "sequenceDim": 1}),
+        "rotary_pairs_seq1": ("rotary", [rxt.float(), cos16, sin16], apply_rotary_emb(rxt.float(), cos16, sin16, -1, 1), {"unbind": -1, "sequenceDim": 1}),
     }
     tensors, metadata = {}, {}
     for name, (op, inputs, out, attrs) in cases.items():

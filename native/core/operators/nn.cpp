@@ -233,12 +233,12 @@ void runLayerNorm(KernelContext& ctx) {
   if (a.shape.size() == 1 && a.weight && a.bias) fast = external::cuda::layerNormAffine(ctx.input(0), *a.weight, *a.bias, a.eps);
   ctx.outputs.push_back(fast ? std::move(*fast) : at::layer_norm(ctx.input(0), a.shape, a.weight, a.bias, a.eps));
 }
-void runRmsNorm(KernelContext& ctx) {
-  const NormArgs a = normArgs(ctx, 1);
-  // on GPUs, short last-dim rows (per-head norms) go through DTorch's row kernel
-  std::optional<at::Tensor> fast = a.shape.size() == 1 ? external::cuda::rmsNormLastDim(ctx.input(0), a.weight, a.eps) : std::nullopt;
-  ctx.outputs.push_back(fast ? *fast : at::rms_norm(ctx.input(0), a.shape, a.weight, a.eps));
+// rms_norm's value: on GPUs, short last-dim rows (per-head norms) go through DTorch's row kernel.
+at::Tensor rmsNorm(const at::Tensor& x, const NormArgs& a) {
+  std::optional<at::Tensor> fast = a.shape.size() == 1 ? external::cuda::rmsNormLastDim(x, a.weight, a.eps) : std::nullopt;
+  return fast ? *fast : at::rms_norm(x, a.shape, a.weight, a.eps);
 }
+void runRmsNorm(KernelContext& ctx) { ctx.outputs.push_back(rmsNorm(ctx.input(0), normArgs(ctx, 1))); }
 
 // ---- group_norm(x[N, C, *], weight?, bias?): attrs groups, hasWeight, hasBias, eps ---------------
 
@@ -412,38 +412,48 @@ void runAttention(KernelContext& ctx) {
   ctx.outputs.push_back(out.transpose(-3, -2).flatten(-2));
 }
 
-// ---- rotary_emb(x[..., S, D], cos[S, D], sin[S, D]): attrs halves ---------------------------
+// ---- rotary_emb(x[..., S, ..., D], cos[S, D], sin[S, D]): attrs halves, tokensFromEnd --------
 // diffusers' apply_rotary_emb (use_real): (x.float() * cos + rotated.float() * sin).to(x.dtype),
-// rotated pairing neighbours (-x1, x0) or, with halves, the two halves (cat(-x2, x1)). On GPUs
-// one pass of DTorch's row kernel (external/cuda/rotary_emb); elsewhere those very ops.
+// rotated pairing neighbours (-x1, x0) or, with halves, the two halves (cat(-x2, x1)). The tokens
+// are x's dim ndim - tokensFromEnd (2: [B, H, S, D]; 3: [B, S, H, D], diffusers' sequence_dim=1),
+// the tables broadcast over the dims between. On GPUs one pass of DTorch's row kernel
+// (external/cuda/rotary_emb); elsewhere those very ops.
+// rms_norm_rotary_emb(x, weight?, cos, sin) (formed by fusion of rms_norm into the rotary_emb
+// reading its output: per-head q/k norms, then the rotary): on GPUs one row kernel normalises,
+// rounds as the norm writes, and rotates (external/cuda/rms_norm); elsewhere the two ops in turn.
+
+int64_t tokensFromEnd(const InferContext& ctx) { return ctx.intAttr(1); }
 
 void inferRotaryEmb(const InferContext& ctx, Outputs& out) {
   const TensorMeta& x = *ctx.inputs[0];
-  if (x.ndim() < 2 || x.shape.back() % 2 != 0) ctx.fail(kShapeMismatch, "x of shape " + formatShape(x.shape) + " must be [..., S, D] with D even");
-  const Shape table{x.shape[x.ndim() - 2], x.shape.back()};
-  for (size_t k = 1; k < 3; ++k) {
-    if (ctx.inputs[k]->shape != table) {
-      ctx.fail(kShapeMismatch, std::string(k == 1 ? "cos" : "sin") + " of shape " + formatShape(ctx.inputs[k]->shape) + " must be [S, D] = " + formatShape(table));
+  const int64_t k = tokensFromEnd(ctx);
+  if (k < 2 || k > x.ndim() || x.shape.back() % 2 != 0) {
+    ctx.fail(kShapeMismatch, "x of shape " + formatShape(x.shape) + " must be [..., S, ..., D] with D even and the tokens " + std::to_string(k) +
+                                 " dims from the end (at least 2)");
+  }
+  const Shape table{x.shape[x.ndim() - k], x.shape.back()};
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.inputs[i]->shape != table) {
+      ctx.fail(kShapeMismatch, std::string(i == 1 ? "cos" : "sin") + " of shape " + formatShape(ctx.inputs[i]->shape) + " must be [S, D] = " + formatShape(table));
     }
-    if (!isFloating(ctx.inputs[k]->dtype)) ctx.fail(kDtypeMismatch, "cos and sin must be floating");
+    if (!isFloating(ctx.inputs[i]->dtype)) ctx.fail(kDtypeMismatch, "cos and sin must be floating");
   }
   if (!isFloating(x.dtype)) ctx.fail(kDtypeMismatch, "needs a floating x, got " + std::string(dtypeName(x.dtype)));
   out.push_back(outputLike(ctx, x.shape, x.dtype));
 }
-// Leading dims of x shard through with whole tables; the token dim shards with the tables'
-// rows (whole tables are sliced locally, as a broadcast multiply slices them).
+// Other dims of x (but the last) shard through with whole tables; the token dim shards with the
+// tables' rows (whole tables are sliced locally, as a broadcast multiply slices them).
 void rotaryEmbRows(const InferContext& ctx, SignatureRows& rows) {
-  const int64_t n = ctx.inputs[0]->ndim();
-  for (int64_t d = 0; d < n - 2; ++d) rows.push_back(row({S(d), R, R}, S(d)));
-  rows.push_back(row({S(n - 2), S(0), S(0)}, S(n - 2), 0b110));
-}
-void runRotaryEmb(KernelContext& ctx) {
-  const at::Tensor &x = ctx.input(0), &cos = ctx.input(1), &sin = ctx.input(2);
-  const bool halves = ctx.intAttr(0) != 0;
-  if (std::optional<at::Tensor> fast = external::cuda::rotaryEmb(x, cos, sin, halves)) {
-    ctx.outputs.push_back(*fast);
-    return;
+  const int64_t n = ctx.inputs[0]->ndim(), tokens = n - tokensFromEnd(ctx);
+  for (int64_t d = 0; d < n - 1; ++d) {
+    if (d != tokens) rows.push_back(row({S(d), R, R}, S(d)));
   }
+  rows.push_back(row({S(tokens), S(0), S(0)}, S(tokens), 0b110));
+}
+
+// rotary_emb's value: DTorch's row kernel where it serves x, else the unfused ops.
+at::Tensor rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves, int64_t tokensFromEnd) {
+  if (std::optional<at::Tensor> fast = external::cuda::rotaryEmb(x, cos, sin, halves, tokensFromEnd)) return *fast;
   const int64_t d = x.size(-1);
   at::Tensor rotated;
   if (halves) {
@@ -453,8 +463,32 @@ void runRotaryEmb(KernelContext& ctx) {
     const std::vector<at::Tensor> parts = x.unflatten(-1, {d / 2, 2}).unbind(-1);
     rotated = at::stack({parts[1].neg(), parts[0]}, -1).flatten(-2);
   }
-  at::Tensor out = x.to(at::kFloat).mul(cos).add(rotated.to(at::kFloat).mul(sin));
-  ctx.outputs.push_back(out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type()));
+  // [S, D] as [S, 1, ..., D] over the dims between the tokens and the last
+  std::vector<int64_t> tableShape{cos.size(0)};
+  tableShape.insert(tableShape.end(), tokensFromEnd - 2, 1);
+  tableShape.push_back(d);
+  at::Tensor out = x.to(at::kFloat).mul(cos.view(tableShape)).add(rotated.to(at::kFloat).mul(sin.view(tableShape)));
+  return out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type());
+}
+
+void runRotaryEmb(KernelContext& ctx) {
+  ctx.outputs.push_back(rotaryEmb(ctx.input(0), ctx.input(1), ctx.input(2), ctx.intAttr(0) != 0, ctx.intAttr(1)));
+}
+
+void runRmsNormRotaryEmb(KernelContext& ctx) {
+  const NormArgs norm = normArgs(ctx, 1);
+  const auto n = static_cast<size_t>(ctx.intAttr(0));
+  const bool halves = ctx.intAttr(4 + n) != 0;  // after the norm's attributes
+  const int64_t k = ctx.intAttr(5 + n);
+  const size_t tables = norm.weight ? 2 : 1;
+  const at::Tensor &x = ctx.input(0), &cos = ctx.input(tables), &sin = ctx.input(tables + 1);
+  if (norm.shape.size() == 1 && !halves) {
+    if (std::optional<at::Tensor> fast = external::cuda::rmsNormRotaryLastDim(x, norm.weight, norm.eps, cos, sin, k)) {
+      ctx.outputs.push_back(*fast);
+      return;
+    }
+  }
+  ctx.outputs.push_back(rotaryEmb(rmsNorm(x, norm), cos, sin, halves, k));
 }
 
 }  // namespace
@@ -471,7 +505,9 @@ void registerNnOps(OpRegistry& registry) {
   registry.add(embedding);
   registry.add({"sdpa", -1, "hasMask, isCausal, hasScale, scale", inferAttention<false>, runAttention<false>, attentionRows<false>});
   registry.add({"sdpa_heads", -1, "heads, hasMask, isCausal, hasScale, scale", inferAttention<true>, runAttention<true>, attentionRows<true>});
-  registry.add({"rotary_emb", 3, "halves", inferRotaryEmb, runRotaryEmb, rotaryEmbRows});
+  registry.add({"rotary_emb", 3, "halves, tokensFromEnd", inferRotaryEmb, runRotaryEmb, rotaryEmbRows});
+  registry.add({"rms_norm_rotary_emb", -1, "(formed by fusion) nNorm, shape..., hasWeight, hasBias(0), eps, halves, tokensFromEnd", inferFormedByFusion,
+                runRmsNormRotaryEmb});
 }
 
 }  // namespace dtorch::core

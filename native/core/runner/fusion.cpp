@@ -94,6 +94,17 @@ const Rule kRules[] = {
        return in;
      },
      KeptAttrs::kBoth},
+    // rms_norm(x, weight?) -> rotary_emb(·, cos, sin): rms_norm_rotary_emb(x, weight?, cos, sin),
+    // per-head q/k norms and the rotary after them in one row kernel on GPUs (the norm's
+    // attributes, then the rotary's)
+    {"rms_norm", "rotary_emb", "rms_norm_rotary_emb",
+     [](const Node&, const Node& c, int64_t t) { return c.inputs[0] == t && c.inputs[1] != t && c.inputs[2] != t ? 0 : -1; },
+     [](const Node& p, const Node& c, int) {
+       c10::SmallVector<int64_t, 4> in(p.inputs.begin(), p.inputs.end());
+       in.append(c.inputs.begin() + 1, c.inputs.end());
+       return in;
+     },
+     KeptAttrs::kBoth},
     // linear(x, A) (bias-free) -> cat([x, ·], last dim): lora_join(x, A), an unfused LoRA
     // adapter's [x | A x] with A x written in place (@dtorch/nn loraWideProduct)
     {"linear", "cat", "lora_join",

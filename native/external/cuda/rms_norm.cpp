@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/rms_norm_rows.h"
+#include "external/cuda/rotary_emb.h"
 #endif
 
 namespace dtorch::external::cuda {
@@ -16,36 +17,73 @@ namespace dtorch::external::cuda {
 
 namespace k = kernels;
 
-std::optional<at::Tensor> rmsNormLastDim(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+namespace {
+
+// What the row kernel needs of x, where it serves x and the weight (see the header).
+struct NormRows {
+  k::FloatType type;
+  int64_t d;
+  k::RowLayout lead;
+};
+
+std::optional<NormRows> normRowsOf(const at::Tensor& x, const std::optional<at::Tensor>& weight) {
   static const bool enabled = common::settings().rmsNormKernel;  // 0: always LibTorch's
   if (!enabled || !x.is_cuda() || x.dim() < 1 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
   const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
   if (!kernelType) return std::nullopt;
-  const k::FloatType type = *kernelType;
-  const int64_t d = x.size(-1), vec = 16 / static_cast<int64_t>(x.element_size());
-  if (d % vec != 0 || d > k::maxRowLength(type)) return std::nullopt;
+  NormRows rows{*kernelType, x.size(-1), {}};
+  const int64_t vec = 16 / static_cast<int64_t>(x.element_size());
+  if (rows.d % vec != 0 || rows.d > k::maxRowLength(rows.type)) return std::nullopt;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (weight && (weight->scalar_type() != x.scalar_type() || !weight->is_contiguous() || weight->device() != x.device() || !aligned(weight->data_ptr()))) {
     return std::nullopt;
   }
   if (!aligned(x.data_ptr())) return std::nullopt;
-  k::RowLayout lead;
-  lead.dims = static_cast<int>(x.dim() - 1);
-  for (int i = 0; i < lead.dims; ++i) {
-    lead.size[i] = x.size(i);
-    lead.stride[i] = x.stride(i);
+  rows.lead.dims = static_cast<int>(x.dim() - 1);
+  for (int i = 0; i < rows.lead.dims; ++i) {
+    rows.lead.size[i] = x.size(i);
+    rows.lead.stride[i] = x.stride(i);
     if ((x.stride(i) * x.element_size()) % 16 != 0 && x.size(i) > 1) return std::nullopt;  // every row starts 16-byte aligned
   }
+  return rows;
+}
+
+cudaStream_t streamOf(const at::Tensor& x) { return c10::cuda::getCurrentCUDAStream(x.device().index()).stream(); }
+
+}  // namespace
+
+std::optional<at::Tensor> rmsNormLastDim(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+  const std::optional<NormRows> rows = normRowsOf(x, weight);
+  if (!rows) return std::nullopt;
   at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-  const int error = k::rmsNormRows(type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, y.data_ptr(), x.numel() / d, static_cast<int>(d), lead,
-                                   static_cast<float>(eps), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  const int error = k::rmsNormRows(rows->type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, y.data_ptr(), x.numel() / rows->d,
+                                   static_cast<int>(rows->d), rows->lead, static_cast<float>(eps), streamOf(x));
   TORCH_CHECK(error == 0, "rms_norm: DTorch's row kernel failed to launch (CUDA error ", error, ")");
+  return y;
+}
+
+std::optional<at::Tensor> rmsNormRotaryLastDim(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps, const at::Tensor& cos,
+                                               const at::Tensor& sin, int64_t tokensFromEnd) {
+  // rotaryEmb's own conditions on what the norm writes (contiguous rows of x's shape)
+  if (!common::settings().rotaryKernel) return std::nullopt;
+  const std::optional<NormRows> rows = normRowsOf(x, weight);
+  if (!rows) return std::nullopt;
+  const std::optional<k::TokenRows> tokens = tokenRowsOf(x, cos, sin, tokensFromEnd);
+  if (!tokens) return std::nullopt;
+  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const int error = k::rmsNormRotaryRows(rows->type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, cos.data_ptr<float>(), sin.data_ptr<float>(),
+                                         y.data_ptr(), x.numel() / rows->d, static_cast<int>(rows->d), *tokens, rows->lead, static_cast<float>(eps),
+                                         streamOf(x));
+  TORCH_CHECK(error == 0, "rms_norm_rotary_emb: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
 }
 
 #else
 
 std::optional<at::Tensor> rmsNormLastDim(const at::Tensor&, const std::optional<at::Tensor>&, double) { return std::nullopt; }
+std::optional<at::Tensor> rmsNormRotaryLastDim(const at::Tensor&, const std::optional<at::Tensor>&, double, const at::Tensor&, const at::Tensor&, int64_t) {
+  return std::nullopt;
+}
 
 #endif
 

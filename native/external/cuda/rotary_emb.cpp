@@ -16,21 +16,31 @@ namespace dtorch::external::cuda {
 
 namespace k = kernels;
 
-std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves) {
+std::optional<k::TokenRows> tokenRowsOf(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, int64_t tokensFromEnd) {
+  if (tokensFromEnd < 2 || tokensFromEnd > x.dim()) return std::nullopt;
+  const int64_t d = x.size(-1), tokens = x.size(-tokensFromEnd);
+  int64_t inner = 1;  // rows per token: the dims between the tokens and the last
+  for (int64_t i = x.dim() - tokensFromEnd + 1; i < x.dim() - 1; ++i) inner *= x.size(i);
+  for (const at::Tensor* t : {&cos, &sin}) {
+    if (t->scalar_type() != at::kFloat || t->dim() != 2 || t->size(0) != tokens || t->size(1) != d || !t->is_contiguous() ||
+        t->device() != x.device() || reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) {
+      return std::nullopt;
+    }
+  }
+  return k::TokenRows{tokens, inner};
+}
+
+std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves, int64_t tokensFromEnd) {
   static const bool enabled = common::settings().rotaryKernel;  // 0: always the unfused ops
   if (!enabled || !x.is_cuda() || x.dim() < 2 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
   const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
   if (!kernelType) return std::nullopt;
   const k::FloatType type = *kernelType;
-  const int64_t d = x.size(-1), tokens = x.size(-2), vec = 16 / static_cast<int64_t>(x.element_size());
+  const int64_t d = x.size(-1), vec = 16 / static_cast<int64_t>(x.element_size());
   if (d % (halves ? 2 * vec : vec) != 0 || d > INT32_MAX) return std::nullopt;
+  const std::optional<k::TokenRows> tokens = tokenRowsOf(x, cos, sin, tokensFromEnd);
+  if (!tokens) return std::nullopt;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  for (const at::Tensor* t : {&cos, &sin}) {
-    if (t->scalar_type() != at::kFloat || t->dim() != 2 || t->size(0) != tokens || t->size(1) != d || !t->is_contiguous() ||
-        t->device() != x.device() || !aligned(t->data_ptr())) {
-      return std::nullopt;
-    }
-  }
   if (!aligned(x.data_ptr())) return std::nullopt;
   k::RowLayout lead;
   lead.dims = static_cast<int>(x.dim() - 1);
@@ -45,14 +55,15 @@ std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, 
   const bool sameLayout = x.is_non_overlapping_and_dense();
   at::Tensor y = sameLayout ? at::empty_strided(x.sizes(), x.strides(), x.options()) : at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   const int error = k::rotaryRows(type, x.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(), y.data_ptr(), x.numel() / d, static_cast<int>(d),
-                                  tokens, halves, lead, sameLayout, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+                                  *tokens, halves, lead, sameLayout, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "rotary_emb: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
 }
 
 #else
 
-std::optional<at::Tensor> rotaryEmb(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool) { return std::nullopt; }
+std::optional<kernels::TokenRows> tokenRowsOf(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t) { return std::nullopt; }
+std::optional<at::Tensor> rotaryEmb(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, int64_t) { return std::nullopt; }
 
 #endif
 

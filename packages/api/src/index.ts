@@ -37,7 +37,7 @@ export * from './ops/redistribute.js';
 /** A size per spatial dim of the image ops (F.conv2d, F.avgPool2d, ...): one number for both H and W, or [h, w]. */
 export type { Pair } from './ops/image.js';
 /** The options of F.layerNorm and F.groupNorm: an optional affine weight and bias, and eps. */
-export type { NormOptions } from './ops/nn.js';
+export type { NormOptions, RotaryOptions } from './ops/nn.js';
 export * as functional from './functional.js';
 export * as F from './functional.js';
 export { DTorchError, ErrorCode, isDTorchError } from '@dtorch/common';

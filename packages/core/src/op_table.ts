@@ -203,8 +203,10 @@ export const opTable = Object.freeze({
   ring_attention: op(3, 'ringMeshDim, isCausal, hasScale, scale'),
   /** Any number of tensor inputs; attributes: nNorm, shape..., hasWeight, hasBias(0), eps. */
   rms_norm: op(-1, 'nNorm, shape..., hasWeight, hasBias(0), eps'),
-  /** 3 tensor inputs; attributes: halves. */
-  rotary_emb: op(3, 'halves'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
+  rms_norm_rotary_emb: op(-1, '(formed by fusion) nNorm, shape..., hasWeight, hasBias(0), eps, halves, tokensFromEnd'),
+  /** 3 tensor inputs; attributes: halves, tokensFromEnd. */
+  rotary_emb: op(3, 'halves, tokensFromEnd'),
   /** 1 tensor input; attributes: none. */
   round: op(1, ''),
   /** 1 tensor input; attributes: none. */
@@ -544,8 +546,8 @@ export interface OpAttrs {
   ring_attention: readonly [ringMeshDim: number, isCausal: number, hasScale: number, scale: number];
   /** rms_norm: nNorm, shape..., hasWeight, hasBias(0), eps. */
   rms_norm: readonly [nNorm: number, ...shape: number[], hasWeight: number, hasBias: number, eps: number];
-  /** rotary_emb: halves. */
-  rotary_emb: readonly [halves: number];
+  /** rotary_emb: halves, tokensFromEnd. */
+  rotary_emb: readonly [halves: number, tokensFromEnd: number];
   /** round: no attributes. */
   round: readonly [];
   /** rsqrt: no attributes. */

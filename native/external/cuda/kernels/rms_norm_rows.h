@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "external/cuda/kernels/float_type.h"
+#include "external/cuda/kernels/rotary_rows.h"
 #include "external/cuda/kernels/row_layout.h"
 
 namespace dtorch::external::cuda::kernels {
@@ -20,5 +21,12 @@ int maxRowLength(FloatType type);
 // maxRowLength; x, y, w and every row start 16-byte aligned (the caller checks). Returns the
 // CUDA error of the launch (0: none).
 int rmsNormRows(FloatType type, const void* x, const void* w, void* y, int64_t rows, int d, const RowLayout& lead, float eps, void* stream);
+
+// The same rows rotated as rotaryRows rotates them (neighbours pair up), each normalised value
+// rounded to x's type first as rmsNormRows writes it, so the result is rotaryRows' of
+// rmsNormRows' bit for bit: per-head q/k norms and the rotary in one pass. cos and sin float32
+// [tokens.tokens, d], contiguous and 16-byte aligned.
+int rmsNormRotaryRows(FloatType type, const void* x, const void* w, const float* cos, const float* sin, void* y, int64_t rows, int d,
+                      const TokenRows& tokens, const RowLayout& lead, float eps, void* stream);
 
 }  // namespace dtorch::external::cuda::kernels

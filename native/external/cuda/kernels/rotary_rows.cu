@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "external/cuda/kernels/float_convert.cuh"
+#include "external/cuda/kernels/rotary_math.cuh"
 #include "external/cuda/kernels/rotary_rows.h"
 #include "external/cuda/kernels/row_offset.cuh"
 
@@ -20,24 +21,10 @@ union Pack {
   T v[kVec];
 };
 
-// The float32 values at `p` (16-byte aligned), n of them (a multiple of 4).
-template <int N>
-__device__ inline void loadFloats(const float* p, float (&out)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; i += 4) {
-    const float4 f = *reinterpret_cast<const float4*>(p + i);
-    out[i] = f.x, out[i + 1] = f.y, out[i + 2] = f.z, out[i + 3] = f.w;
-  }
-}
-
-// x·c + r·s with each product and the sum rounded on their own (no fused multiply-add), as
-// PyTorch's separate mul, mul and add kernels round them.
-__device__ inline float rotate(float x, float c, float r, float s) { return __fadd_rn(__fmul_rn(x, c), __fmul_rn(r, s)); }
-
 // One thread per 16 bytes of a row's output (neighbours) or per 16 bytes of each half (halves).
 template <typename T, bool HALVES, typename Index>
 __global__ void __launch_bounds__(kThreads) rotaryRowsKernel(const T* __restrict__ x, const float* __restrict__ cos, const float* __restrict__ sin,
-                                                             T* __restrict__ y, int64_t rows, int d, int64_t tokens, RowLayout lead, bool sameLayout) {
+                                                             T* __restrict__ y, int64_t rows, int d, TokenRows tokens, RowLayout lead, bool sameLayout) {
   constexpr int VEC = Pack<T>::kVec;
   const int perRow = HALVES ? d / 2 / VEC : d / VEC;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -46,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) rotaryRowsKernel(const T* __restrict
   const int col = static_cast<int>(thread % perRow) * VEC;
   const int64_t offset = rowOffset<Index>(row, lead);
   const T* in = x + offset;
-  const int64_t table = (row % tokens) * d;  // the token's row of cos and sin
+  const int64_t table = tableRow<Index>(row, tokens, d);  // the token's row of cos and sin
   T* out = y + (sameLayout ? offset : row * d);
   float c[VEC], s[VEC];
   if constexpr (HALVES) {
@@ -80,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) rotaryRowsKernel(const T* __restrict
 }
 
 template <typename T>
-int launch(const void* x, const float* cos, const float* sin, void* y, int64_t rows, int d, int64_t tokens, bool halves, const RowLayout& lead,
+int launch(const void* x, const float* cos, const float* sin, void* y, int64_t rows, int d, const TokenRows& tokens, bool halves, const RowLayout& lead,
            bool sameLayout, cudaStream_t stream) {
   constexpr int VEC = Pack<T>::kVec;
   const int64_t threads = rows * (halves ? d / 2 / VEC : d / VEC);
@@ -102,7 +89,7 @@ int launch(const void* x, const float* cos, const float* sin, void* y, int64_t r
 
 }  // namespace
 
-int rotaryRows(FloatType type, const void* x, const float* cos, const float* sin, void* y, int64_t rows, int d, int64_t tokens, bool halves,
+int rotaryRows(FloatType type, const void* x, const float* cos, const float* sin, void* y, int64_t rows, int d, const TokenRows& tokens, bool halves,
                const RowLayout& lead, bool sameLayout, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   switch (type) {

@@ -170,6 +170,10 @@ describe('errors come at the call', () => {
     refused(none, () => dt.eye(2 ** 40), 'INVALID_ARGUMENT');
     refused(() => [dt.zeros([2, 3]), dt.tensor([0.5])] as const, ([x2, i]) => x2.get(0, i), 'INVALID_ARGUMENT');
     refused(() => [dt.zeros([1, 1, 2, 4]), dt.zeros([3, 4])] as const, ([x4, f]) => F.applyRotaryEmb(x4, [f, f]), 'SHAPE_MISMATCH');
+    // [B, S, H, D] with sequenceDim 1: tables of S rows, the token dim not the last
+    refused(() => [dt.zeros([1, 3, 2, 4]), dt.zeros([2, 4])] as const, ([x4, f]) => F.applyRotaryEmb(x4, [f, f], { sequenceDim: 1 }), 'SHAPE_MISMATCH', /must be \[S, D\] = \[3, 4\]/);
+    refused(() => [dt.zeros([1, 3, 2, 4]), dt.zeros([3, 4])] as const, ([x4, f]) => F.applyRotaryEmb(x4, [f, f], { sequenceDim: 3 }), 'INVALID_ARGUMENT', /sequenceDim/);
+    refused(() => [dt.zeros([1, 3, 2, 4]), dt.zeros([3, 4])] as const, ([x4, f]) => F.applyRotaryEmb(x4, [f, f], { sequenceDim: -1 }), 'INVALID_ARGUMENT', /before its last/);
   });
 
   it('a read larger than a JS ArrayBuffer is refused instead of aborting the process', () => {

@@ -240,43 +240,70 @@ function contextParallelAttention(q: Tensor, k: Tensor, v: Tensor, options: Atte
 
 const dt = (t: Tensor) => formatPlacements(t.placements);
 
+/** Options of {@link applyRotaryEmb}, as diffusers' apply_rotary_emb's. */
+export interface RotaryOptions {
+  /** -1 pairs neighbours of the last dim (Flux, CogVideoX; the default), -2 its two halves (Stable Audio, CogView4). */
+  useRealUnbindDim?: -1 | -2;
+  /** x's token dim (diffusers' `sequence_dim`): 2 for [B, H, S, D] (the default: x's second-to-last), 1 for [B, S, H, D]. */
+  sequenceDim?: number;
+}
+
 /**
- * Rotary position embeddings as diffusers' apply_rotary_emb (use_real=True): x [B, H, S, D],
- * freqs (cos, sin) each [S, D]; pairs of the last dim rotate. `useRealUnbindDim` -1 pairs
- * neighbours (Flux, CogVideoX), -2 pairs the two halves (Stable Audio, CogView4).
+ * Rotary position embeddings as diffusers' apply_rotary_emb (use_real=True): x [B, H, S, D]
+ * (or [B, S, H, D] with `sequenceDim` 1), freqs (cos, sin) each [S, D]; pairs of the last dim
+ * rotate. `useRealUnbindDim` -1 pairs neighbours (Flux, CogVideoX), -2 pairs the two halves
+ * (Stable Audio, CogView4). An RMS norm's output rotated at once (per-head q/k norms, then the
+ * rotary) runs as one kernel on GPUs (the controller's fusion, `rms_norm_rotary_emb`).
  */
-export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], options?: { useRealUnbindDim?: -1 | -2 }): Tensor {
+export function applyRotaryEmb(x: Tensor, freqs: readonly [Tensor, Tensor], options?: RotaryOptions): Tensor {
   checkTensor('applyRotaryEmb x', x);
   if (!Array.isArray(freqs) || freqs.length !== 2) throw invalidParameter('applyRotaryEmb freqs', '[cos, sin] tensors', freqs);
   const [cos, sin] = [checkTensor('applyRotaryEmb cos', freqs[0]), checkTensor('applyRotaryEmb sin', freqs[1])];
-  const unbindDim = checkKnownOptions<{ useRealUnbindDim: -1 | -2 }>('applyRotaryEmb options', options, ['useRealUnbindDim']).useRealUnbindDim ?? -1;
+  const o = checkKnownOptions<RotaryOptions>('applyRotaryEmb options', options, ['useRealUnbindDim', 'sequenceDim']);
+  const unbindDim = o.useRealUnbindDim ?? -1;
   if (unbindDim !== -1 && unbindDim !== -2) throw invalidParameter('applyRotaryEmb useRealUnbindDim', '-1 or -2', unbindDim);
-  if (x.ndim < 1 || x.shape.at(-1)! % 2 !== 0) {
-    throw new DTorchError(ErrorCode.ShapeMismatch, `applyRotaryEmb: the last dim of x ${x.describe()} must be even`);
+  if (x.ndim < 2 || x.shape.at(-1)! % 2 !== 0) {
+    throw new DTorchError(ErrorCode.ShapeMismatch, `applyRotaryEmb: x ${x.describe()} must be [..., S, ..., D] with its last dim even`);
   }
-  if (rotaryOpServes(x, cos, sin)) return recordOp('rotary_emb', [x, cos, sin], [unbindDim === -2 ? 1 : 0]);
-  return atomic(() => rotate(x, cos, sin, unbindDim));
+  // the token dim: any dim before the last (negative counts from the end)
+  const given = checkInteger('applyRotaryEmb sequenceDim', o.sequenceDim ?? x.ndim - 2, -x.ndim, x.ndim - 2);
+  const sequenceDim = given < 0 ? given + x.ndim : given;
+  if (sequenceDim === x.ndim - 1) throw invalidParameter('applyRotaryEmb sequenceDim', `a dim of x before its last (0 to ${x.ndim - 2})`, given);
+  for (const t of [cos, sin]) {
+    if (t.ndim === 2 && (t.shape[0] !== x.shape[sequenceDim] || t.shape[1] !== x.shape.at(-1))) {
+      throw new DTorchError(
+        ErrorCode.ShapeMismatch,
+        `applyRotaryEmb: cos and sin must be [S, D] = [${x.shape[sequenceDim]}, ${x.shape.at(-1)}] for x ${x.describe()} (S: its dim ${sequenceDim}, sequenceDim), got ${t.describe()}`,
+      );
+    }
+  }
+  if (rotaryOpServes(x, cos, sin, sequenceDim)) return recordOp('rotary_emb', [x, cos, sin], [unbindDim === -2 ? 1 : 0, x.ndim - sequenceDim]);
+  return atomic(() => rotate(x, cos, sin, unbindDim, sequenceDim));
 }
 
 // Whether the engine's rotary_emb op takes these inputs (one pass on GPUs; the very ops of
 // rotate() elsewhere): tables [S, D] on x's mesh, whole, or split by tokens as x is (whole
 // tables are sliced locally there). Other layouts (tables of more dims, x split on D) go the
 // composite way, whose broadcasts cover them.
-function rotaryOpServes(x: Tensor, cos: Tensor, sin: Tensor): boolean {
-  const [s, d] = [x.shape.at(-2), x.shape.at(-1)];
-  if (x.ndim < 2 || [cos, sin].some((t) => t.ndim !== 2 || t.shape[0] !== s || t.shape[1] !== d || !t.mesh.equals(x.mesh))) return false;
+function rotaryOpServes(x: Tensor, cos: Tensor, sin: Tensor, sequenceDim: number): boolean {
+  const [s, d] = [x.shape[sequenceDim], x.shape.at(-1)];
+  if ([cos, sin].some((t) => t.ndim !== 2 || t.shape[0] !== s || t.shape[1] !== d || !t.mesh.equals(x.mesh))) return false;
   return x.placements.every((p, m) => {
     const whole = cos.placements[m]!.isReplicate() && sin.placements[m]!.isReplicate();
-    if (p.isShard(x.ndim - 2)) return whole || (cos.placements[m]!.isShard(0) && sin.placements[m]!.isShard(0));
-    return whole && (p.isReplicate() || (p.isShard() && p.dim < x.ndim - 2));
+    if (p.isShard(sequenceDim)) return whole || (cos.placements[m]!.isShard(0) && sin.placements[m]!.isShard(0));
+    return whole && (p.isReplicate() || (p.isShard() && p.dim < x.ndim - 1));
   });
 }
 
-function rotate(x: Tensor, cos: Tensor, sin: Tensor, unbindDim: -1 | -2): Tensor {
+function rotate(x: Tensor, cosTable: Tensor, sinTable: Tensor, unbindDim: -1 | -2, sequenceDim: number): Tensor {
   const lead = x.shape.slice(0, -1);
   const d = x.shape.at(-1)!;
   const pieces: Tensor[] = [];
   const keep = (t: Tensor) => (pieces.push(t), t);
+  // [S, D] tables over the dims between the tokens and the last as ones (diffusers' sequence_dim=1: [S, 1, D])
+  const between = x.ndim - 2 - sequenceDim;
+  const broadcast = (t: Tensor) => (between > 0 && t.ndim === 2 ? keep(reshape(t, [t.shape[0]!, ...Array<number>(between).fill(1), t.shape[1]!])) : t);
+  const [cos, sin] = [broadcast(cosTable), broadcast(sinTable)];
   let rotated: Tensor;
   if (unbindDim === -1) {
     const [re, im] = unbind(keep(reshape(x, [...lead, d / 2, 2])), -1) as [Tensor, Tensor];

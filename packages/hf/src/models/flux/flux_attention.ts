@@ -122,10 +122,12 @@ export class FluxAttention extends nn.Module implements HasPackedProjections, Ha
       k = this.jointAttention.joinHeads([this.#heads(ek, this.norm_added_k), k]);
       v = this.jointAttention.joinHeads([this.#heads(ev), v]);
     }
-    // attention over [B, heads, S, headDim] views: the rotated q and k keep the token-major
-    // layout of v (on GPUs), so the output flattens back to tokens without a copy
-    q = dt.F.applyRotaryEmb(q.transpose(1, 2), rotary);
-    k = dt.F.applyRotaryEmb(k.transpose(1, 2), rotary);
+    // q and k rotated as [B, S, heads, headDim] (diffusers' sequence_dim=1): in the single
+    // blocks the per-head norm and the rotary then run as one kernel on GPUs (the controller's
+    // rms_norm_rotary_emb). Attention over [B, heads, S, headDim] views: q, k and v keep their
+    // token-major layout, so the output flattens back to tokens without a copy.
+    q = dt.F.applyRotaryEmb(q, rotary, { sequenceDim: 1 }).transpose(1, 2);
+    k = dt.F.applyRotaryEmb(k, rotary, { sequenceDim: 1 }).transpose(1, 2);
     const out = dt.F.scaledDotProductAttention(q, k, v.transpose(1, 2)).transpose(1, 2).flatten(2);
     if (!encoder) return [out, undefined];
     const [text, attended] = this.jointAttention.split(out, [textLength, out.shape[1]! - textLength], 1) as [dt.Tensor, dt.Tensor];
