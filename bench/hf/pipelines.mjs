@@ -228,6 +228,12 @@ function summary(name, lines) {
     dtorch_peak_gib: ours?.peak_gib ?? null, diffusers_peak_gib: theirs?.peak_gib ?? null, peak_ratio: ratio(ours?.peak_gib, theirs?.peak_gib),
     target_ratio: target.ratio_vs_eager ?? null, target_met: full && r !== null ? r <= target.ratio_vs_eager && (ours.peak_gib ?? 0) <= (theirs.peak_gib ?? Infinity) : null,
     issue_diffusers_eager_s: specs[name].issue?.diffusers_eager_s ?? null,
+    // issue 44's offloading targets: at most 0.8x diffusers' offloading time, the peak under 24
+    // and 16 GiB in bfloat16, under 12 GiB with FP8 linears
+    ...(offload && {
+      offload_target_ratio: 0.8, offload_ratio_met: full && r !== null ? r <= 0.8 : null,
+      peak_targets: (quantize === 'fp8' ? [12] : [24, 16]).map((gib) => ({ under_gib: gib, met: full && ours?.peak_gib != null ? ours.peak_gib < gib : null })),
+    }),
     errors: lines.filter((l) => l.pipeline === name && l.error).map((l) => `${l.side}: ${l.error}`),
     ...(ours?.caches && { caches: ours.caches.map((c, i) => cacheSummary(c, theirs?.caches?.[i], ours.seconds)) }),
   };

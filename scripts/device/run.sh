@@ -123,10 +123,13 @@ if bench cachecheck && [ "$cuda" = true ]; then
   grep -h -e '"summary":true' -e '"error"' "$OUT/hf-cache-check-cuda.jsonl" | cut -c1-2500
 fi
 if bench offload && [ "$cuda" = true ]; then
-  # model CPU offload and group offloading on Flux-dev beside diffusers' (issue 44): time and peak memory (OFFLOADS)
+  # model CPU offload and group offloading on Flux-dev beside diffusers' (issue 44): time and peak memory (OFFLOADS;
+  # an entry ending +fp8, group:4+fp8, runs DTorch's transformer with FP8 linears, the 12 GiB target)
   for o in ${OFFLOADS:-model group:4}; do
-    DEVICE=cuda PIPELINES=flux-dev OFFLOAD=$o RUNS=1 BUDGET_S=${BUDGET_OFFLOAD_S:-180} node bench/hf/pipelines.mjs > "$OUT/hf-offload-${o/:/-}-cuda.jsonl" 2>&1
-    grep -h -e '"summary":true' -e '"error"' "$OUT/hf-offload-${o/:/-}-cuda.jsonl" | cut -c1-1500
+    q=; [[ $o == *+fp8 ]] && q=fp8
+    name=${o/:/-}; name=${name/+/-}
+    DEVICE=cuda PIPELINES=flux-dev OFFLOAD=${o%+fp8} QUANTIZE=$q RUNS=1 BUDGET_S=${BUDGET_OFFLOAD_S:-180} node bench/hf/pipelines.mjs > "$OUT/hf-offload-$name-cuda.jsonl" 2>&1
+    grep -h -e '"summary":true' -e '"error"' "$OUT/hf-offload-$name-cuda.jsonl" | cut -c1-1500
   done
 fi
 if bench cachefp8 && [ "$cuda" = true ]; then
