@@ -146,15 +146,30 @@ describe('StableDiffusion3Pipeline.enableModelCpuOffload', () => {
   });
 });
 
-describe('enableModelCpuOffload with an FP8 transformer', () => {
-  it('brings the float8 weights and their scales back exactly: the same images', async () => {
+describe('offloading an FP8 transformer', () => {
+  // whether each single block ran q/k/v and proj_mlp as one FP8 matmul when it was called (after
+  // the offloading's own hooks brought it on)
+  const packedWhenCalled = (pipe: hf.FluxPipeline) => {
+    const seen: boolean[] = [];
+    const hooks = [...pipe.transformer.single_transformer_blocks].map((b) =>
+      b.registerForwardPreHook(() => void seen.push((b as hf.FluxSingleTransformerBlock).packsFp8Inputs)),
+    );
+    return { seen, remove: () => hooks.forEach((h) => h.remove()) };
+  };
+
+  it.each(['model', 'group'] as const)('%s offload brings the float8 weights and their scales back exactly, packed as loading packed them: the same images', async (kind) => {
     const pipe = await hf.FluxPipeline.tiny({ mesh: new dt.DeviceMesh('cpu', [1]), quantize: 'fp8' });
     try {
       expect(tensorsOf(pipe.transformer).some((t) => t.dtype === 'float8_e4m3fn')).toBe(true);
       const expected = await imagesOf(pipe);
-      await pipe.enableModelCpuOffload();
+      if (kind === 'model') await pipe.enableModelCpuOffload();
+      else await pipe.enableGroupOffload({ numBlocksPerGroup: 1 });
+      const packed = packedWhenCalled(pipe);
       expect(await imagesOf(pipe)).toEqual(expected);
-      expect(isOff(pipe.transformer)).toBe(true);
+      packed.remove();
+      expect(packed.seen.length).toBeGreaterThan(0);
+      expect(packed.seen.every((p) => p)).toBe(true);
+      expect(isOff(pipe.transformer.single_transformer_blocks.at(0))).toBe(true);
     } finally {
       pipe.dispose();
     }
