@@ -9,6 +9,7 @@
 #include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/rms_norm_rows.h"
 #include "external/cuda/rotary_emb.h"
+#include "external/cuda/row_layout_of.h"
 #endif
 
 namespace dtorch::external::cuda {
@@ -28,24 +29,18 @@ struct NormRows {
 
 std::optional<NormRows> normRowsOf(const at::Tensor& x, const std::optional<at::Tensor>& weight) {
   static const bool enabled = common::settings().rmsNormKernel;  // 0: always LibTorch's
-  if (!enabled || !x.is_cuda() || x.dim() < 1 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
+  if (!enabled || !x.is_cuda() || x.dim() < 1 || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
   const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
   if (!kernelType) return std::nullopt;
-  NormRows rows{*kernelType, x.size(-1), {}};
-  const int64_t vec = 16 / static_cast<int64_t>(x.element_size());
-  if (rows.d % vec != 0 || rows.d > k::maxRowLength(rows.type)) return std::nullopt;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (weight && (weight->scalar_type() != x.scalar_type() || !weight->is_contiguous() || weight->device() != x.device() || !aligned(weight->data_ptr()))) {
+  const int64_t d = x.size(-1), vec = 16 / static_cast<int64_t>(x.element_size());
+  if (d % vec != 0 || d > k::maxRowLength(*kernelType)) return std::nullopt;
+  if (weight && (weight->scalar_type() != x.scalar_type() || !weight->is_contiguous() || weight->device() != x.device() ||
+                 reinterpret_cast<uintptr_t>(weight->data_ptr()) % 16 != 0)) {
     return std::nullopt;
   }
-  if (!aligned(x.data_ptr())) return std::nullopt;
-  rows.lead.dims = static_cast<int>(x.dim() - 1);
-  for (int i = 0; i < rows.lead.dims; ++i) {
-    rows.lead.size[i] = x.size(i);
-    rows.lead.stride[i] = x.stride(i);
-    if ((x.stride(i) * x.element_size()) % 16 != 0 && x.size(i) > 1) return std::nullopt;  // every row starts 16-byte aligned
-  }
-  return rows;
+  const std::optional<k::RowLayout> lead = leadLayoutOf(x);
+  if (!lead) return std::nullopt;
+  return NormRows{*kernelType, d, *lead};
 }
 
 cudaStream_t streamOf(const at::Tensor& x) { return c10::cuda::getCurrentCUDAStream(x.device().index()).stream(); }

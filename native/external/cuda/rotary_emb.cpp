@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "external/cuda/kernel_float_type.h"
 #include "external/cuda/kernels/rotary_rows.h"
+#include "external/cuda/row_layout_of.h"
 #endif
 
 namespace dtorch::external::cuda {
@@ -32,7 +33,7 @@ std::optional<k::TokenRows> tokenRowsOf(const at::Tensor& x, const at::Tensor& c
 
 std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool halves, int64_t tokensFromEnd) {
   static const bool enabled = common::settings().rotaryKernel;  // 0: always the unfused ops
-  if (!enabled || !x.is_cuda() || x.dim() < 2 || x.dim() - 1 > k::kMaxLeadDims || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
+  if (!enabled || !x.is_cuda() || x.dim() < 2 || x.numel() == 0 || x.stride(-1) != 1) return std::nullopt;
   const std::optional<k::FloatType> kernelType = kernelFloatType(x.scalar_type());
   if (!kernelType) return std::nullopt;
   const k::FloatType type = *kernelType;
@@ -40,22 +41,15 @@ std::optional<at::Tensor> rotaryEmb(const at::Tensor& x, const at::Tensor& cos, 
   if (d % (halves ? 2 * vec : vec) != 0 || d > INT32_MAX) return std::nullopt;
   const std::optional<k::TokenRows> tokens = tokenRowsOf(x, cos, sin, tokensFromEnd);
   if (!tokens) return std::nullopt;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!aligned(x.data_ptr())) return std::nullopt;
-  k::RowLayout lead;
-  lead.dims = static_cast<int>(x.dim() - 1);
-  for (int i = 0; i < lead.dims; ++i) {
-    lead.size[i] = x.size(i);
-    lead.stride[i] = x.stride(i);
-    if ((x.stride(i) * x.element_size()) % 16 != 0 && x.size(i) > 1) return std::nullopt;  // every row starts 16-byte aligned
-  }
+  const std::optional<k::RowLayout> lead = leadLayoutOf(x);
+  if (!lead) return std::nullopt;
   // a dense x (a transposed view of a projection) gives its layout to y, as the unfused ops'
   // TensorIterator does: attention then takes q and k in the layout of v, and its output
   // flattens back to tokens without a copy
   const bool sameLayout = x.is_non_overlapping_and_dense();
   at::Tensor y = sameLayout ? at::empty_strided(x.sizes(), x.strides(), x.options()) : at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   const int error = k::rotaryRows(type, x.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(), y.data_ptr(), x.numel() / d, static_cast<int>(d),
-                                  *tokens, halves, lead, sameLayout, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+                                  *tokens, halves, *lead, sameLayout, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "rotary_emb: DTorch's row kernel failed to launch (CUDA error ", error, ")");
   return y;
 }
