@@ -26,7 +26,7 @@ export class FluxSingleTransformerBlock extends nn.Module implements HasPackedPr
   /** The attention, without an output projection (pre_only). */
   attn: FluxAttention;
   // FP8 q/k/v and proj_mlp in one matmul once packed (see the file's comment)
-  readonly #fp8Inputs = new PackedProjections(() => [this.attn.to_q, this.attn.to_k, this.attn.to_v, this.proj_mlp]);
+  readonly #fp8Inputs = new PackedProjections(() => this.#inputLinears());
 
   constructor(dim: number, numAttentionHeads: number, attentionHeadDim: number, options: ModelOptions, mlpRatio = 4.0) {
     super();
@@ -46,10 +46,14 @@ export class FluxSingleTransformerBlock extends nn.Module implements HasPackedPr
    * reaches this block before its attention).
    */
   packProjections(): number {
-    const linears = [this.attn.to_q, this.attn.to_k, this.attn.to_v, this.proj_mlp];
-    if (linears.every((l) => l.weight_scale !== undefined)) return Number(this.#fp8Inputs.pack());
+    if (this.#inputLinears().every((l) => l.weight_scale !== undefined)) return Number(this.#fp8Inputs.pack());
     this.#fp8Inputs.releaseLora(); // what a pack of FP8 weights left
     return 0;
+  }
+
+  // The linears reading the normed tokens, as they are now (a replaced submodule is seen).
+  #inputLinears(): nn.Linear[] {
+    return [this.attn.to_q, this.attn.to_k, this.attn.to_v, this.proj_mlp];
   }
 
   /** Whether forward() runs q/k/v and proj_mlp as one FP8 matmul (packProjections packed them, none replaced since). */
