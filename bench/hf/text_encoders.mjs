@@ -43,8 +43,8 @@ const rounds = Number(process.env.ROUNDS ?? 5);
 const compile = process.env.COMPILE ?? '1';
 const anchors = (process.env.ANCHORS ?? '1') !== '0'; // 0: DTorch alone (an experiment; no summary without transformers)
 const compiledToo = (process.env.DTORCH_COMPILED ?? '1') !== '0';
-const quantize = process.env.QUANTIZE; // 'fp8': the dtorch_fp8 side too
-if (quantize !== undefined && quantize !== 'fp8') throw new Error(`QUANTIZE=${quantize}: the one there is is fp8`);
+const quantize = process.env.QUANTIZE || undefined; // 'fp8': the dtorch_fp8 side too (empty: none, as bench/hf/pipelines.mjs reads it)
+if (quantize !== undefined && quantize !== 'fp8') throw new Error(`QUANTIZE=${quantize}: the only one is fp8`);
 const T5_FP8_TARGET_MS = 6; // issue 44: T5-XXL, 512 tokens, on one H200
 const specs = JSON.parse(readFileSync(join(here, 'models.json'), 'utf8'));
 dt.setCaptureStacks(false); // as under NODE_ENV=production
@@ -91,7 +91,7 @@ function build(spec, compiled, fp8 = false) {
   return { model, ids, once, release, recorded };
 }
 
-// each model's last hidden state in float32 from its first side (bfloat16), for fp8_rel_l2
+// with QUANTIZE, each model's last hidden state in float32 from its first side (bfloat16), for fp8_rel_l2
 const references = new Map();
 
 async function measure(name, compiled, fp8 = false) {
@@ -121,7 +121,7 @@ async function measure(name, compiled, fp8 = false) {
   const out = model.call(ids);
   const checksum = await dt.tidy(() => mean(out)).item();
   let relL2;
-  if (!references.has(name)) references.set(name, dt.keep(out.lastHiddenState.to('float32')));
+  if (quantize && !references.has(name)) references.set(name, dt.keep(out.lastHiddenState.to('float32')));
   else if (fp8) {
     const want = references.get(name);
     relL2 = await dt.tidy(() => out.lastHiddenState.to('float32').sub(want).pow(2).sum().sqrt().div(want.pow(2).sum().sqrt())).item();
