@@ -22,7 +22,8 @@
 // cache interval (diffusers' other defaults); per entry the time (after a warm-up run), the
 // transformer calls computed, each call's statistic, and the fidelity against the uncached run at
 // the same seed (PSNR of the [0, 1] image, cosine of the final latents). QUANTIZE=fp8 runs DTorch's
-// transformer with FP8 linears (PreTrainedModel.quantize); DIFFUSERS=0 leaves the diffusers side out
+// transformer with FP8 linears (PreTrainedModel.quantize), QUANTIZE_TEXT=1 its T5 encoder too (the
+// summary then reports issue 44's FP8 end-to-end targets: time and peak memory); DIFFUSERS=0 leaves the diffusers side out
 // (e.g. FP8 with caches, against DTorch's own uncached FP8 run).
 //   DEVICE=cuda node bench/hf/pipelines.mjs
 //   DEVICE=cuda PIPELINES=flux-dev CACHES=0.12,0.08,steps=14,steps=10,taylorseer:5 node bench/hf/pipelines.mjs
@@ -31,7 +32,7 @@
 // enableModelCpuOffload / enableGroupOffload({ numBlocksPerGroup: N }), diffusers'
 // enable_model_cpu_offload / apply_group_offloading(block_level, N, use_stream=True) on the
 // transformer and text encoders (docs/offloading.md); the time and peak memory say what it costs.
-// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, OFFLOAD, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
+// Env: PIPELINES (flux-dev,sd3-medium), RUNS (2), BUDGET_S (480), CACHES, QUANTIZE, QUANTIZE_TEXT, OFFLOAD, DIFFUSERS (1), DIFFUSERS_SRC, PYTHON.
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as dt from '@dtorch/api';
@@ -51,6 +52,7 @@ const runs = Number(process.env.RUNS ?? 2);
 const caches = (process.env.CACHES ?? '').split(',').filter(Boolean);
 const budgetS = Number(process.env.BUDGET_S ?? 480);
 const quantize = process.env.QUANTIZE || undefined;
+const quantizeText = process.env.QUANTIZE_TEXT === '1';
 const offload = process.env.OFFLOAD || undefined;
 if (offload !== undefined && !/^(model|group(:[1-9]\d*)?)$/.test(offload)) throw new Error(`pipelines: OFFLOAD must be model, group or group:N, not ${JSON.stringify(offload)}`);
 const withDiffusers = process.env.DIFFUSERS !== '0';
@@ -61,7 +63,7 @@ dt.setCaptureStacks(false); // as under NODE_ENV=production
 // The pipeline of `name` from components, and the generate() options of the issue's run.
 async function build(name) {
   const mesh = new dt.DeviceMesh(device, [0]);
-  const { pipe, call } = await randomPipeline(name, { mesh, dtype, tiny: size === 'tiny', quantize });
+  const { pipe, call } = await randomPipeline(name, { mesh, dtype, tiny: size === 'tiny', quantize, quantizeText });
   const options = {
     prompt: call.prompt, height: call.height, width: call.width, numInferenceSteps: call.num_inference_steps,
     guidanceScale: call.guidance_scale, maxSequenceLength: call.max_sequence_length, seed: 0, outputType: 'tensor',
@@ -230,6 +232,12 @@ function summary(name, lines) {
     issue_diffusers_eager_s: specs[name].issue?.diffusers_eager_s ?? null,
     // issue 44's offloading targets: at most 0.8x diffusers' offloading time, the peak under 24
     // and 16 GiB in bfloat16, under 12 GiB with FP8 linears
+    // issue 44's FP8 targets (pipelines.json fp8_target): the end-to-end time and peak on one GPU
+    ...(quantize === 'fp8' && !offload && specs[name].fp8_target && {
+      quantized: quantizeText ? 'transformer+t5' : 'transformer', fp8_target: specs[name].fp8_target,
+      fp8_target_s_met: full && ours?.seconds != null ? ours.seconds <= specs[name].fp8_target.end_to_end_s : null,
+      fp8_target_peak_met: full && ours?.peak_gib != null && specs[name].fp8_target.peak_gib != null ? ours.peak_gib <= specs[name].fp8_target.peak_gib : null,
+    }),
     ...(offload && {
       offload_target_ratio: 0.8, offload_ratio_met: full && r !== null ? r <= 0.8 : null,
       peak_targets: (quantize === 'fp8' ? [12] : [24, 16]).map((gib) => ({ under_gib: gib, met: full && ours?.peak_gib != null ? ours.peak_gib < gib : null })),

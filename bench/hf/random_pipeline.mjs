@@ -39,9 +39,10 @@ function component(entry, mesh, dtype, tiny) {
 
 /**
  * Pipeline `name` of pipelines.json on `mesh` in `dtype` with random weights (tiny: its tiny
- * size), its transformer quantized when `quantize` names a kind; and the entry's call settings.
+ * size), its transformer quantized when `quantize` names a kind (and its T5 encoder too with
+ * `quantizeText`); and the entry's call settings.
  */
-export async function randomPipeline(name, { mesh, dtype, tiny = false, quantize }) {
+export async function randomPipeline(name, { mesh, dtype, tiny = false, quantize, quantizeText = false }) {
   const spec = pipelineSpecs[name];
   if (!spec) throw new Error(`random_pipeline: no pipeline "${name}" in pipelines.json (${Object.keys(pipelineSpecs).join(', ')})`);
   const c = spec.components;
@@ -51,6 +52,7 @@ export async function randomPipeline(name, { mesh, dtype, tiny = false, quantize
   for (const [key, [model, tokenizer]] of Object.entries(keys)) {
     if (!c[key]) continue;
     parts[model] = component(c[key], mesh, dtype, tiny);
+    if (quantize && quantizeText && c[key].model.startsWith('t5')) parts[model].quantize(quantize);
     parts[tokenizer] = await hf.tinyTokenizer(c[key].tokenizer);
   }
   const pipe = new hf[spec.pipeline](parts);
