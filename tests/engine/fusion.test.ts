@@ -12,6 +12,27 @@ const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
 const relativeL2 = (a: Float32Array, b: Float32Array) =>
   Math.sqrt(a.reduce((sum, v, i) => sum + (v - b[i]!) ** 2, 0) / b.reduce((sum, v) => sum + v * v, 0));
 
+// group_norm of x [n, c, spatial] (flattened values) in float64, each channel scaled and shifted
+// by w and b where given, then through SiLU with `silu`: the reference of the GPU kernel's result.
+function groupNormReference(xs: Float32Array, [n, c, spatial]: [number, number, number], groups: number, eps: number, w?: Float32Array, b?: Float32Array, silu = false): Float32Array {
+  const out = new Float32Array(xs.length);
+  const perRow = (c / groups) * spatial;
+  for (let r = 0; r < n * groups; r++) {
+    const [start, end] = [r * perRow, (r + 1) * perRow];
+    let [sum, squares] = [0, 0];
+    for (let i = start; i < end; i++) sum += xs[i]!;
+    const mean = sum / perRow;
+    for (let i = start; i < end; i++) squares += (xs[i]! - mean) ** 2;
+    const rstd = 1 / Math.sqrt(squares / perRow + eps);
+    for (let i = start; i < end; i++) {
+      const ch = Math.floor(i / spatial) % c;
+      const y = (xs[i]! - mean) * rstd * (w ? w[ch]! : 1) + (b ? b[ch]! : 0);
+      out[i] = silu ? y / (1 + Math.exp(-y)) : y;
+    }
+  }
+  return out;
+}
+
 // Kernels run and the value of `f`, recorded in one segment (one JS task) inside tidy.
 async function run(f: () => dt.Tensor): Promise<{ kernels: number; value: Float32Array }> {
   await dt.sync();
@@ -269,6 +290,61 @@ describe('producer-consumer fusion', () => {
         dt.dispose([x, cos, sin, ...kept]);
       }
       w.dispose();
+    });
+
+    it.skipIf(mc.skip !== false)(`runs a group norm and the SiLU after it as one kernel (group_norm_silu): ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const split = mesh.ndim - 1;
+      const on = (p: dt.Placement) => mesh.shape.map((_, d) => (d === split ? p : dt.Replicate()));
+      const gpu = mesh.deviceType === 'cuda';
+      const dtype = gpu ? 'bfloat16' : 'float32';
+      const [weight, bias] = [dt.randn([8], { seed: 52, mesh, dtype }), dt.randn([8], { seed: 53, mesh, dtype })];
+      // a VAE resnet block's activations [N, C, H, W], the batch split over the last mesh dim, their
+      // mean well off zero (the statistics must not cancel); 4 x 8 = 32 values a channel (the GPU
+      // kernel's 16-byte loads stay in a channel), then 3 x 5 (the GPU falls back to the two ops)
+      for (const hw of [[4, 8], [3, 5]]) {
+        const x = dt.randn([4, 8, ...hw], { seed: 51, mesh, dtype, placements: on(dt.Shard(0)) }).mul(2).add(3);
+        for (const affine of [{ weight, bias, eps: 1e-6 }, {}]) {
+          const activated = (g: (t: dt.Tensor) => dt.Tensor) => () => dt.F.silu(g(dt.F.groupNorm(x, 4, affine)));
+          const fused = await run(activated((t) => t));
+          const kept: dt.Tensor[] = [];
+          const unfused = await run(activated((t) => dt.keep(kept[kept.push(t) - 1]!)));
+          expect(unfused.kernels - fused.kernels).toBe(mesh.size); // the norm and the SiLU: one kernel on every rank
+          if (gpu) {
+            // LibTorch's group_norm rounds its mean and 1/std to bfloat16 before normalising
+            // (native_group_norm keeps them in the parameters' dtype): the unfused result is that
+            // far from the fused kernel's, whose statistics stay float32, as float64's are
+            expect(relativeL2(fused.value, unfused.value)).toBeLessThanOrEqual(1e-2);
+            const [xs, ws, bs] = (await Promise.all([x, weight, bias].map((t) => t.to('float32').data()))) as Float32Array[];
+            const hasAffine = 'weight' in affine;
+            const reference = groupNormReference(xs!, [4, 8, hw[0]! * hw[1]!], 4, hasAffine ? 1e-6 : 1e-5, hasAffine ? ws : undefined, hasAffine ? bs : undefined, true);
+            expect(relativeL2(fused.value, reference)).toBeLessThanOrEqual(hw[1] === 8 ? 4e-3 : 2e-2);
+          } else {
+            expect(fused.value).toEqual(unfused.value);
+          }
+          dt.dispose(kept);
+        }
+        x.dispose();
+      }
+      dt.dispose([weight, bias]);
+    });
+
+    it.skipIf(mc.skip !== false)(`normalises long group-norm rows over many blocks, with and without the SiLU, as float64 does: ${mc.name}`, async () => {
+      const mesh = mc.make();
+      const gpu = mesh.deviceType === 'cuda';
+      const dtype = gpu ? 'bfloat16' : 'float32';
+      // 2 groups of 4 channels of 128 x 128: rows of 65,536 values (GPUs: DTorch's kernel, 8 blocks a row)
+      const [n, c, groups, hw] = [2, 8, 2, 128 * 128];
+      const x = dt.randn([n, c, 128, 128], { seed: 61, mesh, dtype }).mul(3).add(5);
+      const [weight, bias] = [dt.randn([c], { seed: 62, mesh, dtype }), dt.randn([c], { seed: 63, mesh, dtype })];
+      const [xs, ws, bs] = (await Promise.all([x, weight, bias].map((t) => t.to('float32').data()))) as Float32Array[];
+      const reference = (silu: boolean) => groupNormReference(xs!, [n, c, hw], groups, 1e-6, ws, bs, silu);
+      const bound = gpu ? 4e-3 : 1e-5; // bfloat16 rounding of the output on GPUs
+      const normed = (await run(() => dt.F.groupNorm(x, groups, { weight, bias, eps: 1e-6 }))).value;
+      expect(relativeL2(normed, reference(false))).toBeLessThanOrEqual(bound);
+      const activated = (await run(() => dt.F.silu(dt.F.groupNorm(x, groups, { weight, bias, eps: 1e-6 })))).value;
+      expect(relativeL2(activated, reference(true))).toBeLessThanOrEqual(bound);
+      dt.dispose([x, weight, bias]);
     });
 
     it.skipIf(mc.skip !== false)(`equals the unfused ops on a sharded mesh: ${mc.name}`, async () => {

@@ -262,13 +262,29 @@ void groupNormRows(const InferContext& ctx, SignatureRows& rows) {
   in.append(ctx.inputs.size() - 1, R);
   rows.push_back(row(in, S(0)));
 }
-void runGroupNorm(KernelContext& ctx) {
+// group_norm's weight and bias, where its attributes say it has them.
+std::pair<std::optional<at::Tensor>, std::optional<at::Tensor>> groupNormAffine(const KernelContext& ctx) {
   size_t next = 1;
   std::optional<at::Tensor> weight, bias;
   if (ctx.attr(1) != 0) weight = ctx.input(next++);
   if (ctx.attr(2) != 0) bias = ctx.input(next++);
+  return {weight, bias};
+}
+at::Tensor groupNorm(const KernelContext& ctx) {
+  const auto [weight, bias] = groupNormAffine(ctx);
   std::optional<at::Tensor> fast = external::cuda::groupNormLongRows(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3));
-  ctx.outputs.push_back(fast ? std::move(*fast) : at::group_norm(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3)));
+  return fast ? std::move(*fast) : at::group_norm(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3));
+}
+void runGroupNorm(KernelContext& ctx) { ctx.outputs.push_back(groupNorm(ctx)); }
+
+// group_norm_silu(x, weight?, bias?) (formed by fusion of group_norm into the silu reading its
+// output: a VAE resnet block's norm and activation; the norm's attributes): on GPUs DTorch's
+// group norm kernel applies the SiLU as it writes (external/cuda/group_norm); elsewhere the two
+// ops in turn.
+void runGroupNormSilu(KernelContext& ctx) {
+  const auto [weight, bias] = groupNormAffine(ctx);
+  std::optional<at::Tensor> fused = external::cuda::groupNormSilu(ctx.input(0), ctx.intAttr(0), weight, bias, ctx.attr(3));
+  ctx.outputs.push_back(fused ? std::move(*fused) : at::silu(groupNorm(ctx)));
 }
 
 // ---- embedding(ids, weight[V, D]) ------------------------------------------------------------
@@ -500,6 +516,7 @@ void registerNnOps(OpRegistry& registry) {
   registry.add({"layer_norm", -1, "nNorm, shape..., hasWeight, hasBias, eps", inferNorm, runLayerNorm, normRows});
   registry.add({"rms_norm", -1, "nNorm, shape..., hasWeight, hasBias(0), eps", inferNorm, runRmsNorm, normRows});
   registry.add({"group_norm", -1, "groups, hasWeight, hasBias, eps", inferGroupNorm, runGroupNorm, groupNormRows});
+  registry.add({"group_norm_silu", -1, "(formed by fusion) groups, hasWeight, hasBias, eps", inferFormedByFusion, runGroupNormSilu});
   OpDef embedding{"embedding", 2, "", inferEmbedding, runEmbedding, embeddingRows};
   embedding.keepsInputMetas = true;
   registry.add(embedding);

@@ -105,6 +105,10 @@ const Rule kRules[] = {
        return in;
      },
      KeptAttrs::kBoth},
+    // group_norm(x, weight?, bias?) -> silu(·): group_norm_silu(x, weight?, bias?), a VAE resnet
+    // block's norm and activation in one pass of the norm's kernel on GPUs (the norm's attributes)
+    {"group_norm", "silu", "group_norm_silu", [](const Node&, const Node& c, int64_t t) { return c.inputs[0] == t ? 0 : -1; },
+     [](const Node& p, const Node&, int) { return p.inputs; }, KeptAttrs::kProducer},
     // linear(x, A) (bias-free) -> cat([x, ·], last dim): lora_join(x, A), an unfused LoRA
     // adapter's [x | A x] with A x written in place (@dtorch/nn loraWideProduct)
     {"linear", "cat", "lora_join",

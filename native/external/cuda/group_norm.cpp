@@ -2,6 +2,13 @@
 
 #include <ATen/ATen.h>
 
+#ifdef DTORCH_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "external/cuda/kernel_float_type.h"
+#include "external/cuda/kernels/group_norm_rows.h"
+#endif
+
 namespace dtorch::external::cuda {
 
 namespace {
@@ -9,6 +16,34 @@ namespace {
 constexpr int64_t kMaxRows = 1024;
 constexpr int64_t kMinRowLength = 1 << 15;
 constexpr int64_t kMaxFloatCopy = int64_t{1} << 24;  // elements: 64 MiB of float32
+
+// Whether `t` (a weight or bias) is what the kernel reads for x's c channels: absent, or c
+// contiguous values of x's dtype on x's device.
+bool perChannel(const std::optional<at::Tensor>& t, const at::Tensor& x, int64_t c) {
+  return !t || (t->device() == x.device() && t->scalar_type() == x.scalar_type() && t->dim() == 1 && t->size(0) == c && t->is_contiguous());
+}
+
+// x's group norm (then its SiLU) through DTorch's kernel where it takes x (see the header), else nullopt.
+std::optional<at::Tensor> groupNormKernel(const at::Tensor& x, int64_t groups, const std::optional<at::Tensor>& weight,
+                                          const std::optional<at::Tensor>& bias, double eps, bool silu) {
+#ifdef DTORCH_WITH_CUDA
+  if (!x.is_cuda() || x.dim() < 2 || groups <= 0 || x.numel() == 0 || !x.is_contiguous()) return std::nullopt;
+  const std::optional<kernels::FloatType> type = kernelFloatType(x.scalar_type());
+  const int64_t n = x.size(0), c = x.size(1);
+  if (!type || c % groups != 0 || n * groups > 65535) return std::nullopt;
+  const int64_t spatial = x.numel() / (n * c), vec = 16 / static_cast<int64_t>(x.element_size());
+  if (spatial % vec != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0 || !perChannel(weight, x, c) || !perChannel(bias, x, c)) return std::nullopt;
+  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  at::Tensor scratch = at::empty({kernels::groupNormScratchFloats(*type, n, c, groups, spatial)}, x.options().dtype(at::kFloat));
+  const int error = kernels::groupNormRows(*type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, bias ? bias->data_ptr() : nullptr, y.data_ptr(),
+                                           scratch.data_ptr<float>(), n, c, groups, spatial, static_cast<float>(eps), silu,
+                                           c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  TORCH_CHECK(error == 0, "group_norm: DTorch's group norm kernel failed to launch (CUDA error ", error, ")");
+  return y;
+#else
+  return std::nullopt;
+#endif
+}
 }  // namespace
 
 std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups, const std::optional<at::Tensor>& weight,
@@ -18,6 +53,7 @@ std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups,
   if (c % groups != 0) return std::nullopt;
   const int64_t row = x.numel() / (n * groups);
   if (n * groups > kMaxRows || row < kMinRowLength) return std::nullopt;
+  if (std::optional<at::Tensor> y = groupNormKernel(x, groups, weight, bias, eps, /*silu=*/false)) return y;
   at::Tensor mean, var;
   {
     // Welford in float32, as LibTorch's statistics. A 16-bit input is widened a few rows at a
@@ -45,6 +81,11 @@ std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups,
   at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   at::addcmul_out(y, b.view(perChannel), x, a.view(perChannel));  // computed in float, rounded once into y
   return y;
+}
+
+std::optional<at::Tensor> groupNormSilu(const at::Tensor& x, int64_t groups, const std::optional<at::Tensor>& weight,
+                                        const std::optional<at::Tensor>& bias, double eps) {
+  return groupNormKernel(x, groups, weight, bias, eps, /*silu=*/true);
 }
 
 }  // namespace dtorch::external::cuda

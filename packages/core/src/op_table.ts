@@ -83,6 +83,8 @@ export const opTable = Object.freeze({
   gelu_fp8_linear: op(-1, '(formed by fusion) hasBias, hasInputAmax(0)'),
   /** Any number of tensor inputs; attributes: groups, hasWeight, hasBias, eps. */
   group_norm: op(-1, 'groups, hasWeight, hasBias, eps'),
+  /** Formed by the controller's fusion, not recorded: any number of tensor inputs. */
+  group_norm_silu: op(-1, '(formed by fusion) groups, hasWeight, hasBias, eps'),
   /** 2 tensor inputs; attributes: alpha. */
   gt: op(2, 'alpha'),
   /** 1 tensor input; attributes: value, kind, alpha. */
