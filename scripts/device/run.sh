@@ -3,7 +3,7 @@
 # build the addon against the machine's torch (CUDA and NCCL when that torch has them), run the
 # test suites, and leave the logs and a JSON summary under $OUT.
 #   bash scripts/device/run.sh [vitest filters...]
-#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,loradown,matmultune,lora,fp8,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
+#   BENCH=overhead,redistribute,flux,overlap,hf,diffusion,pipelines,loragemm,loradown,matmultune,lora,fp8,qattention,cache,cachefp8,cachecheck,offload,serve also runs those benchmarks (JSON lines under $OUT); TESTS=0 skips the tests;
 #   CE_REDUCTIONS=1 / NCCL_ONLY=1 add flux passes with copy-engine reductions / with NCCL only;
 #   FLUX_AB="NAME=value" adds a pass (single, asynctp, ulysses) with that variable set, for an A/B in one call
 set -uo pipefail
@@ -91,6 +91,11 @@ if bench fp8 && [ "$cuda" = true ]; then
   # Flux-dev's step in FP8 against bfloat16: time, memory, kernels, one-step and 28-step error
   DEVICE=cuda node bench/hf/fp8_step.mjs > "$OUT/hf-fp8-step-cuda.jsonl" 2>&1
   grep -h -e '"summary":true' -e 'rror' "$OUT/hf-fp8-step-cuda.jsonl" | cut -c1-1500
+fi
+if bench qattention && [ "$cuda" = true ]; then
+  # quantized attention recipes (Triton: FP8, SageAttention2, SageAttention1) against cuDNN's bfloat16 attention at Flux-dev's shape (issue 44)
+  (cd bench/gpu && python3 quantized_attention.py) > "$OUT/quantized-attention-cuda.jsonl" 2>&1
+  grep -h -e '"summary": true' -e '"error"' "$OUT/quantized-attention-cuda.jsonl" | cut -c1-1500
 fi
 if bench loragemm && [ "$cuda" = true ]; then
   # the matmuls a LoRA adds to Flux-dev's linears, each way of running them, shape by shape (PyTorch)
