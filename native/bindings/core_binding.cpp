@@ -650,6 +650,7 @@ Napi::Object settingsToJs(Napi::Env env, const common::Settings& s) {
   out.Set("loraJoin", s.loraJoin);
   out.Set("loraTall", s.loraTall);
   out.Set("matmulTuning", s.matmulTuning);
+  out.Set("convChannelsLast", s.convChannelsLast);
   return out;
 }
 

@@ -68,6 +68,7 @@ Settings parseSettings(const std::function<const char*(const char*)>& lookup) {
   s.loraJoin = flag("DTORCH_LORA_JOIN", get("DTORCH_LORA_JOIN"), s.loraJoin);
   s.loraTall = flag("DTORCH_LORA_TALL", get("DTORCH_LORA_TALL"), s.loraTall);
   s.matmulTuning = flag("DTORCH_MATMUL_TUNING", get("DTORCH_MATMUL_TUNING"), s.matmulTuning);
+  s.convChannelsLast = flag("DTORCH_CONV_CHANNELS_LAST", get("DTORCH_CONV_CHANNELS_LAST"), s.convChannelsLast);
   return s;
 }
 

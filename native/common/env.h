@@ -28,6 +28,7 @@ struct Settings {
   bool loraJoin = true;                  // DTORCH_LORA_JOIN: fuse an unfused LoRA adapter's [x | A x] (lora_join)
   bool loraTall = true;                  // DTORCH_LORA_TALL: a narrowing linear's A x as extra output columns of its base matmul ([W; A])
   bool matmulTuning = false;             // DTORCH_MATMUL_TUNING: time cuBLASLt's candidates per linear shape on GPUs (tuned_matmul.h)
+  bool convChannelsLast = false;         // DTORCH_CONV_CHANNELS_LAST: 16-bit convolutions on GPUs read and write channels last (image.cpp)
 };
 
 // The settings of this process, parsed once. While a value is malformed every call throws the

@@ -42,6 +42,7 @@ const flags = {
   DTORCH_LORA_JOIN: 'loraJoin',
   DTORCH_LORA_TALL: 'loraTall',
   DTORCH_MATMUL_TUNING: 'matmulTuning',
+  DTORCH_CONV_CHANNELS_LAST: 'convChannelsLast',
 } as const;
 
 describe('native settings', () => {
@@ -65,6 +66,7 @@ describe('native settings', () => {
       loraJoin: true,
       loraTall: true,
       matmulTuning: false,
+      convChannelsLast: false,
     };
     expect(slice().settingsFrom({})).toEqual(defaults);
     const empty = Object.fromEntries([...Object.keys(integers), ...Object.keys(flags)].map((name) => [name, '']));

@@ -23,21 +23,29 @@ bool perChannel(const std::optional<at::Tensor>& t, const at::Tensor& x, int64_t
   return !t || (t->device() == x.device() && t->scalar_type() == x.scalar_type() && t->dim() == 1 && t->size(0) == c && t->is_contiguous());
 }
 
-// x's group norm (then its SiLU) through DTorch's kernel where it takes x (see the header), else nullopt.
+// x's group norm (then its SiLU) through DTorch's kernels where they take x (see the header), else
+// nullopt: laid out [N, C, ...] contiguously, or channels last (a 4-d tensor as cuDNN's
+// convolutions leave it on Hopper: the output keeps that layout).
 std::optional<at::Tensor> groupNormKernel(const at::Tensor& x, int64_t groups, const std::optional<at::Tensor>& weight,
                                           const std::optional<at::Tensor>& bias, double eps, bool silu) {
 #ifdef DTORCH_WITH_CUDA
-  if (!x.is_cuda() || x.dim() < 2 || groups <= 0 || x.numel() == 0 || !x.is_contiguous()) return std::nullopt;
+  if (!x.is_cuda() || x.dim() < 2 || groups <= 0 || x.numel() == 0) return std::nullopt;
+  const bool last = !x.is_contiguous() && x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+  if (!x.is_contiguous() && !last) return std::nullopt;
   const std::optional<kernels::FloatType> type = kernelFloatType(x.scalar_type());
   const int64_t n = x.size(0), c = x.size(1);
   if (!type || c % groups != 0 || n * groups > 65535) return std::nullopt;
   const int64_t spatial = x.numel() / (n * c), vec = 16 / static_cast<int64_t>(x.element_size());
-  if (spatial % vec != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0 || !perChannel(weight, x, c) || !perChannel(bias, x, c)) return std::nullopt;
-  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  at::Tensor scratch = at::empty({kernels::groupNormScratchFloats(*type, n, c, groups, spatial)}, x.options().dtype(at::kFloat));
-  const int error = kernels::groupNormRows(*type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, bias ? bias->data_ptr() : nullptr, y.data_ptr(),
-                                           scratch.data_ptr<float>(), n, c, groups, spatial, static_cast<float>(eps), silu,
-                                           c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  if ((last ? c : spatial) % vec != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0 || !perChannel(weight, x, c) || !perChannel(bias, x, c)) {
+    return std::nullopt;
+  }
+  const int64_t floats = last ? kernels::groupNormLastScratchFloats(*type, n, c, groups, spatial) : kernels::groupNormScratchFloats(*type, n, c, groups, spatial);
+  if (floats < 0 || (last && n > 65535)) return std::nullopt;
+  at::Tensor y = at::empty_like(x, last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  at::Tensor scratch = at::empty({floats}, x.options().dtype(at::kFloat));
+  const auto rows = last ? kernels::groupNormLastRows : kernels::groupNormRows;
+  const int error = rows(*type, x.data_ptr(), weight ? weight->data_ptr() : nullptr, bias ? bias->data_ptr() : nullptr, y.data_ptr(), scratch.data_ptr<float>(), n,
+                         c, groups, spatial, static_cast<float>(eps), silu, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(error == 0, "group_norm: DTorch's group norm kernel failed to launch (CUDA error ", error, ")");
   return y;
 #else
@@ -52,8 +60,12 @@ std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups,
   const int64_t n = x.size(0), c = x.size(1);
   if (c % groups != 0) return std::nullopt;
   const int64_t row = x.numel() / (n * groups);
-  if (n * groups > kMaxRows || row < kMinRowLength) return std::nullopt;
+  // channels last (a convolution's output on Hopper): DTorch's kernel at any length, where
+  // LibTorch's would first copy x to [N, C, H, W]
+  const bool last = !x.is_contiguous() && x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+  if (!last && (n * groups > kMaxRows || row < kMinRowLength)) return std::nullopt;
   if (std::optional<at::Tensor> y = groupNormKernel(x, groups, weight, bias, eps, /*silu=*/false)) return y;
+  if (last && (n * groups > kMaxRows || row < kMinRowLength)) return std::nullopt;
   at::Tensor mean, var;
   {
     // Welford in float32, as LibTorch's statistics. A 16-bit input is widened a few rows at a

@@ -122,6 +122,8 @@ export interface NativeSettings {
   loraTall: boolean;
   /** DTORCH_MATMUL_TUNING: on GPUs, a linear's cuBLASLt kernel is chosen by timing the heuristic's candidates once per shape rather than taken from the heuristic (default false until GPU runs have shown it). */
   matmulTuning: boolean;
+  /** DTORCH_CONV_CHANNELS_LAST: on GPUs, 16-bit convolutions read and write channels last, the layout cuDNN's fast kernels take (default false until GPU runs have shown it). */
+  convChannelsLast: boolean;
 }
 
 /**

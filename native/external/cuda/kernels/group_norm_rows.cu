@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kLoadsPerThread = 4;  // 16-byte loads of each thread: a block takes 16 KiB of a row
+constexpr int64_t kMaxLastChannels = 2048;  // channels last: a block folds every channel's scale and shift into shared memory
 
 // VEC elements of T: 16 bytes, one load.
 template <typename T>
@@ -128,6 +129,203 @@ __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict_
   }
 }
 
+// ---- channels last: x [N, spatial, C] (a [N, C, H, W] tensor in channels-last layout) -----------
+// A thread always takes the same 16-byte vector of channels (C / VEC vectors a position divide the
+// block's threads), so its sums belong to fixed groups: one group when a group spans whole vectors
+// (GroupsPerVec 1), else GroupsPerVec whole groups. Blocks take kLoadsPerThread * kThreads vectors:
+// a run of positions over all channels. The sums are reduced in a fixed order (bits repeat).
+
+// Pass 1: per block and group, the sums of (x - s) and (x - s)² over its positions, s the group's
+// first value at position 0; partials[((n * chunks + chunk) * groups + g) * 2 + {0, 1}].
+template <typename T, int GroupsPerVec>
+__global__ void __launch_bounds__(kThreads) lastPartialsKernel(const T* __restrict__ x, float* __restrict__ partials, int64_t spatial, int channels,
+                                                               int channelsPerGroup, int positionsPerBlock) {
+  constexpr int VEC = Pack<T>::VEC;
+  __shared__ float sums[kThreads][GroupsPerVec][2];
+  const int vecsPerRow = channels / VEC, rowsStep = kThreads / vecsPerRow, groups = channels / channelsPerGroup;
+  const int vec = threadIdx.x % vecsPerRow, firstChannel = vec * VEC;
+  const int64_t sample = blockIdx.y, start = static_cast<int64_t>(blockIdx.x) * positionsPerBlock;
+  const T* in = x + sample * spatial * channels;
+  const int groupSpan = GroupsPerVec == 1 ? VEC : channelsPerGroup;  // channels of the vector in one group
+  float shift[GroupsPerVec], s1[GroupsPerVec] = {}, s2[GroupsPerVec] = {};
+#pragma unroll
+  for (int k = 0; k < GroupsPerVec; ++k) shift[k] = toFloat(in[(firstChannel + k * groupSpan) / channelsPerGroup * channelsPerGroup]);
+  for (int r = threadIdx.x / vecsPerRow; r < positionsPerBlock; r += rowsStep) {
+    const int64_t position = start + r;
+    if (position >= spatial) break;
+    Pack<T> p;
+    p.raw = *reinterpret_cast<const uint4*>(in + position * channels + firstChannel);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int k = GroupsPerVec == 1 ? 0 : j / groupSpan;
+      const float d = toFloat(p.v[j]) - shift[k];
+      s1[k] += d;
+      s2[k] += d * d;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < GroupsPerVec; ++k) {
+    sums[threadIdx.x][k][0] = s1[k];
+    sums[threadIdx.x][k][1] = s2[k];
+  }
+  __syncthreads();
+  // the threads of one vector, in order; then (one group over several vectors) the vectors of a group, in order
+  if (threadIdx.x < vecsPerRow) {
+    for (int k = 0; k < GroupsPerVec; ++k) {
+      float a = 0.f, b = 0.f;
+      for (int t = threadIdx.x; t < kThreads; t += vecsPerRow) {
+        a += sums[t][k][0];
+        b += sums[t][k][1];
+      }
+      s1[k] = a;
+      s2[k] = b;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < vecsPerRow) {
+#pragma unroll
+    for (int k = 0; k < GroupsPerVec; ++k) {
+      sums[threadIdx.x][k][0] = s1[k];
+      sums[threadIdx.x][k][1] = s2[k];
+    }
+  }
+  __syncthreads();
+  float* out = partials + (sample * gridDim.x + blockIdx.x) * groups * 2;
+  if (GroupsPerVec > 1) {
+    if (threadIdx.x < vecsPerRow) {
+      for (int k = 0; k < GroupsPerVec; ++k) {
+        const int g = threadIdx.x * GroupsPerVec + k;
+        out[2 * g] = sums[threadIdx.x][k][0];
+        out[2 * g + 1] = sums[threadIdx.x][k][1];
+      }
+    }
+  } else if (threadIdx.x < groups) {
+    const int vecsPerGroup = channelsPerGroup / VEC;
+    float a = 0.f, b = 0.f;
+    for (int v = threadIdx.x * vecsPerGroup; v < (threadIdx.x + 1) * vecsPerGroup; ++v) {
+      a += sums[v][0][0];
+      b += sums[v][0][1];
+    }
+    out[2 * threadIdx.x] = a;
+    out[2 * threadIdx.x + 1] = b;
+  }
+}
+
+// Pass 2: one block per (sample, group): its mean and 1/std from the chunks' partials (summed in
+// double, in order), into stats[(n * groups + g) * 2 + {0, 1}].
+template <typename T>
+__global__ void __launch_bounds__(kThreads) lastStatsKernel(const T* __restrict__ x, const float* __restrict__ partials, float* __restrict__ stats,
+                                                            int64_t spatial, int channels, int channelsPerGroup, int chunks, float eps) {
+  const int groups = channels / channelsPerGroup;
+  const int64_t sample = blockIdx.x / groups;
+  const int g = blockIdx.x % groups;
+  double s1 = 0, s2 = 0;
+  for (int c = threadIdx.x; c < chunks; c += kThreads) {
+    const float* p = partials + ((sample * chunks + c) * groups + g) * 2;
+    s1 += p[0];
+    s2 += p[1];
+  }
+  __shared__ double shared[kThreads / 32];
+  s1 = blockSum(s1, shared);
+  s2 = blockSum(s2, shared);
+  if (threadIdx.x == 0) {
+    const double count = static_cast<double>(spatial) * channelsPerGroup, shiftedMean = s1 / count;
+    const float shift = toFloat(x[sample * spatial * channels + static_cast<int64_t>(g) * channelsPerGroup]);
+    const float var = fmaxf(static_cast<float>(s2 / count - shiftedMean * shiftedMean), 0.f);
+    stats[blockIdx.x * 2] = static_cast<float>(static_cast<double>(shift) + shiftedMean);
+    stats[blockIdx.x * 2 + 1] = rsqrtf(var + eps);
+  }
+}
+
+// Pass 3: each block folds its sample's statistics into per-channel a and b (shared memory), then
+// writes its positions as normalizeKernel does.
+template <typename T, bool Silu>
+__global__ void __launch_bounds__(kThreads) lastNormalizeKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+                                                                T* __restrict__ y, const float* __restrict__ stats, int64_t spatial, int channels,
+                                                                int channelsPerGroup, int positionsPerBlock) {
+  constexpr int VEC = Pack<T>::VEC;
+  extern __shared__ float folded[];  // a[channels], then b[channels]
+  const int64_t sample = blockIdx.y;
+  const int groups = channels / channelsPerGroup;
+  for (int c = threadIdx.x; c < channels; c += kThreads) {
+    const float* st = stats + (sample * groups + c / channelsPerGroup) * 2;
+    const float a = weight ? st[1] * toFloat(weight[c]) : st[1];
+    folded[c] = a;
+    folded[channels + c] = (bias ? toFloat(bias[c]) : 0.f) - a * st[0];
+  }
+  __syncthreads();
+  const int vecsPerRow = channels / VEC, rowsStep = kThreads / vecsPerRow;
+  const int firstChannel = (threadIdx.x % vecsPerRow) * VEC;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * positionsPerBlock;
+  const T* in = x + sample * spatial * channels;
+  T* out = y + sample * spatial * channels;
+  for (int r = threadIdx.x / vecsPerRow; r < positionsPerBlock; r += rowsStep) {
+    const int64_t position = start + r;
+    if (position >= spatial) break;
+    Pack<T> p;
+    p.raw = *reinterpret_cast<const uint4*>(in + position * channels + firstChannel);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      T v = fromFloat<T>(fmaf(toFloat(p.v[j]), folded[firstChannel + j], folded[channels + firstChannel + j]));
+      if constexpr (Silu) {
+        const float f = toFloat(v);
+        v = fromFloat<T>(f / (1.f + expf(-f)));
+      }
+      p.v[j] = v;
+    }
+    *reinterpret_cast<uint4*>(out + position * channels + firstChannel) = p.raw;
+  }
+}
+
+// Positions a block takes, chunks a sample splits into, and the groups a vector holds (0: the layout is not served).
+template <typename T>
+struct LastLayout {
+  int positionsPerBlock = 0;
+  int64_t chunks = 0;
+  int groupsPerVec = 0;
+  LastLayout(int64_t spatial, int64_t channels, int64_t groups) {
+    constexpr int VEC = Pack<T>::VEC;
+    const int64_t cpg = channels / groups;
+    if (channels % VEC != 0 || channels > kMaxLastChannels || kThreads % (channels / VEC) != 0) return;
+    if (cpg % VEC == 0) groupsPerVec = 1;
+    else if (VEC % cpg == 0) groupsPerVec = static_cast<int>(VEC / cpg);
+    else return;
+    positionsPerBlock = static_cast<int>(int64_t{kThreads} * kLoadsPerThread / (channels / VEC));
+    chunks = (spatial + positionsPerBlock - 1) / positionsPerBlock;
+  }
+};
+
+template <typename T>
+int launchLast(const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels, int64_t groups,
+               int64_t spatial, float eps, bool silu, cudaStream_t stream) {
+  const LastLayout<T> layout(spatial, channels, groups);
+  if (layout.groupsPerVec == 0) return static_cast<int>(cudaErrorInvalidValue);
+  const T* in = static_cast<const T*>(x);
+  const int c = static_cast<int>(channels), cpg = static_cast<int>(channels / groups);
+  const dim3 grid(static_cast<unsigned>(layout.chunks), static_cast<unsigned>(n));
+  float* partials = scratch;
+  float* stats = scratch + 2 * n * groups * layout.chunks;
+  switch (layout.groupsPerVec) {
+    case 1: lastPartialsKernel<T, 1><<<grid, kThreads, 0, stream>>>(in, partials, spatial, c, cpg, layout.positionsPerBlock); break;
+    case 2: lastPartialsKernel<T, 2><<<grid, kThreads, 0, stream>>>(in, partials, spatial, c, cpg, layout.positionsPerBlock); break;
+    case 4: lastPartialsKernel<T, 4><<<grid, kThreads, 0, stream>>>(in, partials, spatial, c, cpg, layout.positionsPerBlock); break;
+    case 8: lastPartialsKernel<T, 8><<<grid, kThreads, 0, stream>>>(in, partials, spatial, c, cpg, layout.positionsPerBlock); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return static_cast<int>(error);
+  lastStatsKernel<T><<<static_cast<unsigned>(n * groups), kThreads, 0, stream>>>(in, partials, stats, spatial, c, cpg, static_cast<int>(layout.chunks), eps);
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return static_cast<int>(error);
+  const T *w = static_cast<const T*>(weight), *b = static_cast<const T*>(bias);
+  T* out = static_cast<T*>(y);
+  const size_t shared = 2 * channels * sizeof(float);
+  if (silu) {
+    lastNormalizeKernel<T, true><<<grid, kThreads, shared, stream>>>(in, w, b, out, stats, spatial, c, cpg, layout.positionsPerBlock);
+  } else {
+    lastNormalizeKernel<T, false><<<grid, kThreads, shared, stream>>>(in, w, b, out, stats, spatial, c, cpg, layout.positionsPerBlock);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
 template <typename T>
 int launch(const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels, int64_t groups,
            int64_t spatial, float eps, bool silu, cudaStream_t stream) {
@@ -161,6 +359,20 @@ auto byType(FloatType type, F&& f) {
 }
 
 }  // namespace
+
+int64_t groupNormLastScratchFloats(FloatType type, int64_t n, int64_t channels, int64_t groups, int64_t spatial) {
+  return byType(type, [&](auto t) -> int64_t {
+    const LastLayout<decltype(t)> layout(spatial, channels, groups);
+    return layout.groupsPerVec == 0 ? -1 : 2 * n * groups * (layout.chunks + 1);
+  });
+}
+
+int groupNormLastRows(FloatType type, const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels,
+                      int64_t groups, int64_t spatial, float eps, bool silu, void* stream) {
+  return byType(type, [&](auto t) {
+    return launchLast<decltype(t)>(x, weight, bias, y, scratch, n, channels, groups, spatial, eps, silu, static_cast<cudaStream_t>(stream));
+  });
+}
 
 int64_t groupNormScratchFloats(FloatType type, int64_t n, int64_t channels, int64_t groups, int64_t spatial) {
   const int64_t rowLength = channels / groups * spatial;

@@ -24,4 +24,13 @@ int64_t groupNormScratchFloats(FloatType type, int64_t n, int64_t channels, int6
 int groupNormRows(FloatType type, const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels,
                   int64_t groups, int64_t spatial, float eps, bool silu, void* stream);
 
+// The same of x laid out channels last, [N, spatial, C] (a [N, C, H, W] tensor in channels-last
+// memory, as cuDNN's convolutions on Hopper read and write it), into y laid out alike: three
+// passes (partial sums per block and group, each group's statistics, the normalisation). Served
+// where C / (16 bytes' worth of values) divides 256, C <= 2048, and a group's channels are a
+// multiple or a divisor of that many; groupNormLastScratchFloats is -1 elsewhere.
+int64_t groupNormLastScratchFloats(FloatType type, int64_t n, int64_t channels, int64_t groups, int64_t spatial);
+int groupNormLastRows(FloatType type, const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels,
+                      int64_t groups, int64_t spatial, float eps, bool silu, void* stream);
+
 }  // namespace dtorch::external::cuda::kernels
