@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "external/cuda/kernels/by_float_type.cuh"
 #include "external/cuda/kernels/float_convert.cuh"
 #include "external/cuda/kernels/fp8_rows.h"
 
@@ -166,28 +167,14 @@ int launchGelu(const void* x, int64_t rowStride, void* q, float* scale, int64_t 
   return static_cast<int>(cudaGetLastError());
 }
 
-// f(T{}) for `type`'s element type T.
-template <typename F>
-int byType(FloatType type, F&& f) {
-  switch (type) {
-    case FloatType::kFloat32:
-      return f(float{});
-    case FloatType::kBFloat16:
-      return f(__nv_bfloat16{});
-    case FloatType::kFloat16:
-      return f(__half{});
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
-}
-
 }  // namespace
 
 int quantizeGeluRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
-  return byType(type, [&](auto t) { return launchGelu<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
+  return byFloatType(type, [&](auto t) { return launchGelu<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
 }
 
 int quantizeRowsFp8(FloatType type, const void* x, int64_t rowStride, void* q, float* scale, int64_t rows, int d, void* stream) {
-  return byType(type, [&](auto t) { return launch<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
+  return byFloatType(type, [&](auto t) { return launch<decltype(t)>(x, rowStride, q, scale, rows, d, static_cast<cudaStream_t>(stream)); });
 }
 
 }  // namespace dtorch::external::cuda::kernels

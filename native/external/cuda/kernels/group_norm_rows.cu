@@ -4,8 +4,10 @@
 
 #include <cstdint>
 
+#include "external/cuda/kernels/by_float_type.cuh"
 #include "external/cuda/kernels/float_convert.cuh"
 #include "external/cuda/kernels/group_norm_rows.h"
+#include "external/cuda/kernels/row_operand.cuh"  // Pack
 
 namespace dtorch::external::cuda::kernels {
 namespace {
@@ -14,18 +16,10 @@ constexpr int kThreads = 256;
 constexpr int kLoadsPerThread = 4;  // 16-byte loads of each thread: a block takes 16 KiB of a row
 constexpr int64_t kMaxLastChannels = 2048;  // channels last: a block folds every channel's scale and shift into shared memory
 
-// VEC elements of T: 16 bytes, one load.
-template <typename T>
-union Pack {
-  static constexpr int VEC = 16 / sizeof(T);
-  uint4 raw;
-  T v[VEC];
-};
-
 // The values of a row one block takes (its chunk).
 template <typename T>
 __host__ __device__ constexpr int64_t chunkValues() {
-  return int64_t{kThreads} * kLoadsPerThread * Pack<T>::VEC;
+  return int64_t{kThreads} * kLoadsPerThread * Pack<T>::kVec;
 }
 
 template <typename T>
@@ -51,7 +45,7 @@ __device__ A blockSum(A v, A* shared) {
 // row's first value (a shift against cancellation when the mean is large against the spread).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) rowPartialsKernel(const T* __restrict__ x, float* __restrict__ partials, int64_t rowLength) {
-  constexpr int VEC = Pack<T>::VEC;
+  constexpr int VEC = Pack<T>::kVec;
   const T* in = x + static_cast<int64_t>(blockIdx.y) * rowLength;
   const float shift = toFloat(in[0]);
   const int64_t start = static_cast<int64_t>(blockIdx.x) * chunkValues<T>();
@@ -88,7 +82,7 @@ template <typename T, bool Silu>
 __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
                                                             T* __restrict__ y, const float* __restrict__ partials, int64_t rowLength,
                                                             int64_t spatial, int64_t channelsPerGroup, int64_t groups, float eps) {
-  constexpr int VEC = Pack<T>::VEC;
+  constexpr int VEC = Pack<T>::kVec;
   const int64_t row = blockIdx.y;
   const float* rowPartials = partials + row * gridDim.x * 2;
   double s1 = 0, s2 = 0;
@@ -135,26 +129,36 @@ __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict_
 // (GroupsPerVec 1), else GroupsPerVec whole groups. Blocks take kLoadsPerThread * kThreads vectors:
 // a run of positions over all channels. The sums are reduced in a fixed order (bits repeat).
 
+// Calls f(p, position) with each 16-byte vector of channels [firstChannel, firstChannel + VEC)
+// this thread takes among the block's positions [start, start + positionsPerBlock) of x [spatial, channels].
+template <typename T, typename F>
+__device__ void forEachLastVector(const T* in, int64_t spatial, int channels, int firstChannel, int64_t start, int positionsPerBlock, F&& f) {
+  const int vecsPerRow = channels / Pack<T>::kVec;
+  for (int r = threadIdx.x / vecsPerRow; r < positionsPerBlock; r += kThreads / vecsPerRow) {
+    const int64_t position = start + r;
+    if (position >= spatial) break;
+    Pack<T> p;
+    p.raw = *reinterpret_cast<const uint4*>(in + position * channels + firstChannel);
+    f(p, position);
+  }
+}
+
 // Pass 1: per block and group, the sums of (x - s) and (x - s)² over its positions, s the group's
 // first value at position 0; partials[((n * chunks + chunk) * groups + g) * 2 + {0, 1}].
 template <typename T, int GroupsPerVec>
 __global__ void __launch_bounds__(kThreads) lastPartialsKernel(const T* __restrict__ x, float* __restrict__ partials, int64_t spatial, int channels,
                                                                int channelsPerGroup, int positionsPerBlock) {
-  constexpr int VEC = Pack<T>::VEC;
+  constexpr int VEC = Pack<T>::kVec;
   __shared__ float sums[kThreads][GroupsPerVec][2];
-  const int vecsPerRow = channels / VEC, rowsStep = kThreads / vecsPerRow, groups = channels / channelsPerGroup;
+  const int vecsPerRow = channels / VEC, groups = channels / channelsPerGroup;
   const int vec = threadIdx.x % vecsPerRow, firstChannel = vec * VEC;
   const int64_t sample = blockIdx.y, start = static_cast<int64_t>(blockIdx.x) * positionsPerBlock;
   const T* in = x + sample * spatial * channels;
-  const int groupSpan = GroupsPerVec == 1 ? VEC : channelsPerGroup;  // channels of the vector in one group
+  constexpr int groupSpan = VEC / GroupsPerVec;  // channels of the vector in one group (GroupsPerVec 1: all of them)
   float shift[GroupsPerVec], s1[GroupsPerVec] = {}, s2[GroupsPerVec] = {};
 #pragma unroll
   for (int k = 0; k < GroupsPerVec; ++k) shift[k] = toFloat(in[(firstChannel + k * groupSpan) / channelsPerGroup * channelsPerGroup]);
-  for (int r = threadIdx.x / vecsPerRow; r < positionsPerBlock; r += rowsStep) {
-    const int64_t position = start + r;
-    if (position >= spatial) break;
-    Pack<T> p;
-    p.raw = *reinterpret_cast<const uint4*>(in + position * channels + firstChannel);
+  forEachLastVector(in, spatial, channels, firstChannel, start, positionsPerBlock, [&](const Pack<T>& p, int64_t) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const int k = GroupsPerVec == 1 ? 0 : j / groupSpan;
@@ -162,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) lastPartialsKernel(const T* __restri
       s1[k] += d;
       s2[k] += d * d;
     }
-  }
+  });
 #pragma unroll
   for (int k = 0; k < GroupsPerVec; ++k) {
     sums[threadIdx.x][k][0] = s1[k];
@@ -243,7 +247,7 @@ template <typename T, bool Silu>
 __global__ void __launch_bounds__(kThreads) lastNormalizeKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
                                                                 T* __restrict__ y, const float* __restrict__ stats, int64_t spatial, int channels,
                                                                 int channelsPerGroup, int positionsPerBlock) {
-  constexpr int VEC = Pack<T>::VEC;
+  constexpr int VEC = Pack<T>::kVec;
   extern __shared__ float folded[];  // a[channels], then b[channels]
   const int64_t sample = blockIdx.y;
   const int groups = channels / channelsPerGroup;
@@ -254,16 +258,12 @@ __global__ void __launch_bounds__(kThreads) lastNormalizeKernel(const T* __restr
     folded[channels + c] = (bias ? toFloat(bias[c]) : 0.f) - a * st[0];
   }
   __syncthreads();
-  const int vecsPerRow = channels / VEC, rowsStep = kThreads / vecsPerRow;
+  const int vecsPerRow = channels / VEC;
   const int firstChannel = (threadIdx.x % vecsPerRow) * VEC;
   const int64_t start = static_cast<int64_t>(blockIdx.x) * positionsPerBlock;
   const T* in = x + sample * spatial * channels;
   T* out = y + sample * spatial * channels;
-  for (int r = threadIdx.x / vecsPerRow; r < positionsPerBlock; r += rowsStep) {
-    const int64_t position = start + r;
-    if (position >= spatial) break;
-    Pack<T> p;
-    p.raw = *reinterpret_cast<const uint4*>(in + position * channels + firstChannel);
+  forEachLastVector(in, spatial, channels, firstChannel, start, positionsPerBlock, [&](Pack<T> p, int64_t position) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       T v = fromFloat<T>(fmaf(toFloat(p.v[j]), folded[firstChannel + j], folded[channels + firstChannel + j]));
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) lastNormalizeKernel(const T* __restr
       p.v[j] = v;
     }
     *reinterpret_cast<uint4*>(out + position * channels + firstChannel) = p.raw;
-  }
+  });
 }
 
 // Positions a block takes, chunks a sample splits into, and the groups a vector holds (0: the layout is not served).
@@ -284,7 +284,7 @@ struct LastLayout {
   int64_t chunks = 0;
   int groupsPerVec = 0;
   LastLayout(int64_t spatial, int64_t channels, int64_t groups) {
-    constexpr int VEC = Pack<T>::VEC;
+    constexpr int VEC = Pack<T>::kVec;
     const int64_t cpg = channels / groups;
     if (channels % VEC != 0 || channels > kMaxLastChannels || kThreads % (channels / VEC) != 0) return;
     if (cpg % VEC == 0) groupsPerVec = 1;
@@ -344,24 +344,10 @@ int launch(const void* x, const void* weight, const void* bias, void* y, float* 
   return static_cast<int>(cudaGetLastError());
 }
 
-// f(T{}) for `type`'s element type T.
-template <typename F>
-auto byType(FloatType type, F&& f) {
-  switch (type) {
-    case FloatType::kBFloat16:
-      return f(__nv_bfloat16{});
-    case FloatType::kFloat16:
-      return f(__half{});
-    case FloatType::kFloat32:
-    default:
-      return f(float{});
-  }
-}
-
 }  // namespace
 
 int64_t groupNormLastScratchFloats(FloatType type, int64_t n, int64_t channels, int64_t groups, int64_t spatial) {
-  return byType(type, [&](auto t) -> int64_t {
+  return byFloatType(type, [&](auto t) -> int64_t {
     const LastLayout<decltype(t)> layout(spatial, channels, groups);
     return layout.groupsPerVec == 0 ? -1 : 2 * n * groups * (layout.chunks + 1);
   });
@@ -369,19 +355,19 @@ int64_t groupNormLastScratchFloats(FloatType type, int64_t n, int64_t channels, 
 
 int groupNormLastRows(FloatType type, const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels,
                       int64_t groups, int64_t spatial, float eps, bool silu, void* stream) {
-  return byType(type, [&](auto t) {
+  return byFloatType(type, [&](auto t) {
     return launchLast<decltype(t)>(x, weight, bias, y, scratch, n, channels, groups, spatial, eps, silu, static_cast<cudaStream_t>(stream));
   });
 }
 
 int64_t groupNormScratchFloats(FloatType type, int64_t n, int64_t channels, int64_t groups, int64_t spatial) {
   const int64_t rowLength = channels / groups * spatial;
-  return byType(type, [&](auto t) { return 2 * n * groups * chunksPerRow<decltype(t)>(rowLength); });
+  return byFloatType(type, [&](auto t) { return 2 * n * groups * chunksPerRow<decltype(t)>(rowLength); });
 }
 
 int groupNormRows(FloatType type, const void* x, const void* weight, const void* bias, void* y, float* scratch, int64_t n, int64_t channels,
                   int64_t groups, int64_t spatial, float eps, bool silu, void* stream) {
-  return byType(type, [&](auto t) {
+  return byFloatType(type, [&](auto t) {
     return launch<decltype(t)>(x, weight, bias, y, scratch, n, channels, groups, spatial, eps, silu, static_cast<cudaStream_t>(stream));
   });
 }
