@@ -67,9 +67,9 @@ void convRows(const InferContext& ctx, SignatureRows& rows) {
 }
 // With DTORCH_CONV_CHANNELS_LAST=1, a 16-bit convolution on a GPU reads and writes channels last:
 // cuDNN's fast kernels on Hopper take that layout, and an input laid out [N, C, H, W] (with the
-// output back to it) cost a layout conversion each way per convolution (8.9 of a 1024² VAE
-// decode's 42.9 ms on an H100). The output keeps the layout for what reads it: DTorch's group norm
-// kernels take it, LibTorch's ops keep it or copy, transfers and collectives make their pieces
+// output back to it) costs a layout conversion each way per convolution (docs/gpu.md: a good part
+// of a VAE decode). The output keeps the layout for what reads it: DTorch's group norm kernels
+// take it, LibTorch's ops keep it or copy, transfers and collectives make their pieces
 // contiguous. Off by default until a GPU run has shown it right and faster.
 at::Tensor convInput(const at::Tensor& x) {
   const bool half = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
