@@ -8,11 +8,9 @@ import './conv_channels_last_on.js';
 import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import { meshCases } from '../conformance/meshes.js';
-import { groupNormReference } from './group_norm_reference.js';
+import { groupNormReference, relativeL2 } from './float_reference.js';
 
 const cpu = new dt.DeviceMesh('cpu', [0]);
-const relativeL2 = (a: Float32Array, b: Float32Array) =>
-  Math.sqrt(a.reduce((sum, v, i) => sum + (v - b[i]!) ** 2, 0) / b.reduce((sum, v) => sum + v * v, 0));
 
 // float32 values drawn on the CPU device, as a tensor of `dtype` on `mesh` (the same values on every mesh)
 async function drawn(shape: number[], seed: number, mesh: dt.DeviceMesh, dtype: dt.DType, scale = 1, shift = 0): Promise<dt.Tensor> {

@@ -6,12 +6,10 @@ import { describe, expect, it } from 'vitest';
 import * as dt from '@dtorch/api';
 import * as nn from '@dtorch/nn';
 import { meshCases } from '../conformance/meshes.js';
-import { groupNormReference } from './group_norm_reference.js';
+import { groupNormReference, relativeL2 } from './float_reference.js';
 
 const one = new dt.DeviceMesh('cpu', [0]);
 const kernelsRun = () => dt.workers().reduce((n, w) => n + w.kernelsRun, 0);
-const relativeL2 = (a: Float32Array, b: Float32Array) =>
-  Math.sqrt(a.reduce((sum, v, i) => sum + (v - b[i]!) ** 2, 0) / b.reduce((sum, v) => sum + v * v, 0));
 
 // Kernels run and the value of `f`, recorded in one segment (one JS task) inside tidy.
 async function run(f: () => dt.Tensor): Promise<{ kernels: number; value: Float32Array }> {

@@ -17,11 +17,17 @@ constexpr int64_t kMaxRows = 1024;
 constexpr int64_t kMinRowLength = 1 << 15;
 constexpr int64_t kMaxFloatCopy = int64_t{1} << 24;  // elements: 64 MiB of float32
 
+// Whether x [N, C, H, W] lies channels last and not also contiguous (a convolution's output with
+// DTORCH_CONV_CHANNELS_LAST).
+bool channelsLast(const at::Tensor& x) { return !x.is_contiguous() && x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast); }
+
+#ifdef DTORCH_WITH_CUDA
 // Whether `t` (a weight or bias) is what the kernel reads for x's c channels: absent, or c
 // contiguous values of x's dtype on x's device.
 bool perChannel(const std::optional<at::Tensor>& t, const at::Tensor& x, int64_t c) {
   return !t || (t->device() == x.device() && t->scalar_type() == x.scalar_type() && t->dim() == 1 && t->size(0) == c && t->is_contiguous());
 }
+#endif
 
 // x's group norm (then its SiLU) through DTorch's kernels where they take x (see the header), else
 // nullopt: laid out [N, C, ...] contiguously, or channels last (a 4-d tensor as cuDNN's
@@ -30,7 +36,7 @@ std::optional<at::Tensor> groupNormKernel(const at::Tensor& x, int64_t groups, c
                                           const std::optional<at::Tensor>& bias, double eps, bool silu) {
 #ifdef DTORCH_WITH_CUDA
   if (!x.is_cuda() || x.dim() < 2 || groups <= 0 || x.numel() == 0) return std::nullopt;
-  const bool last = !x.is_contiguous() && x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const bool last = channelsLast(x);
   if (!x.is_contiguous() && !last) return std::nullopt;
   const std::optional<kernels::FloatType> type = kernelFloatType(x.scalar_type());
   const int64_t n = x.size(0), c = x.size(1);
@@ -62,10 +68,10 @@ std::optional<at::Tensor> groupNormLongRows(const at::Tensor& x, int64_t groups,
   const int64_t row = x.numel() / (n * groups);
   // channels last (a convolution's output on Hopper): DTorch's kernel at any length, where
   // LibTorch's would first copy x to [N, C, H, W]
-  const bool last = !x.is_contiguous() && x.dim() == 4 && x.is_contiguous(at::MemoryFormat::ChannelsLast);
-  if (!last && (n * groups > kMaxRows || row < kMinRowLength)) return std::nullopt;
+  const bool longRows = n * groups <= kMaxRows && row >= kMinRowLength;
+  if (!longRows && !channelsLast(x)) return std::nullopt;
   if (std::optional<at::Tensor> y = groupNormKernel(x, groups, weight, bias, eps, /*silu=*/false)) return y;
-  if (last && (n * groups > kMaxRows || row < kMinRowLength)) return std::nullopt;
+  if (!longRows) return std::nullopt;
   at::Tensor mean, var;
   {
     // Welford in float32, as LibTorch's statistics. A 16-bit input is widened a few rows at a

@@ -41,6 +41,29 @@ __device__ A blockSum(A v, A* shared) {
   return total;
 }
 
+// A row's mean and 1/std from the sums of (x - shift) and (x - shift)² over its `count` values
+// (the variance biased, as LibTorch's).
+struct MeanRstd {
+  float mean, rstd;
+};
+__device__ MeanRstd meanRstd(double s1, double s2, double count, float shift, float eps) {
+  const double shiftedMean = s1 / count;
+  const float var = fmaxf(static_cast<float>(s2 / count - shiftedMean * shiftedMean), 0.f);
+  return {static_cast<float>(static_cast<double>(shift) + shiftedMean), rsqrtf(var + eps)};
+}
+
+// x · a + b rounded to T, as LibTorch's group_norm writes it; with Silu, silu of that rounded
+// value as LibTorch's kernel computes it (float, expf), rounded again.
+template <typename T, bool Silu>
+__device__ T normalized(T x, float a, float b) {
+  T v = fromFloat<T>(fmaf(toFloat(x), a, b));
+  if constexpr (Silu) {
+    const float f = toFloat(v);
+    v = fromFloat<T>(f / (1.f + expf(-f)));
+  }
+  return v;
+}
+
 // Pass 1: per block, the sums of (x - s) and (x - s)² over its chunk of row blockIdx.y, with s the
 // row's first value (a shift against cancellation when the mean is large against the spread).
 template <typename T>
@@ -75,9 +98,8 @@ __global__ void __launch_bounds__(kThreads) rowPartialsKernel(const T* __restric
 }
 
 // Pass 2: each block sums its row's partials (in double), then normalises its chunk: per channel
-// a = rstd · weight, b = bias - a · mean (LibTorch's folding), y = x · a + b rounded to T, and with
-// Silu silu(y) as LibTorch's kernel computes it (float, expf), rounded again. A 16-byte load never
-// straddles two channels (spatial is a multiple of VEC).
+// a = rstd · weight, b = bias - a · mean (LibTorch's folding), then `normalized`. A 16-byte load
+// never straddles two channels (spatial is a multiple of VEC).
 template <typename T, bool Silu>
 __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
                                                             T* __restrict__ y, const float* __restrict__ partials, int64_t rowLength,
@@ -95,10 +117,7 @@ __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict_
   s2 = blockSum(s2, shared);
   const T* in = x + row * rowLength;
   T* out = y + row * rowLength;
-  const double shiftedMean = s1 / static_cast<double>(rowLength);
-  const float mean = static_cast<float>(static_cast<double>(toFloat(in[0])) + shiftedMean);
-  const float var = fmaxf(static_cast<float>(s2 / static_cast<double>(rowLength) - shiftedMean * shiftedMean), 0.f);
-  const float rstd = rsqrtf(var + eps);
+  const MeanRstd stats = meanRstd(s1, s2, static_cast<double>(rowLength), toFloat(in[0]), eps);
   const int64_t firstChannel = (row % groups) * channelsPerGroup;
   const int64_t start = static_cast<int64_t>(blockIdx.x) * chunkValues<T>();
 #pragma unroll
@@ -106,19 +125,12 @@ __global__ void __launch_bounds__(kThreads) normalizeKernel(const T* __restrict_
     const int64_t col = start + (static_cast<int64_t>(i) * kThreads + threadIdx.x) * VEC;
     if (col >= rowLength) continue;
     const int64_t channel = firstChannel + col / spatial;
-    const float a = weight ? rstd * toFloat(weight[channel]) : rstd;
-    const float b = (bias ? toFloat(bias[channel]) : 0.f) - a * mean;
+    const float a = weight ? stats.rstd * toFloat(weight[channel]) : stats.rstd;
+    const float b = (bias ? toFloat(bias[channel]) : 0.f) - a * stats.mean;
     Pack<T> p;
     p.raw = *reinterpret_cast<const uint4*>(in + col);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      T v = fromFloat<T>(fmaf(toFloat(p.v[j]), a, b));
-      if constexpr (Silu) {
-        const float f = toFloat(v);
-        v = fromFloat<T>(f / (1.f + expf(-f)));
-      }
-      p.v[j] = v;
-    }
+    for (int j = 0; j < VEC; ++j) p.v[j] = normalized<T, Silu>(p.v[j], a, b);
     *reinterpret_cast<uint4*>(out + col) = p.raw;
   }
 }
@@ -233,11 +245,10 @@ __global__ void __launch_bounds__(kThreads) lastStatsKernel(const T* __restrict_
   s1 = blockSum(s1, shared);
   s2 = blockSum(s2, shared);
   if (threadIdx.x == 0) {
-    const double count = static_cast<double>(spatial) * channelsPerGroup, shiftedMean = s1 / count;
     const float shift = toFloat(x[sample * spatial * channels + static_cast<int64_t>(g) * channelsPerGroup]);
-    const float var = fmaxf(static_cast<float>(s2 / count - shiftedMean * shiftedMean), 0.f);
-    stats[blockIdx.x * 2] = static_cast<float>(static_cast<double>(shift) + shiftedMean);
-    stats[blockIdx.x * 2 + 1] = rsqrtf(var + eps);
+    const MeanRstd m = meanRstd(s1, s2, static_cast<double>(spatial) * channelsPerGroup, shift, eps);
+    stats[blockIdx.x * 2] = m.mean;
+    stats[blockIdx.x * 2 + 1] = m.rstd;
   }
 }
 
@@ -265,14 +276,7 @@ __global__ void __launch_bounds__(kThreads) lastNormalizeKernel(const T* __restr
   T* out = y + sample * spatial * channels;
   forEachLastVector(in, spatial, channels, firstChannel, start, positionsPerBlock, [&](Pack<T> p, int64_t position) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      T v = fromFloat<T>(fmaf(toFloat(p.v[j]), folded[firstChannel + j], folded[channels + firstChannel + j]));
-      if constexpr (Silu) {
-        const float f = toFloat(v);
-        v = fromFloat<T>(f / (1.f + expf(-f)));
-      }
-      p.v[j] = v;
-    }
+    for (int j = 0; j < VEC; ++j) p.v[j] = normalized<T, Silu>(p.v[j], folded[firstChannel + j], folded[channels + firstChannel + j]);
     *reinterpret_cast<uint4*>(out + position * channels + firstChannel) = p.raw;
   });
 }

@@ -1,4 +1,9 @@
-// The float64 reference of DTorch's group norm kernels (tests/engine/fusion.test.ts, conv_channels_last.test.ts).
+// What the kernel tests compare against (tests/engine/fusion.test.ts, conv_channels_last.test.ts):
+// the relative L2 error, and the float64 reference of DTorch's group norm kernels.
+
+/** ‖a - b‖ / ‖b‖. */
+export const relativeL2 = (a: Float32Array, b: Float32Array): number =>
+  Math.sqrt(a.reduce((sum, v, i) => sum + (v - b[i]!) ** 2, 0) / b.reduce((sum, v) => sum + v * v, 0));
 
 // group_norm of x [n, c, spatial] (flattened values) in float64, each channel scaled and shifted
 // by w and b where given, then through SiLU with `silu`: the reference of the GPU kernel's result.
